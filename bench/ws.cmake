@@ -1,0 +1,8 @@
+# Unmask kernel throughput against memcpy on one 1080p RGBA frame. Included from
+# bench/CMakeLists.txt.
+if(NOT DEFINED SYNC_ROOT)
+  set(SYNC_ROOT ${CMAKE_SOURCE_DIR})
+endif()
+
+add_executable(unmask_bench ${SYNC_ROOT}/bench/unmask_bench.cpp)
+target_link_libraries(unmask_bench PRIVATE sync_ws benchmark::benchmark)

@@ -1,0 +1,122 @@
+#include "control/control_message.h"
+
+#include <cctype>
+
+#include <nlohmann/json.hpp>
+
+namespace syncd::control {
+
+namespace {
+
+using nlohmann::json;
+
+ControlError bad(const std::string& type, std::string message) {
+  return ControlError{error_code::kBadMessage, std::move(message), type};
+}
+
+// Reads an unsigned integer member in [lo, hi]; false when missing (and required) or invalid.
+bool read_uint(const json& j, const char* key, uint64_t lo, uint64_t hi, bool required,
+               uint64_t& out, std::string& why) {
+  auto it = j.find(key);
+  if (it == j.end()) {
+    if (required) why = std::string("missing '") + key + "'";
+    return !required;
+  }
+  if (!it->is_number_integer() || (it->is_number_integer() && it->get<int64_t>() < 0 &&
+                                   !it->is_number_unsigned())) {
+    why = std::string("'") + key + "' must be a non-negative integer";
+    return false;
+  }
+  const uint64_t v = it->get<uint64_t>();
+  if (v < lo || v > hi) {
+    why = std::string("'") + key + "' out of range [" + std::to_string(lo) + ", " +
+          std::to_string(hi) + "]";
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+ParseResult parse_object(const json& j) {
+  if (!j.is_object()) return ControlError{error_code::kBadMessage, "message is not an object", ""};
+  auto type_it = j.find("type");
+  if (type_it == j.end() || !type_it->is_string())
+    return ControlError{error_code::kBadMessage, "missing string 'type'", ""};
+  const std::string type = type_it->get<std::string>();
+  std::string why;
+
+  if (type == "hello") {
+    uint64_t protocol = 0;
+    if (!read_uint(j, "protocol", 0, 1u << 30, true, protocol, why)) return bad(type, why);
+    Hello h;
+    h.protocol = int(protocol);
+    if (auto c = j.find("client"); c != j.end() && c->is_string()) h.client = c->get<std::string>();
+    return ControlMessage{h};
+  }
+  if (type == "stream.open") {
+    StreamOpen o;
+    auto name = j.find("name");
+    if (name == j.end() || !name->is_string() || name->get<std::string>().empty() ||
+        name->get<std::string>().size() > 64)
+      return bad(type, "'name' must be a string of 1-64 characters");
+    o.config.name = name->get<std::string>();
+    for (char c : o.config.name) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
+        return bad(type, "'name' may hold only letters, digits, '-', '_' and '.'");
+    }
+    uint64_t w = 0, h = 0, slots = 4;
+    if (!read_uint(j, "width", 1, 16384, true, w, why)) return bad(type, why);
+    if (!read_uint(j, "height", 1, 16384, true, h, why)) return bad(type, why);
+    if (!read_uint(j, "slots", 1, 64, false, slots, why)) return bad(type, why);
+    o.config.width = uint32_t(w);
+    o.config.height = uint32_t(h);
+    o.config.slots = uint32_t(slots);
+    o.config.format = media::PixelFormat::kRgba8;
+    if (auto f = j.find("format"); f != j.end()) {
+      if (!f->is_string() || !media::parse_pixel_format(f->get<std::string>(), o.config.format))
+        return bad(type, "'format' must be \"rgba8\" or \"bgra8\"");
+    }
+    if (auto f = j.find("fps"); f != j.end()) {
+      if (!f->is_number() || f->get<double>() <= 0 || f->get<double>() > 1000)
+        return bad(type, "'fps' must be a number in (0, 1000]");
+      o.config.fps = f->get<double>();
+    }
+    return ControlMessage{o};
+  }
+  if (type == "stream.close") {
+    uint64_t id = 0;
+    if (!read_uint(j, "stream", 1, UINT32_MAX, true, id, why)) return bad(type, why);
+    return ControlMessage{StreamClose{uint32_t(id)}};
+  }
+  if (type == "stats") return ControlMessage{StatsRequest{}};
+  if (type == "ping") {
+    Ping p;
+    if (auto id = j.find("id"); id != j.end()) p.id_json = id->dump();
+    return ControlMessage{p};
+  }
+  return ControlError{error_code::kUnknownType, "unknown message type '" + type + "'", type};
+}
+
+}  // namespace
+
+ParseResult parse_control_message(std::string_view text) {
+  // The one place where control-plane JSON errors become coded replies.
+  try {
+    const json j = json::parse(text.begin(), text.end());
+    return parse_object(j);
+  } catch (const json::exception& e) {
+    return ControlError{error_code::kBadJson, std::string("invalid JSON: ") + e.what(), ""};
+  }
+}
+
+std::string error_json(std::string_view code, std::string_view message,
+                       std::string_view extra_object) {
+  json j = {{"type", "error"}, {"code", code}, {"message", message}};
+  if (!extra_object.empty()) {
+    json extra = json::parse(extra_object, nullptr, false);
+    if (extra.is_object()) j.update(extra);
+  }
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace syncd::control

@@ -1,0 +1,65 @@
+// Control protocol v1: parsing of client JSON text messages (docs/protocol.md, "Control
+// messages") and building of the server's replies. Pure: text in, a typed message or a coded
+// error out. Control plane: allocates; JSON exceptions are caught here, at this one boundary.
+// Thread-safe (no shared state).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "media/stream.h"
+
+namespace syncd::control {
+
+inline constexpr int kProtocolVersion = 1;
+
+// Stable error codes (docs/protocol.md, "Errors"). Clients match on these strings.
+namespace error_code {
+inline constexpr const char* kBadJson = "bad_json";
+inline constexpr const char* kBadMessage = "bad_message";
+inline constexpr const char* kUnknownType = "unknown_type";
+inline constexpr const char* kProtocolUnsupported = "protocol_unsupported";
+inline constexpr const char* kHelloRequired = "hello_required";
+inline constexpr const char* kUnknownStream = "unknown_stream";
+inline constexpr const char* kNotStreamOwner = "not_stream_owner";
+inline constexpr const char* kBadFrameHeader = "bad_frame_header";
+inline constexpr const char* kFrameSizeMismatch = "frame_size_mismatch";
+inline constexpr const char* kGeometryMismatch = "geometry_mismatch";
+}  // namespace error_code
+
+struct Hello {
+  int protocol = 0;
+  std::string client;
+};
+struct StreamOpen {
+  media::StreamConfig config;
+};
+struct StreamClose {
+  uint32_t stream = 0;
+};
+struct StatsRequest {};
+// Application-level echo for round-trip measurement; `id` is echoed back verbatim (as JSON).
+struct Ping {
+  std::string id_json;
+};
+
+using ControlMessage = std::variant<Hello, StreamOpen, StreamClose, StatsRequest, Ping>;
+
+struct ControlError {
+  const char* code = "";
+  std::string message;
+  std::string type;  // the offending message's type, when known
+};
+
+using ParseResult = std::variant<ControlMessage, ControlError>;
+
+ParseResult parse_control_message(std::string_view text);
+
+// {"type":"error","code":...,"message":...} plus optional extra fields (a JSON object text
+// whose members are merged in, e.g. R"({"stream":1,"sequence":7})").
+std::string error_json(std::string_view code, std::string_view message,
+                       std::string_view extra_object = {});
+
+}  // namespace syncd::control

@@ -1,0 +1,92 @@
+// syncd: the command line. The only code not linked into tests.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include "server/server.h"
+
+namespace {
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  syncd::server::ServerConfig cfg;
+  CLI::App app{"syncd: native media I/O for browser live-visuals instruments"};
+  std::string publishers = "test";
+  std::string source;
+  std::string status = "auto";
+  std::vector<std::string> origins;
+  size_t max_message_mb = cfg.max_message_bytes >> 20;
+  uint32_t idle_timeout_s = cfg.idle_timeout_ms / 1000;
+  size_t read_window_kb = cfg.read_window_bytes / 1024;
+  app.add_option("--host", cfg.host, "Address to listen on")->capture_default_str();
+  app.add_option("--port", cfg.port, "TCP port (0 = pick a free one)")->capture_default_str();
+  app.add_option("--publisher", publishers, "Publishers, comma-separated: test")
+      ->capture_default_str();
+  app.add_option("--source", source, "Built-in producer: pattern[:WIDTHxHEIGHT@FPS]");
+  app.add_option("--allow-origin", origins,
+                 "Extra browser Origin allowed to open /ws (repeatable; loopback always is)");
+  app.add_option("--max-connections", cfg.max_connections)->capture_default_str();
+  app.add_option("--max-header-bytes", cfg.max_header_bytes)->capture_default_str();
+  app.add_option("--max-message-mb", max_message_mb, "Largest WebSocket data message")
+      ->capture_default_str();
+  app.add_option("--max-streams", cfg.stream_limits.max_streams)->capture_default_str();
+  app.add_option("--handshake-timeout-ms", cfg.handshake_timeout_ms)->capture_default_str();
+  app.add_option("--idle-timeout-s", idle_timeout_s, "Close WebSockets silent this long")
+      ->capture_default_str();
+  app.add_option("--read-window-kb", read_window_kb, "Largest single read into a frame slot")
+      ->capture_default_str();
+  app.add_option("--status-line", status, "Live status line on stderr: auto|on|off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  cfg.publishers = split_commas(publishers);
+  for (const std::string& p : cfg.publishers) {
+    if (p != "test") {
+      std::fprintf(stderr, "syncd: unknown publisher '%s' (available: test)\n", p.c_str());
+      return 2;
+    }
+  }
+  if (!source.empty()) {
+    syncd::media::PatternConfig pattern;
+    std::string error;
+    if (!syncd::media::parse_pattern_spec(source, pattern, error)) {
+      std::fprintf(stderr, "syncd: %s\n", error.c_str());
+      return 2;
+    }
+    cfg.pattern = pattern;
+  }
+  for (const std::string& o : origins)
+    for (const std::string& item : split_commas(o)) cfg.allowed_origins.push_back(item);
+  cfg.max_message_bytes = max_message_mb << 20;
+  cfg.stream_limits.max_frame_bytes = cfg.max_message_bytes;
+  cfg.idle_timeout_ms = idle_timeout_s * 1000;
+  cfg.read_window_bytes = std::max<size_t>(read_window_kb, 4) * 1024;
+  cfg.status_line = status == "on" || (status == "auto" && ::isatty(STDERR_FILENO));
+
+  // A peer that vanishes must cost an error code, not the process.
+  std::signal(SIGPIPE, SIG_IGN);
+
+  syncd::server::Server server(cfg);
+  if (const int rc = server.start(); rc < 0) {
+    std::fprintf(stderr, "syncd: cannot listen on %s:%u: %s\n", cfg.host.c_str(),
+                 unsigned(cfg.port), uv_strerror(rc));
+    return 1;
+  }
+  server.run();
+  return 0;
+}

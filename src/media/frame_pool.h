@@ -1,0 +1,82 @@
+// A fixed pool of frame slots for one stream, allocated once at stream setup.
+//
+// Slots are reference-counted: the writer holds one reference while the socket fills the slot,
+// and every publisher that keeps the frame past on_frame() takes another. When the last reference
+// goes the slot returns to the free list. A pool with no free slot refuses at acquire(), which is
+// how the newest frame is dropped at admission instead of queueing.
+//
+// The pool's memory is one mapping, touched at setup so that resident memory is flat from the
+// first frame on. The pool itself is reference-counted too (one reference per slot in use plus
+// the owning stream's), so a stream may close while a publisher still holds one of its frames.
+//
+// Thread: the loop thread only (acquire, retain, release, and the pool references).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "media/frame_header.h"
+
+namespace syncd::media {
+
+// Per-frame facts recorded at ingest; the publishers read them.
+struct FrameInfo {
+  uint32_t stream_id = 0;
+  uint32_t flags = 0;
+  uint64_t sequence = 0;
+  uint64_t capture_time_us = 0;  // producer's clock, as sent
+  uint64_t content_hash = 0;     // as sent, valid when flags has kHasContentHash
+  uint64_t receive_start_ns = 0;  // first byte of the message (CLOCK_MONOTONIC)
+  uint64_t accept_ns = 0;         // last byte received, frame admitted to publishers
+  uint32_t width = 0;
+  uint32_t height = 0;
+  PixelFormat format = PixelFormat::kRgba8;
+  size_t bytes = 0;
+};
+
+class FramePool;
+
+struct FrameSlot {
+  uint8_t* pixels = nullptr;
+  FrameInfo info;
+  uint32_t index = 0;
+  uint32_t refs = 0;
+  FramePool* pool = nullptr;
+};
+
+class FramePool {
+ public:
+  // Creates a pool of slot_count slots of slot_bytes each (rounded up to whole pages). Returns
+  // nullptr if the memory cannot be had. The caller owns one pool reference.
+  static FramePool* create(size_t slot_bytes, uint32_t slot_count);
+
+  // A free slot with one reference (the caller's), or nullptr when every slot is in use.
+  FrameSlot* acquire();
+  static void retain(FrameSlot* slot) { ++slot->refs; }
+  // Drops a reference; the slot is free again at zero.
+  static void release(FrameSlot* slot);
+
+  void add_ref() { ++refs_; }
+  void drop_ref();
+
+  size_t slot_bytes() const { return slot_bytes_; }
+  uint32_t slot_count() const { return uint32_t(slots_.size()); }
+  uint32_t slots_in_use() const { return uint32_t(slots_.size() - free_.size()); }
+  size_t mapped_bytes() const { return mapped_bytes_; }
+
+ private:
+  FramePool() = default;
+  ~FramePool();
+  void give_back(FrameSlot* slot);
+
+  uint8_t* memory_ = nullptr;
+  size_t mapped_bytes_ = 0;
+  size_t slot_bytes_ = 0;
+  std::vector<FrameSlot> slots_;
+  std::vector<uint32_t> free_;  // stack of free slot indices; capacity reserved at creation
+  uint32_t refs_ = 1;
+};
+
+}  // namespace syncd::media

@@ -1,0 +1,121 @@
+#include "media/pattern_source.h"
+
+#include <xxhash.h>
+
+#include <charconv>
+#include <cstring>
+
+namespace syncd::media {
+
+bool parse_pattern_spec(std::string_view spec, PatternConfig& out, std::string& error) {
+  if (spec == "pattern") return true;
+  constexpr std::string_view kPrefix = "pattern:";
+  if (spec.substr(0, kPrefix.size()) != kPrefix) {
+    error = "unknown source '" + std::string(spec) + "' (expected pattern[:WxH@FPS])";
+    return false;
+  }
+  std::string_view rest = spec.substr(kPrefix.size());
+  const char* p = rest.data();
+  const char* end = p + rest.size();
+  uint32_t w = 0, h = 0;
+  double fps = 0;
+  auto r = std::from_chars(p, end, w);
+  if (r.ec != std::errc{} || r.ptr == end || *r.ptr != 'x') goto bad;
+  r = std::from_chars(r.ptr + 1, end, h);
+  if (r.ec != std::errc{} || r.ptr == end || *r.ptr != '@') goto bad;
+  r = std::from_chars(r.ptr + 1, end, fps);
+  if (r.ec != std::errc{} || r.ptr != end || w == 0 || h == 0 || fps <= 0 || fps > 1000) goto bad;
+  out.width = w;
+  out.height = h;
+  out.fps = fps;
+  return true;
+bad:
+  error = "bad source spec '" + std::string(spec) + "' (expected pattern:WIDTHxHEIGHT@FPS)";
+  return false;
+}
+
+PatternSource::PatternSource(StreamRegistry& registry, PatternConfig config)
+    : registry_(registry), config_(std::move(config)) {
+  // Two rows' worth of diagonal colour bars: a row of the frame is a window into this buffer at
+  // an offset that moves with the row and the frame, so rendering is one memcpy per row.
+  const uint32_t w = config_.width;
+  row_source_.resize(size_t(w) * 2 * 4);
+  for (uint32_t x = 0; x < w * 2; ++x) {
+    const uint32_t bar = (x * 8 / w) % 8;
+    uint8_t* px = &row_source_[size_t(x) * 4];
+    px[0] = (bar & 1) ? 235 : uint8_t(x * 255 / (w * 2));
+    px[1] = (bar & 2) ? 235 : 16;
+    px[2] = (bar & 4) ? 235 : uint8_t(255 - x * 255 / (w * 2));
+    px[3] = 255;
+  }
+  period_ns_ = uint64_t(1e9 / config_.fps);
+}
+
+bool PatternSource::start(std::string& error) {
+  StreamConfig sc;
+  sc.name = config_.stream_name;
+  sc.width = config_.width;
+  sc.height = config_.height;
+  sc.format = PixelFormat::kRgba8;
+  sc.fps = config_.fps;
+  sc.slots = 4;
+  OpenError e;
+  stream_ = registry_.open(sc, kOwner, e);
+  if (!stream_) {
+    error = open_error_code(e);
+    return false;
+  }
+  return true;
+}
+
+void PatternSource::stop() {
+  if (stream_) registry_.close(stream_);
+  stream_ = nullptr;
+}
+
+void PatternSource::render(uint8_t* pixels, uint64_t sequence) {
+  const uint32_t w = config_.width;
+  const size_t row_bytes = size_t(w) * 4;
+  for (uint32_t y = 0; y < config_.height; ++y) {
+    const size_t shift = (size_t(y) + sequence * 4) % w;
+    std::memcpy(pixels + size_t(y) * row_bytes, &row_source_[shift * 4], row_bytes);
+  }
+  stamp_sequence_marker(pixels, sequence);
+}
+
+uint64_t PatternSource::produce_due(uint64_t now_ns) {
+  if (!stream_) return period_ns_;
+  if (next_due_ns_ == 0) next_due_ns_ = now_ns;
+  if (now_ns >= next_due_ns_ + 2 * period_ns_) {
+    // The loop was held up: skip the missed ticks rather than bursting to catch up.
+    const uint64_t missed = (now_ns - next_due_ns_) / period_ns_;
+    skipped_ += missed;
+    next_due_ns_ += missed * period_ns_;
+  }
+  while (now_ns >= next_due_ns_) {
+    next_due_ns_ += period_ns_;
+    const uint64_t sequence = sequence_++;
+    stream_->count_offered();
+    FrameSlot* slot = stream_->pool()->acquire();
+    if (!slot) {
+      stream_->count_dropped(DropReason::kPoolFull);
+      continue;
+    }
+    render(slot->pixels, sequence);
+    FrameInfo& info = slot->info;
+    info.stream_id = stream_->id();
+    info.flags = frame_flag::kHasContentHash;
+    info.sequence = sequence;
+    info.capture_time_us = now_ns / 1000;
+    info.width = config_.width;
+    info.height = config_.height;
+    info.format = PixelFormat::kRgba8;
+    info.bytes = stream_->frame_bytes();
+    info.content_hash = XXH3_64bits(slot->pixels, info.bytes);
+    info.receive_start_ns = now_ns;
+    registry_.admit(*stream_, slot, now_ns);
+  }
+  return next_due_ns_ - now_ns;
+}
+
+}  // namespace syncd::media

@@ -1,0 +1,36 @@
+// A consumer of accepted frames (test verifier, shared-memory ring, camera, HTTP stream...).
+//
+// Accounting identity per publisher and stream: frames offered to it == delivered + dropped.
+// Thread: every method is called on the loop thread. on_frame() must not block or allocate; a
+// publisher that needs the frame after returning takes a reference with FramePool::retain().
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "media/frame_pool.h"
+#include "media/stream.h"
+#include "telemetry/prometheus.h"
+
+namespace syncd::media {
+
+class Publisher {
+ public:
+  virtual ~Publisher() = default;
+  virtual std::string_view name() const = 0;
+  // Control plane: may allocate per-stream state.
+  virtual void on_stream_open(const Stream& stream) = 0;
+  // The registry has forgotten the stream (after it closed and aged out of the stats).
+  virtual void on_stream_forget(uint32_t stream_id) = 0;
+  virtual void on_frame(const Stream& stream, FrameSlot& slot) = 0;
+  // Adds this publisher's per-stream figures to a stream's stats object.
+  virtual void write_stream_stats(uint32_t stream_id, nlohmann::json& out) const = 0;
+  // Adds this publisher's metric families, with samples for each of the given streams.
+  virtual void write_metrics(telemetry::PrometheusText& out,
+                             const std::vector<const Stream*>& streams) const = 0;
+};
+
+}  // namespace syncd::media

@@ -1,0 +1,61 @@
+#include "media/stream.h"
+
+namespace syncd::media {
+
+const char* drop_reason_name(DropReason r) {
+  switch (r) {
+    case DropReason::kPoolFull: return "pool_full";
+    case DropReason::kSizeMismatch: return "size_mismatch";
+    case DropReason::kGeometryMismatch: return "geometry_mismatch";
+    case DropReason::kDisconnected: return "disconnected";
+    case DropReason::kCount: break;
+  }
+  return "?";
+}
+
+const char* pixel_format_name(PixelFormat f) {
+  switch (f) {
+    case PixelFormat::kRgba8: return "rgba8";
+    case PixelFormat::kBgra8: return "bgra8";
+    case PixelFormat::kStreamDefault: break;
+  }
+  return "?";
+}
+
+bool parse_pixel_format(std::string_view name, PixelFormat& out) {
+  if (name == "rgba8") {
+    out = PixelFormat::kRgba8;
+    return true;
+  }
+  if (name == "bgra8") {
+    out = PixelFormat::kBgra8;
+    return true;
+  }
+  return false;
+}
+
+Stream::Stream(uint32_t id, StreamConfig config, uint64_t owner, FramePool* pool)
+    : id_(id),
+      config_(std::move(config)),
+      owner_(owner),
+      frame_bytes_(size_t(config_.width) * config_.height * 4),
+      pool_(pool) {}
+
+Stream::~Stream() { close(); }
+
+void Stream::close() {
+  if (pool_) pool_->drop_ref();
+  pool_ = nullptr;
+}
+
+bool Stream::count_accepted(uint64_t sequence, uint64_t now_ns) {
+  ++counters_.accepted;
+  if (any_accepted_ && sequence <= highest_sequence_) return false;
+  any_accepted_ = true;
+  highest_sequence_ = sequence;
+  ++counters_.unique;
+  rate_.record(now_ns / 1'000'000);
+  return true;
+}
+
+}  // namespace syncd::media

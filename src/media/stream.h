@@ -1,0 +1,104 @@
+// A video stream: its configuration, its frame pool and its exact ingest accounting.
+//
+// Accounting identity, checked by tests: offered == accepted + sum(dropped[reason]).
+// Thread: the loop thread only.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "media/frame_header.h"
+#include "media/frame_pool.h"
+#include "telemetry/rate_bins.h"
+#include "telemetry/stage_stats.h"
+
+namespace syncd::media {
+
+// Why a frame offered on a stream was not accepted.
+enum class DropReason : uint8_t {
+  kPoolFull,          // every slot held by publishers: the newest frame is refused
+  kSizeMismatch,      // payload length differs from the stream's frame size
+  kGeometryMismatch,  // header width/height/format differ from the stream's
+  kDisconnected,      // producer went away mid-frame
+  kCount,
+};
+const char* drop_reason_name(DropReason r);
+
+struct StreamConfig {
+  std::string name;
+  uint32_t width = 0;
+  uint32_t height = 0;
+  PixelFormat format = PixelFormat::kRgba8;
+  double fps = 60.0;  // nominal, informative
+  uint32_t slots = 4;
+};
+
+const char* pixel_format_name(PixelFormat f);
+bool parse_pixel_format(std::string_view name, PixelFormat& out);
+
+struct StreamCounters {
+  uint64_t offered = 0;
+  uint64_t accepted = 0;
+  uint64_t unique = 0;  // accepted frames whose sequence is higher than any before
+  std::array<uint64_t, size_t(DropReason::kCount)> dropped{};
+  uint64_t dropped_total() const {
+    uint64_t t = 0;
+    for (uint64_t d : dropped) t += d;
+    return t;
+  }
+};
+
+// Per-stage timing (see docs/protocol.md, "Telemetry").
+struct StreamStages {
+  telemetry::StageStats ingest_gap;  // message start to message start of consecutive frames
+  telemetry::StageStats receive;     // first to last byte of a frame's message
+  telemetry::StageStats unmask;      // decoder time over the frame's in-slot bytes
+  telemetry::StageStats publish;     // fan-out to every publisher, verification included
+};
+
+class Stream {
+ public:
+  Stream(uint32_t id, StreamConfig config, uint64_t owner, FramePool* pool);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  uint32_t id() const { return id_; }
+  const StreamConfig& config() const { return config_; }
+  uint64_t owner() const { return owner_; }
+  size_t frame_bytes() const { return frame_bytes_; }
+  // nullptr once the stream is closed (its pool released).
+  FramePool* pool() const { return pool_; }
+  bool open() const { return pool_ != nullptr; }
+
+  // An incoming frame names this stream.
+  void count_offered() { ++counters_.offered; }
+  void count_dropped(DropReason r) { ++counters_.dropped[size_t(r)]; }
+  // A frame was admitted; updates unique-frame bins. Returns true when it was unique.
+  bool count_accepted(uint64_t sequence, uint64_t now_ns);
+  void tick(uint64_t now_ns) { rate_.advance(now_ns / 1'000'000); }
+  // Drops the pool reference; counters stay readable.
+  void close();
+
+  const StreamCounters& counters() const { return counters_; }
+  const telemetry::RateBins& rate() const { return rate_; }
+  StreamStages& stages() { return stages_; }
+  const StreamStages& stages() const { return stages_; }
+  uint64_t last_accept_start_ns = 0;  // receive start of the previous accepted frame
+
+ private:
+  uint32_t id_;
+  StreamConfig config_;
+  uint64_t owner_;
+  size_t frame_bytes_;
+  FramePool* pool_;
+  StreamCounters counters_;
+  bool any_accepted_ = false;
+  uint64_t highest_sequence_ = 0;
+  telemetry::RateBins rate_;
+  StreamStages stages_;
+};
+
+}  // namespace syncd::media

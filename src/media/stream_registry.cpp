@@ -1,0 +1,251 @@
+#include "media/stream_registry.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/clock.h"
+
+namespace syncd::media {
+
+const char* open_error_code(OpenError e) {
+  switch (e) {
+    case OpenError::kNone: return "none";
+    case OpenError::kNameTaken: return "stream_name_taken";
+    case OpenError::kBadGeometry: return "bad_geometry";
+    case OpenError::kBadSlots: return "bad_slots";
+    case OpenError::kTooMany: return "stream_limit";
+    case OpenError::kNoMemory: return "no_memory";
+  }
+  return "?";
+}
+
+StreamRegistry::~StreamRegistry() {
+  // Streams drop their pool references; pools held by publishers go with the publishers.
+  open_.clear();
+  closed_.clear();
+}
+
+void StreamRegistry::add_publisher(std::unique_ptr<Publisher> publisher) {
+  publishers_.push_back(std::move(publisher));
+}
+
+Stream* StreamRegistry::open(const StreamConfig& config, uint64_t owner, OpenError& error) {
+  error = OpenError::kNone;
+  if (find(config.name)) {
+    error = OpenError::kNameTaken;
+    return nullptr;
+  }
+  if (config.width == 0 || config.height == 0 || config.width > limits_.max_width ||
+      config.height > limits_.max_height ||
+      size_t(config.width) * config.height * 4 > limits_.max_frame_bytes ||
+      config.format == PixelFormat::kStreamDefault) {
+    error = OpenError::kBadGeometry;
+    return nullptr;
+  }
+  if (config.slots == 0 || config.slots > limits_.max_slots) {
+    error = OpenError::kBadSlots;
+    return nullptr;
+  }
+  if (open_.size() >= limits_.max_streams) {
+    error = OpenError::kTooMany;
+    return nullptr;
+  }
+  const size_t frame_bytes = size_t(config.width) * config.height * 4;
+  if (pool_bytes_ + frame_bytes * config.slots > limits_.max_pool_bytes_total) {
+    error = OpenError::kNoMemory;
+    return nullptr;
+  }
+  FramePool* pool = FramePool::create(frame_bytes, config.slots);
+  if (!pool) {
+    error = OpenError::kNoMemory;
+    return nullptr;
+  }
+  pool_bytes_ += pool->mapped_bytes();
+  const uint32_t id = next_id_++;
+  auto stream = std::make_unique<Stream>(id, config, owner, pool);
+  Stream* raw = stream.get();
+  open_.emplace(id, std::move(stream));
+  for (auto& p : publishers_) p->on_stream_open(*raw);
+  return raw;
+}
+
+void StreamRegistry::close(Stream* stream) {
+  auto it = open_.find(stream->id());
+  if (it == open_.end()) return;
+  pool_bytes_ -= stream->pool()->mapped_bytes();
+  stream->close();
+  closed_.push_back(std::move(it->second));
+  open_.erase(it);
+  while (closed_.size() > kRetainedClosedStreams) {
+    const uint32_t forgotten = closed_.front()->id();
+    closed_.pop_front();
+    for (auto& p : publishers_) p->on_stream_forget(forgotten);
+  }
+}
+
+void StreamRegistry::close_owned_by(uint64_t owner) {
+  std::vector<Stream*> owned;
+  for (auto& [id, s] : open_)
+    if (s->owner() == owner) owned.push_back(s.get());
+  for (Stream* s : owned) close(s);
+}
+
+Stream* StreamRegistry::find(uint32_t id) {
+  auto it = open_.find(id);
+  return it == open_.end() ? nullptr : it->second.get();
+}
+
+Stream* StreamRegistry::find(const std::string& name) {
+  for (auto& [id, s] : open_)
+    if (s->config().name == name) return s.get();
+  return nullptr;
+}
+
+void StreamRegistry::admit(Stream& stream, FrameSlot* slot, uint64_t now_ns) {
+  FrameInfo& info = slot->info;
+  info.accept_ns = now_ns;
+  stream.count_accepted(info.sequence, now_ns);
+  if (stream.last_accept_start_ns != 0 && info.receive_start_ns >= stream.last_accept_start_ns)
+    stream.stages().ingest_gap.record(info.receive_start_ns - stream.last_accept_start_ns);
+  stream.last_accept_start_ns = info.receive_start_ns;
+  stream.stages().receive.record(now_ns - info.receive_start_ns);
+
+  for (auto& p : publishers_) p->on_frame(stream, *slot);
+  stream.stages().publish.record(core::monotonic_ns() - now_ns);
+  FramePool::release(slot);
+}
+
+void StreamRegistry::tick(uint64_t now_ns) {
+  for (auto& [id, s] : open_) s->tick(now_ns);
+}
+
+std::vector<const Stream*> StreamRegistry::all_streams() const {
+  std::vector<const Stream*> out;
+  for (auto& s : closed_) out.push_back(s.get());
+  for (auto& [id, s] : open_) out.push_back(s.get());
+  return out;
+}
+
+uint64_t StreamRegistry::total_dropped() const {
+  uint64_t t = 0;
+  for (const Stream* s : all_streams()) t += s->counters().dropped_total();
+  return t;
+}
+
+namespace {
+nlohmann::json stage_json(const telemetry::StageStats& s) {
+  nlohmann::json buckets = nlohmann::json::array();
+  for (size_t i = 0; i < telemetry::StageStats::kBuckets; ++i) buckets.push_back(s.bucket(i));
+  return {{"count", s.count()},
+          {"total_us", double(s.total_ns()) / 1e3},
+          {"mean_us", s.count() ? double(s.total_ns()) / 1e3 / double(s.count()) : 0.0},
+          {"max_us", double(s.max_ns()) / 1e3},
+          {"histogram", std::move(buckets)}};
+}
+}  // namespace
+
+void StreamRegistry::write_stats(nlohmann::json& out) const {
+  nlohmann::json bounds = nlohmann::json::array();
+  for (uint64_t b : telemetry::StageStats::kBucketBoundsNs) bounds.push_back(double(b) / 1e3);
+  out["stage_histogram_bounds_us"] = std::move(bounds);
+  nlohmann::json list = nlohmann::json::array();
+  for (const Stream* s : all_streams()) {
+    const StreamCounters& c = s->counters();
+    nlohmann::json dropped = nlohmann::json::object();
+    for (size_t r = 0; r < size_t(DropReason::kCount); ++r)
+      dropped[drop_reason_name(DropReason(r))] = c.dropped[r];
+    nlohmann::json recent = nlohmann::json::array();
+    s->rate().for_each_recent([&](uint32_t fps) { recent.push_back(fps); });
+    nlohmann::json j = {
+        {"id", s->id()},
+        {"name", s->config().name},
+        {"open", s->open()},
+        {"width", s->config().width},
+        {"height", s->config().height},
+        {"format", pixel_format_name(s->config().format)},
+        {"nominal_fps", s->config().fps},
+        {"slots", s->config().slots},
+        {"slots_in_use", s->pool() ? s->pool()->slots_in_use() : 0},
+        {"frame_bytes", s->frame_bytes()},
+        {"frames_offered", c.offered},
+        {"frames_accepted", c.accepted},
+        {"frames_unique", c.unique},
+        {"frames_dropped", std::move(dropped)},
+        {"frames_dropped_total", c.dropped_total()},
+        {"complete_seconds", s->rate().complete_seconds()},
+        {"low_rate_seconds", s->rate().low_rate_seconds()},
+        {"last_second_unique_fps", s->rate().last_complete_fps()},
+        {"min_second_unique_fps", s->rate().min_complete_fps()},
+        {"recent_seconds_unique_fps", std::move(recent)},
+        {"stages",
+         {{"ingest_gap", stage_json(s->stages().ingest_gap)},
+          {"receive", stage_json(s->stages().receive)},
+          {"unmask", stage_json(s->stages().unmask)},
+          {"publish", stage_json(s->stages().publish)}}},
+    };
+    nlohmann::json pubs = nlohmann::json::object();
+    for (auto& p : publishers_) {
+      nlohmann::json pj = nlohmann::json::object();
+      p->write_stream_stats(s->id(), pj);
+      pubs[std::string(p->name())] = std::move(pj);
+    }
+    j["publishers"] = std::move(pubs);
+    // The test publisher's figures are the verification contract; lift them for convenience.
+    if (j["publishers"].contains("test")) {
+      const auto& t = j["publishers"]["test"];
+      if (t.contains("verified")) j["frames_verified"] = t["verified"];
+      if (t.contains("verify_failed"))
+        j["frames_verify_failed"] =
+            t["verify_failed"]["hash_mismatch"].get<uint64_t>() +
+            t["verify_failed"]["marker_mismatch"].get<uint64_t>();
+    }
+    list.push_back(std::move(j));
+  }
+  out["streams"] = std::move(list);
+}
+
+void StreamRegistry::write_metrics(telemetry::PrometheusText& out) const {
+  const std::vector<const Stream*> streams = all_streams();
+  auto label = [](const Stream* s) {
+    return "stream=\"" + telemetry::prometheus_label_value(s->config().name) + "\"";
+  };
+  out.family("syncd_frames_offered_total", "counter", "Frames that named a stream.");
+  for (const Stream* s : streams)
+    out.sample("syncd_frames_offered_total", label(s), s->counters().offered);
+  out.family("syncd_frames_accepted_total", "counter", "Frames admitted to the publishers.");
+  for (const Stream* s : streams)
+    out.sample("syncd_frames_accepted_total", label(s), s->counters().accepted);
+  out.family("syncd_frames_unique_total", "counter", "Accepted frames with a new sequence.");
+  for (const Stream* s : streams)
+    out.sample("syncd_frames_unique_total", label(s), s->counters().unique);
+  out.family("syncd_frames_dropped_total", "counter", "Frames refused at admission, by reason.");
+  for (const Stream* s : streams)
+    for (size_t r = 0; r < size_t(DropReason::kCount); ++r)
+      out.sample("syncd_frames_dropped_total",
+                 label(s) + ",reason=\"" + drop_reason_name(DropReason(r)) + "\"",
+                 s->counters().dropped[r]);
+  out.family("syncd_complete_seconds_total", "counter", "Complete one-second bins.");
+  for (const Stream* s : streams)
+    out.sample("syncd_complete_seconds_total", label(s), s->rate().complete_seconds());
+  out.family("syncd_low_rate_seconds_total", "counter",
+             "Complete seconds with fewer than 50 unique frames.");
+  for (const Stream* s : streams)
+    out.sample("syncd_low_rate_seconds_total", label(s), s->rate().low_rate_seconds());
+  out.family("syncd_last_second_unique_fps", "gauge", "Unique frames in the last complete second.");
+  for (const Stream* s : streams)
+    out.sample("syncd_last_second_unique_fps", label(s), uint64_t(s->rate().last_complete_fps()));
+  out.family("syncd_stream_open", "gauge", "1 while the stream is open.");
+  for (const Stream* s : streams) out.sample("syncd_stream_open", label(s), uint64_t(s->open()));
+
+  const char* stage_names[] = {"ingest_gap", "receive", "unmask", "publish"};
+  out.family("syncd_stage_seconds", "histogram", "Per-frame time in each pipeline stage.");
+  for (const Stream* s : streams) {
+    const telemetry::StageStats* stages[] = {&s->stages().ingest_gap, &s->stages().receive,
+                                             &s->stages().unmask, &s->stages().publish};
+    for (size_t i = 0; i < 4; ++i)
+      out.histogram("syncd_stage_seconds", label(s) + ",stage=\"" + stage_names[i] + "\"",
+                    *stages[i]);
+  }
+  for (auto& p : publishers_) p->write_metrics(out, streams);
+}
+
+}  // namespace syncd::media

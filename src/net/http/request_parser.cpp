@@ -1,0 +1,145 @@
+#include "net/http/request_parser.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+
+namespace syncd::http {
+
+std::string_view Request::header(std::string_view name) const {
+  for (const auto& [k, v] : headers)
+    if (k == name) return v;
+  return {};
+}
+
+bool Request::has_header(std::string_view name) const {
+  for (const auto& [k, v] : headers)
+    if (k == name) return true;
+  return false;
+}
+
+std::string_view Request::path() const {
+  std::string_view t = target;
+  const size_t q = t.find('?');
+  return q == std::string_view::npos ? t : t.substr(0, q);
+}
+
+RequestParser::RequestParser(RequestLimits limits) : limits_(limits) {
+  http_parser_settings_init(&settings_);
+  settings_.on_url = &RequestParser::on_url;
+  settings_.on_header_field = &RequestParser::on_header_field;
+  settings_.on_header_value = &RequestParser::on_header_value;
+  settings_.on_headers_complete = &RequestParser::on_headers_complete;
+  settings_.on_body = &RequestParser::on_body;
+  settings_.on_message_complete = &RequestParser::on_message_complete;
+  reset();
+}
+
+void RequestParser::reset() {
+  http_parser_init(&parser_, HTTP_REQUEST);
+  parser_.data = this;
+  request_ = Request{};
+  head_bytes_ = 0;
+  consumed_ = 0;
+  in_value_ = false;
+  complete_ = false;
+  too_large_ = false;
+  has_body_ = false;
+  error_reason_ = "";
+}
+
+ParseStatus RequestParser::feed(const char* data, size_t size) {
+  if (complete_) return ParseStatus::kComplete;
+  // Never hand the parser more than the head may still take: a head that has not ended within
+  // the limit is refused with 431, and bytes past a complete head (an Upgrade's WebSocket
+  // frames) are never counted against it.
+  const size_t allowance = limits_.max_header_bytes - head_bytes_;
+  const size_t offered = size < allowance ? size : allowance;
+  const size_t parsed = http_parser_execute(&parser_, &settings_, data, offered);
+  consumed_ += parsed;
+  head_bytes_ += parsed;
+  if (too_large_) {
+    error_reason_ = "too many headers";
+    return ParseStatus::kHeadersTooLarge;
+  }
+  if (has_body_) {
+    error_reason_ = "request body not accepted";
+    return ParseStatus::kBodyNotAllowed;
+  }
+  if (complete_) return ParseStatus::kComplete;
+  const http_errno err = HTTP_PARSER_ERRNO(&parser_);
+  if (err != HPE_OK && err != HPE_PAUSED) {
+    error_reason_ = http_errno_description(err);
+    return ParseStatus::kBadRequest;
+  }
+  if (head_bytes_ >= limits_.max_header_bytes) {
+    error_reason_ = "request head too large";
+    return ParseStatus::kHeadersTooLarge;
+  }
+  return ParseStatus::kIncomplete;
+}
+
+int RequestParser::on_url(http_parser* p, const char* at, size_t n) {
+  auto* self = static_cast<RequestParser*>(p->data);
+  self->request_.target.append(at, n);
+  return 0;
+}
+
+int RequestParser::on_header_field(http_parser* p, const char* at, size_t n) {
+  auto* self = static_cast<RequestParser*>(p->data);
+  auto& headers = self->request_.headers;
+  if (self->in_value_ || headers.empty()) {
+    if (headers.size() >= self->limits_.max_headers) {
+      self->too_large_ = true;
+      return 1;
+    }
+    headers.emplace_back();
+    self->in_value_ = false;
+  }
+  std::string& name = headers.back().first;
+  for (size_t i = 0; i < n; ++i)
+    name.push_back(char(std::tolower(static_cast<unsigned char>(at[i]))));
+  return 0;
+}
+
+int RequestParser::on_header_value(http_parser* p, const char* at, size_t n) {
+  auto* self = static_cast<RequestParser*>(p->data);
+  self->in_value_ = true;
+  self->request_.headers.back().second.append(at, n);
+  return 0;
+}
+
+int RequestParser::on_headers_complete(http_parser* p) {
+  auto* self = static_cast<RequestParser*>(p->data);
+  Request& r = self->request_;
+  r.method = http_method_str(static_cast<http_method>(p->method));
+  r.http_major = p->http_major;
+  r.http_minor = p->http_minor;
+  r.keep_alive = http_should_keep_alive(p) != 0;
+  // Upgrade needs both the Upgrade header and the "upgrade" token in Connection; http-parser
+  // sets p->upgrade from exactly that.
+  r.upgrade = p->upgrade != 0;
+  if (r.upgrade) {
+    // Returning 2 tells http-parser there is no body; the rest of the input is not HTTP.
+    return 2;
+  }
+  return 0;
+}
+
+int RequestParser::on_body(http_parser* p, const char* at, size_t n) {
+  (void)at;
+  (void)n;
+  auto* self = static_cast<RequestParser*>(p->data);
+  self->has_body_ = true;
+  return 1;
+}
+
+int RequestParser::on_message_complete(http_parser* p) {
+  auto* self = static_cast<RequestParser*>(p->data);
+  self->complete_ = true;
+  // Stop here: a pipelined second request is not ours to parse yet.
+  http_parser_pause(p, 1);
+  return 0;
+}
+
+}  // namespace syncd::http

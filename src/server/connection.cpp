@@ -1,0 +1,692 @@
+#include "server/connection.h"
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "control/control_message.h"
+#include "core/clock.h"
+#include "net/ws/frame_encoder.h"
+#include "server/server.h"
+
+namespace syncd::server {
+
+namespace {
+
+constexpr size_t kReadBufferBytes = 64 * 1024;
+
+const char* status_text(int status) {
+  switch (status) {
+    case 101: return "Switching Protocols";
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 426: return "Upgrade Required";
+    case 431: return "Request Header Fields Too Large";
+    case 503: return "Service Unavailable";
+  }
+  return "Error";
+}
+
+bool ieq(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  return true;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// True when a comma-separated header value holds token (case-insensitive).
+bool has_token(std::string_view value, std::string_view token) {
+  while (!value.empty()) {
+    const size_t comma = value.find(',');
+    if (ieq(trim(value.substr(0, comma)), token)) return true;
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// A Sec-WebSocket-Key must be base64 of 16 bytes: 24 characters ending in "==".
+bool valid_websocket_key(std::string_view key) {
+  if (key.size() != 24 || key[22] != '=' || key[23] != '=') return false;
+  for (size_t i = 0; i < 22; ++i) {
+    const char c = key[i];
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/')) return false;
+  }
+  return true;
+}
+
+bool loopback_host(std::string_view host) {
+  if (host == "localhost" || host == "[::1]") return true;
+  // 127.0.0.0/8 in dotted form.
+  if (host.substr(0, 4) != "127.") return false;
+  int dots = 0;
+  for (char c : host) {
+    if (c == '.') {
+      ++dots;
+    } else if (!std::isdigit(static_cast<unsigned char>(c))) {
+      return false;
+    }
+  }
+  return dots == 3;
+}
+
+}  // namespace
+
+Connection::Connection(Server& server, uint64_t id)
+    : server_(server),
+      id_(id),
+      read_buffer_(new uint8_t[kReadBufferBytes]),
+      http_(http::RequestLimits{server.config().max_header_bytes, 64}),
+      decoder_(ws::DecoderLimits{server.config().max_message_bytes}) {
+  tcp_.data = this;
+  created_ns_ = core::monotonic_ns();
+  last_receive_ns_ = created_ns_;
+}
+
+Connection::~Connection() = default;
+
+void Connection::start() {
+  uv_tcp_nodelay(&tcp_, 1);
+  // Large kernel buffers let a 1080p frame (8.3 MB) flow in few, large reads.
+  int size = 4 << 20;
+  uv_recv_buffer_size(reinterpret_cast<uv_handle_t*>(&tcp_), &size);
+  uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), &Connection::on_alloc,
+                &Connection::on_read);
+}
+
+void Connection::destroy() {
+  if (closing_) return;
+  closing_ = true;
+  phase_ = Phase::kClosing;
+  abandon_frame();
+  server_.registry().close_owned_by(id_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), &Connection::on_closed);
+}
+
+void Connection::on_closed(uv_handle_t* handle) {
+  auto* self = static_cast<Connection*>(handle->data);
+  self->server_.forget(self);
+  delete self;
+}
+
+void Connection::check_timeouts(uint64_t now_ns) {
+  if (closing_) return;
+  const ServerConfig& cfg = server_.config();
+  if (phase_ == Phase::kHttp) {
+    if (now_ns - created_ns_ > uint64_t(cfg.handshake_timeout_ms) * 1'000'000) {
+      ++server_.counters().handshake_timeouts;
+      send_http(408, "text/plain", "request head not received in time\n");
+    }
+    return;
+  }
+  if (phase_ != Phase::kWebSocket) return;
+  const uint64_t idle_ns = uint64_t(cfg.idle_timeout_ms) * 1'000'000;
+  if (now_ns - last_receive_ns_ > idle_ns) {
+    ++server_.counters().idle_timeouts;
+    close_websocket(ws::close_code::kGoingAway, "idle timeout");
+  } else if (now_ns - last_receive_ns_ > idle_ns / 2 && now_ns - last_ping_ns_ > idle_ns / 4) {
+    // Give a quiet but live peer the chance to prove it: browsers answer pings automatically.
+    last_ping_ns_ = now_ns;
+    send_ws(ws::Opcode::kPing, "");
+  }
+}
+
+void Connection::shutdown_for_exit() {
+  if (closing_) return;
+  if (phase_ == Phase::kWebSocket) {
+    close_websocket(ws::close_code::kGoingAway, "server shutting down");
+  } else {
+    destroy();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+
+void Connection::on_alloc(uv_handle_t* handle, size_t /*suggested*/, uv_buf_t* buf) {
+  auto* self = static_cast<Connection*>(handle->data);
+  self->direct_read_ = nullptr;
+  if (self->phase_ == Phase::kWebSocket) {
+    const uint64_t remaining = self->decoder_.data_payload_remaining();
+    Ingest& in = self->ingest_;
+    if (remaining > 0 && in.active && in.header_have == media::kFrameHeaderBytes) {
+      const size_t window = self->server_.config().read_window_bytes;
+      if (in.slot) {
+        const size_t room = in.slot->pool->slot_bytes() - in.filled;
+        // A frame that carries more bytes than its slot holds is refused at message end; the
+        // excess is read into the discard buffer so it never lands past the slot.
+        if (room > 0) {
+          const size_t n = std::min<uint64_t>({window, remaining, room});
+          uint8_t* dst = in.slot->pixels + in.filled;
+          self->direct_read_ = dst;
+          *buf = uv_buf_init(reinterpret_cast<char*>(dst), unsigned(n));
+          return;
+        }
+      }
+      if (in.discarding || in.slot) {
+        const size_t n = std::min<uint64_t>(self->server_.discard_buffer_bytes(), remaining);
+        *buf = uv_buf_init(reinterpret_cast<char*>(self->server_.discard_buffer()), unsigned(n));
+        return;
+      }
+    }
+  }
+  *buf = uv_buf_init(reinterpret_cast<char*>(self->read_buffer_.get()), kReadBufferBytes);
+}
+
+void Connection::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+  auto* self = static_cast<Connection*>(stream->data);
+  if (nread == 0) return;  // EAGAIN
+  if (nread < 0) {
+    self->destroy();  // EOF or reset: a frame in progress is dropped as "disconnected"
+    return;
+  }
+  if (self->closing_) return;
+  self->last_receive_ns_ = core::monotonic_ns();
+  if (self->phase_ == Phase::kHttp) {
+    self->handle_http_bytes(buf->base, size_t(nread));
+  } else if (self->phase_ == Phase::kWebSocket) {
+    uint8_t* data = reinterpret_cast<uint8_t*>(buf->base);
+    if (data == self->direct_read_) {
+      // Bytes the kernel put straight into the slot: the decoder only unmasks them in place.
+      const uint64_t t0 = self->last_receive_ns_;
+      self->feed_websocket(data, size_t(nread));
+      self->ingest_.unmask_ns += core::monotonic_ns() - t0;
+    } else {
+      self->feed_websocket(data, size_t(nread));
+    }
+  }
+}
+
+void Connection::feed_websocket(uint8_t* data, size_t size) {
+  decoder_.consume(data, size, *this);
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+void Connection::handle_http_bytes(char* data, size_t size) {
+  switch (http_.feed(data, size)) {
+    case http::ParseStatus::kIncomplete:
+      return;
+    case http::ParseStatus::kComplete: {
+      const size_t used = http_.consumed();
+      handle_request(http_.request(), data + used, size - std::min(size, used));
+      return;
+    }
+    case http::ParseStatus::kHeadersTooLarge:
+      ++server_.counters().http_headers_too_large;
+      send_http(431, "text/plain", std::string(http_.error_reason()) + "\n");
+      return;
+    case http::ParseStatus::kBadRequest:
+    case http::ParseStatus::kBodyNotAllowed:
+      ++server_.counters().http_bad_requests;
+      send_http(400, "text/plain", std::string(http_.error_reason()) + "\n");
+      return;
+  }
+}
+
+void Connection::handle_request(const http::Request& request, char* rest, size_t rest_size) {
+  const std::string_view path = request.path();
+  if (request.method != "GET") {
+    if (path == "/healthz" || path == "/stats" || path == "/metrics" || path == "/ws") {
+      send_http(405, "text/plain", "method not allowed\n", "Allow: GET\r\n");
+    } else {
+      ++server_.counters().http_not_found;
+      send_http(404, "text/plain", "not found\n");
+    }
+    return;
+  }
+  if (path == "/ws") {
+    accept_websocket(request, rest, rest_size);
+  } else if (path == "/healthz") {
+    send_http(200, "text/plain", "ok");
+  } else if (path == "/stats") {
+    send_http(200, "application/json", server_.stats_json());
+  } else if (path == "/metrics") {
+    send_http(200, "text/plain; version=0.0.4; charset=utf-8", server_.metrics_text());
+  } else {
+    ++server_.counters().http_not_found;
+    send_http(404, "text/plain", "not found\n");
+  }
+}
+
+bool Connection::origin_allowed(std::string_view origin) const {
+  for (const std::string& allowed : server_.config().allowed_origins)
+    if (origin == allowed) return true;
+  // scheme "://" host [":" port]
+  const size_t scheme_end = origin.find("://");
+  if (scheme_end == std::string_view::npos) return false;
+  const std::string_view scheme = origin.substr(0, scheme_end);
+  if (scheme != "http" && scheme != "https") return false;
+  std::string_view host = origin.substr(scheme_end + 3);
+  if (host.empty() || host.find('/') != std::string_view::npos) return false;
+  if (host.front() == '[') {
+    const size_t close = host.find(']');
+    if (close == std::string_view::npos) return false;
+    host = host.substr(0, close + 1);
+  } else if (const size_t colon = host.find(':'); colon != std::string_view::npos) {
+    host = host.substr(0, colon);
+  }
+  return loopback_host(host);
+}
+
+void Connection::accept_websocket(const http::Request& request, char* rest, size_t rest_size) {
+  if (!request.upgrade || !ieq(request.header("upgrade"), "websocket") ||
+      !has_token(request.header("connection"), "upgrade") || request.http_major != 1 ||
+      request.http_minor < 1) {
+    ++server_.counters().http_bad_requests;
+    send_http(400, "text/plain", "expected a WebSocket upgrade (RFC 6455)\n");
+    return;
+  }
+  if (request.header("sec-websocket-version") != "13") {
+    ++server_.counters().version_refused;
+    send_http(426, "text/plain", "unsupported WebSocket version\n",
+              "Sec-WebSocket-Version: 13\r\n");
+    return;
+  }
+  const std::string_view key = trim(request.header("sec-websocket-key"));
+  if (!valid_websocket_key(key)) {
+    ++server_.counters().http_bad_requests;
+    send_http(400, "text/plain", "missing or malformed Sec-WebSocket-Key\n");
+    return;
+  }
+  // Browsers always send Origin; native tools usually do not. A page from a foreign site must
+  // not drive a local daemon (DESIGN.md, "Security").
+  if (request.has_header("origin") && !origin_allowed(request.header("origin"))) {
+    ++server_.counters().origin_refused;
+    send_http(403, "text/plain", "origin not allowed\n");
+    return;
+  }
+  std::string response =
+      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+      "Sec-WebSocket-Accept: " +
+      ws::accept_key(key) + "\r\n\r\n";
+  ++server_.counters().http_responses[1];
+  write_raw(std::move(response), false);
+  phase_ = Phase::kWebSocket;
+  if (rest_size > 0) feed_websocket(reinterpret_cast<uint8_t*>(rest), rest_size);
+}
+
+void Connection::send_http(int status, std::string_view content_type, std::string_view body,
+                           std::string_view extra_headers) {
+  if (status / 100 < 6) ++server_.counters().http_responses[status / 100];
+  std::string out;
+  out.reserve(160 + body.size());
+  out.append("HTTP/1.1 ").append(std::to_string(status)).append(" ").append(status_text(status));
+  out.append("\r\nContent-Type: ").append(content_type);
+  out.append("\r\nContent-Length: ").append(std::to_string(body.size()));
+  out.append("\r\nCache-Control: no-store\r\nConnection: close\r\n");
+  out.append(extra_headers).append("\r\n").append(body);
+  phase_ = Phase::kClosing;
+  write_raw(std::move(out), true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+namespace {
+struct WriteRequest {
+  uv_write_t req;
+  std::string bytes;
+  Connection* connection;
+  bool close_after;
+};
+}  // namespace
+
+void Connection::write_raw(std::string bytes, bool close_after) {
+  if (closing_) return;
+  if (pending_write_bytes_ + bytes.size() > server_.config().max_pending_write_bytes) {
+    ++server_.counters().slow_consumer_closes;
+    destroy();
+    return;
+  }
+  auto* w = new WriteRequest{{}, std::move(bytes), this, close_after};
+  w->req.data = w;
+  pending_write_bytes_ += w->bytes.size();
+  uv_buf_t buf = uv_buf_init(w->bytes.data(), unsigned(w->bytes.size()));
+  const int rc = uv_write(&w->req, reinterpret_cast<uv_stream_t*>(&tcp_), &buf, 1,
+                          &Connection::on_write);
+  if (rc < 0) {
+    pending_write_bytes_ -= w->bytes.size();
+    delete w;
+    destroy();
+    return;
+  }
+  if (close_after) {
+    // Nothing more will be read: stop, so a peer cannot keep us busy while the reply drains.
+    uv_read_stop(reinterpret_cast<uv_stream_t*>(&tcp_));
+    phase_ = Phase::kClosing;
+  }
+}
+
+void Connection::on_write(uv_write_t* req, int status) {
+  auto* w = static_cast<WriteRequest*>(req->data);
+  Connection* self = w->connection;
+  const bool close_after = w->close_after;
+  const size_t n = w->bytes.size();
+  delete w;
+  // A write still pending when the handle closes completes with UV_ECANCELED before the close
+  // callback, so self is alive here.
+  self->pending_write_bytes_ -= n;
+  if (status < 0 || close_after) self->destroy();
+}
+
+void Connection::send_ws(ws::Opcode opcode, std::string_view payload) {
+  if (phase_ != Phase::kWebSocket) return;
+  uint8_t header[ws::kMaxServerHeaderBytes];
+  const size_t h = ws::encode_server_header(header, opcode, payload.size());
+  std::string frame;
+  frame.reserve(h + payload.size());
+  frame.append(reinterpret_cast<const char*>(header), h).append(payload);
+  write_raw(std::move(frame), false);
+}
+
+void Connection::send_error(const char* code, std::string_view message, std::string_view extra) {
+  ++server_.counters().control_errors;
+  send_control_json(control::error_json(code, message, extra));
+}
+
+void Connection::close_websocket(uint16_t code, std::string_view reason) {
+  if (phase_ != Phase::kWebSocket) return;
+  const std::string payload = ws::close_payload(code, reason);
+  uint8_t header[ws::kMaxServerHeaderBytes];
+  const size_t h = ws::encode_server_header(header, ws::Opcode::kClose, payload.size());
+  std::string frame(reinterpret_cast<const char*>(header), h);
+  frame.append(payload);
+  abandon_frame();
+  write_raw(std::move(frame), true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// WebSocket events
+
+void Connection::on_message_begin(ws::Opcode opcode, uint64_t first_frame_bytes,
+                                  bool single_frame) {
+  message_opcode_ = opcode;
+  if (opcode == ws::Opcode::kText) {
+    text_.clear();
+    if (first_frame_bytes > server_.config().max_text_bytes) {
+      ++server_.counters().ws_close_1009;
+      ++server_.counters().ws_protocol_errors;
+      close_websocket(ws::close_code::kMessageTooBig, "control message too large");
+    }
+    return;
+  }
+  ingest_ = Ingest{};
+  ingest_.active = true;
+  ingest_.single_frame = single_frame;
+  ingest_.message_bytes = first_frame_bytes;
+  ingest_.start_ns = last_receive_ns_;
+}
+
+void Connection::on_message_data(uint8_t* data, size_t size) {
+  if (phase_ != Phase::kWebSocket) return;
+  if (message_opcode_ == ws::Opcode::kText) {
+    if (text_.size() + size > server_.config().max_text_bytes) {
+      ++server_.counters().ws_close_1009;
+      ++server_.counters().ws_protocol_errors;
+      close_websocket(ws::close_code::kMessageTooBig, "control message too large");
+      return;
+    }
+    text_.append(reinterpret_cast<const char*>(data), size);
+    return;
+  }
+  Ingest& in = ingest_;
+  if (in.header_have < media::kFrameHeaderBytes) {
+    const size_t take = std::min(size, media::kFrameHeaderBytes - in.header_have);
+    std::memcpy(in.header + in.header_have, data, take);
+    in.header_have += take;
+    data += take;
+    size -= take;
+    if (in.header_have == media::kFrameHeaderBytes) begin_frame();
+  }
+  if (size == 0 || in.discarding || !in.slot) return;
+  const size_t capacity = in.slot->info.bytes;
+  if (in.filled + size > capacity) {
+    // More pixels than the stream's frame holds (only possible for fragmented messages, whose
+    // total is not known from the first header).
+    media::Stream* stream = server_.registry().find(in.stream_id);
+    if (stream) stream->count_dropped(media::DropReason::kSizeMismatch);
+    refuse_frame(control::error_code::kFrameSizeMismatch, "frame carries more bytes than its stream's frame size");
+    return;
+  }
+  uint8_t* dst = in.slot->pixels + in.filled;
+  // Payload that arrived in the read buffer (the first bytes after the header) is copied;
+  // payload read straight into the slot is already in place.
+  if (data != dst) std::memcpy(dst, data, size);
+  in.filled += size;
+}
+
+void Connection::begin_frame() {
+  Ingest& in = ingest_;
+  media::FrameHeader h;
+  const media::FrameHeaderError err = media::parse_frame_header(in.header, h);
+  if (err != media::FrameHeaderError::kNone) {
+    ++server_.counters().frames_rejected_bad_header;
+    refuse_frame(control::error_code::kBadFrameHeader, media::frame_header_error_name(err));
+    return;
+  }
+  media::Stream* stream = server_.registry().find(h.stream_id);
+  if (!stream) {
+    ++server_.counters().frames_rejected_unknown_stream;
+    refuse_frame(control::error_code::kUnknownStream,
+                 "no open stream " + std::to_string(h.stream_id));
+    return;
+  }
+  if (stream->owner() != id_) {
+    ++server_.counters().frames_rejected_unknown_stream;
+    refuse_frame(control::error_code::kNotStreamOwner,
+                 "stream " + std::to_string(h.stream_id) + " belongs to another connection");
+    return;
+  }
+  in.stream_id = h.stream_id;
+  stream->count_offered();
+  const media::StreamConfig& sc = stream->config();
+  if ((h.width != 0 && h.width != sc.width) || (h.height != 0 && h.height != sc.height) ||
+      (h.format != 0 && media::PixelFormat(h.format) != sc.format)) {
+    stream->count_dropped(media::DropReason::kGeometryMismatch);
+    refuse_frame(control::error_code::kGeometryMismatch,
+                 "frame geometry differs from the stream's");
+    return;
+  }
+  // Decided from the WebSocket header, before any pixel is read.
+  if (in.single_frame && in.message_bytes != media::kFrameHeaderBytes + stream->frame_bytes()) {
+    stream->count_dropped(media::DropReason::kSizeMismatch);
+    refuse_frame(control::error_code::kFrameSizeMismatch,
+                 "frame payload is " + std::to_string(in.message_bytes) + " bytes, stream needs " +
+                     std::to_string(media::kFrameHeaderBytes + stream->frame_bytes()));
+    return;
+  }
+  media::FrameSlot* slot = stream->pool()->acquire();
+  if (!slot) {
+    // Newest frame refused at admission; counted, no reply (the stats carry it).
+    stream->count_dropped(media::DropReason::kPoolFull);
+    in.discarding = true;
+    return;
+  }
+  media::FrameInfo& info = slot->info;
+  info.stream_id = h.stream_id;
+  info.flags = h.flags;
+  info.sequence = h.sequence;
+  info.capture_time_us = h.capture_time_us;
+  info.content_hash = h.content_hash;
+  info.receive_start_ns = in.start_ns;
+  info.width = sc.width;
+  info.height = sc.height;
+  info.format = sc.format;
+  info.bytes = stream->frame_bytes();
+  in.slot = slot;
+}
+
+void Connection::refuse_frame(const char* code, std::string message) {
+  media::FrameHeader h;
+  media::parse_frame_header(ingest_.header, h);
+  if (ingest_.slot) {
+    media::FramePool::release(ingest_.slot);
+    ingest_.slot = nullptr;
+  }
+  ingest_.discarding = true;
+  send_error(code, message,
+             "{\"stream\":" + std::to_string(h.stream_id) +
+                 ",\"sequence\":" + std::to_string(h.sequence) + "}");
+}
+
+void Connection::abandon_frame() {
+  if (!ingest_.active) return;
+  if (ingest_.slot) {
+    if (media::Stream* s = server_.registry().find(ingest_.stream_id))
+      s->count_dropped(media::DropReason::kDisconnected);
+    media::FramePool::release(ingest_.slot);
+    ingest_.slot = nullptr;
+  }
+  ingest_.active = false;
+}
+
+void Connection::on_message_end() {
+  if (phase_ != Phase::kWebSocket) return;
+  if (message_opcode_ == ws::Opcode::kText) {
+    handle_control(text_);
+    text_.clear();
+    return;
+  }
+  Ingest& in = ingest_;
+  in.active = false;
+  if (in.header_have < media::kFrameHeaderBytes) {
+    ++server_.counters().frames_rejected_bad_header;
+    ingest_.active = true;
+    refuse_frame(control::error_code::kBadFrameHeader, "binary message shorter than a frame header");
+    ingest_.active = false;
+    return;
+  }
+  if (!in.slot) return;  // refused earlier and already counted
+  media::Stream* stream = server_.registry().find(in.stream_id);
+  media::FrameSlot* slot = in.slot;
+  in.slot = nullptr;
+  if (!stream) {  // cannot happen while we own the stream; keep the slot accounting exact
+    media::FramePool::release(slot);
+    return;
+  }
+  if (in.filled != slot->info.bytes) {
+    stream->count_dropped(media::DropReason::kSizeMismatch);
+    media::FramePool::release(slot);
+    send_error(control::error_code::kFrameSizeMismatch, "frame ended short of its stream's frame size");
+    return;
+  }
+  stream->stages().unmask.record(in.unmask_ns);
+  server_.registry().admit(*stream, slot, core::monotonic_ns());
+}
+
+void Connection::on_ping(std::span<const uint8_t> payload) {
+  send_ws(ws::Opcode::kPong,
+          std::string_view(reinterpret_cast<const char*>(payload.data()), payload.size()));
+}
+
+void Connection::on_pong(std::span<const uint8_t>) {}
+
+void Connection::on_close(uint16_t code, std::string_view) {
+  // Echo the peer's code (RFC 6455 section 5.5.1); 1005 means it sent none.
+  close_websocket(code == ws::close_code::kNoStatus ? ws::close_code::kNormal : code, "");
+}
+
+void Connection::on_protocol_error(uint16_t close_code, const char* reason) {
+  ++server_.counters().ws_protocol_errors;
+  if (close_code == ws::close_code::kProtocolError) ++server_.counters().ws_close_1002;
+  if (close_code == ws::close_code::kInvalidPayload) ++server_.counters().ws_close_1007;
+  if (close_code == ws::close_code::kMessageTooBig) ++server_.counters().ws_close_1009;
+  close_websocket(close_code, reason);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Control protocol v1
+
+void Connection::handle_control(std::string_view text) {
+  control::ParseResult parsed = control::parse_control_message(text);
+  if (auto* e = std::get_if<control::ControlError>(&parsed)) {
+    send_error(e->code, e->message);
+    return;
+  }
+  const control::ControlMessage& m = std::get<control::ControlMessage>(parsed);
+  if (auto* hello = std::get_if<control::Hello>(&m)) {
+    if (hello->protocol != control::kProtocolVersion) {
+      send_error(control::error_code::kProtocolUnsupported,
+                 "this server speaks protocol 1", "{\"supported\":[1]}");
+      return;
+    }
+    hello_done_ = true;
+    nlohmann::json welcome = {
+        {"type", "welcome"},
+        {"protocol", control::kProtocolVersion},
+        {"server", "syncd/" SYNC_VERSION},
+        {"capabilities", {"video.ingest", "stats", "ping"}},
+        {"publishers", server_.config().publishers},
+        {"limits",
+         {{"max_message_bytes", server_.config().max_message_bytes},
+          {"max_text_bytes", server_.config().max_text_bytes}}},
+        {"frame_header_bytes", media::kFrameHeaderBytes},
+    };
+    send_control_json(welcome.dump());
+    return;
+  }
+  if (!hello_done_) {
+    send_error(control::error_code::kHelloRequired, "send hello first");
+    return;
+  }
+  if (auto* open = std::get_if<control::StreamOpen>(&m)) {
+    media::OpenError err;
+    media::Stream* s = server_.registry().open(open->config, id_, err);
+    if (!s) {
+      send_error(media::open_error_code(err), "stream not opened",
+                 nlohmann::json({{"name", open->config.name}}).dump());
+      return;
+    }
+    nlohmann::json reply = {{"type", "stream.opened"},
+                            {"stream", s->id()},
+                            {"name", s->config().name},
+                            {"width", s->config().width},
+                            {"height", s->config().height},
+                            {"format", media::pixel_format_name(s->config().format)},
+                            {"fps", s->config().fps},
+                            {"slots", s->config().slots},
+                            {"frame_bytes", s->frame_bytes()},
+                            {"header_bytes", media::kFrameHeaderBytes}};
+    send_control_json(reply.dump());
+    return;
+  }
+  if (auto* close = std::get_if<control::StreamClose>(&m)) {
+    media::Stream* s = server_.registry().find(close->stream);
+    if (!s) {
+      send_error(control::error_code::kUnknownStream, "no open stream with that id");
+      return;
+    }
+    if (s->owner() != id_) {
+      send_error(control::error_code::kNotStreamOwner, "stream belongs to another connection");
+      return;
+    }
+    server_.registry().close(s);
+    send_control_json(nlohmann::json({{"type", "stream.closed"}, {"stream", close->stream}}).dump());
+    return;
+  }
+  if (std::holds_alternative<control::StatsRequest>(m)) {
+    send_control_json("{\"type\":\"stats\",\"stats\":" + server_.stats_json() + "}");
+    return;
+  }
+  if (auto* ping = std::get_if<control::Ping>(&m)) {
+    send_control_json("{\"type\":\"pong\",\"id\":" +
+                      (ping->id_json.empty() ? std::string("null") : ping->id_json) + "}");
+    return;
+  }
+}
+
+}  // namespace syncd::server

@@ -1,0 +1,298 @@
+#include "server/server.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/clock.h"
+#include "core/process_stats.h"
+#include "media/publishers/test_publisher.h"
+#include "net/ws/unmask.h"
+#include "server/connection.h"
+#include "telemetry/prometheus.h"
+
+namespace syncd::server {
+
+namespace {
+constexpr uint64_t kTickMs = 250;
+}
+
+Server::Server(ServerConfig config)
+    : config_(std::move(config)),
+      registry_(config_.stream_limits),
+      discard_(new uint8_t[config_.read_window_bytes]) {
+  uv_loop_init(&loop_);
+  loop_.data = this;
+  for (const std::string& name : config_.publishers) {
+    if (name == "test") registry_.add_publisher(std::make_unique<media::TestPublisher>());
+  }
+}
+
+Server::~Server() {
+  pattern_.reset();
+  uv_loop_close(&loop_);
+}
+
+int Server::start() {
+  started_ns_ = core::monotonic_ns();
+  uv_tcp_init(&loop_, &listener_);
+  listener_.data = this;
+  sockaddr_storage addr{};
+  int rc = uv_ip4_addr(config_.host.c_str(), config_.port, reinterpret_cast<sockaddr_in*>(&addr));
+  if (rc < 0) rc = uv_ip6_addr(config_.host.c_str(), config_.port,
+                               reinterpret_cast<sockaddr_in6*>(&addr));
+  if (rc < 0) return rc;
+  rc = uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&addr), 0);
+  if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 511, &on_connection);
+  if (rc < 0) {
+    uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
+    uv_run(&loop_, UV_RUN_NOWAIT);
+    return rc;
+  }
+  listening_ = true;
+  sockaddr_storage bound{};
+  int len = sizeof bound;
+  uv_tcp_getsockname(&listener_, reinterpret_cast<sockaddr*>(&bound), &len);
+  char ip[64] = {};
+  if (bound.ss_family == AF_INET6) {
+    auto* a6 = reinterpret_cast<sockaddr_in6*>(&bound);
+    uv_ip6_name(a6, ip, sizeof ip);
+    bound_port_ = ntohs(a6->sin6_port);
+  } else {
+    auto* a4 = reinterpret_cast<sockaddr_in*>(&bound);
+    uv_ip4_name(a4, ip, sizeof ip);
+    bound_port_ = ntohs(a4->sin_port);
+  }
+
+  uv_signal_init(&loop_, &sigint_);
+  uv_signal_init(&loop_, &sigterm_);
+  sigint_.data = sigterm_.data = this;
+  uv_signal_start(&sigint_, &on_signal, SIGINT);
+  uv_signal_start(&sigterm_, &on_signal, SIGTERM);
+  uv_timer_init(&loop_, &tick_timer_);
+  tick_timer_.data = this;
+  uv_timer_start(&tick_timer_, &on_tick, kTickMs, kTickMs);
+  uv_timer_init(&loop_, &pattern_timer_);
+  pattern_timer_.data = this;
+  uv_timer_init(&loop_, &shutdown_timer_);
+  shutdown_timer_.data = this;
+
+  if (config_.pattern) {
+    pattern_ = std::make_unique<media::PatternSource>(registry_, *config_.pattern);
+    std::string error;
+    if (!pattern_->start(error)) {
+      std::fprintf(stderr, "syncd: pattern source refused: %s\n", error.c_str());
+      pattern_.reset();
+    } else {
+      uv_timer_start(&pattern_timer_, &on_pattern_timer, 1, 0);
+    }
+  }
+  std::printf("syncd listening on %s:%u\n", ip, unsigned(bound_port_));
+  std::fflush(stdout);
+  return 0;
+}
+
+int Server::run() { return uv_run(&loop_, UV_RUN_DEFAULT); }
+
+void Server::on_connection(uv_stream_t* listener, int status) {
+  auto* self = static_cast<Server*>(listener->data);
+  if (status < 0 || self->stopping_) return;
+  auto* c = new Connection(*self, self->next_connection_id_++);
+  uv_tcp_init(&self->loop_, c->handle());
+  if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(c->handle())) != 0) {
+    c->destroy();
+    return;
+  }
+  self->connections_.push_back(c);
+  if (self->connections_.size() > self->config_.max_connections) {
+    // Closing at once (rather than not accepting) keeps the backlog from filling with peers
+    // that would wait forever; the peer sees a reset and may retry.
+    ++self->counters_.connections_refused;
+    c->destroy();
+    return;
+  }
+  ++self->counters_.connections_accepted;
+  c->start();
+}
+
+void Server::forget(Connection* connection) {
+  connections_.remove(connection);
+  if (stopping_ && connections_.empty()) close_shutdown_timer();
+}
+
+void Server::close_shutdown_timer() {
+  if (shutdown_timer_closed_) return;
+  shutdown_timer_closed_ = true;
+  uv_timer_stop(&shutdown_timer_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&shutdown_timer_), nullptr);
+}
+
+void Server::on_signal(uv_signal_t* handle, int) {
+  auto* self = static_cast<Server*>(handle->data);
+  if (self->stopping_) {
+    std::fprintf(stderr, "syncd: second signal, exiting now\n");
+    std::_Exit(1);
+  }
+  self->stop();
+}
+
+void Server::stop() {
+  if (stopping_) return;
+  stopping_ = true;
+  if (config_.status_line) std::fputs("\n", stderr);
+  if (listening_) uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
+  listening_ = false;
+  if (pattern_) pattern_->stop();
+  // Copy: connections remove themselves from the list as they close.
+  std::vector<Connection*> open(connections_.begin(), connections_.end());
+  for (Connection* c : open) c->shutdown_for_exit();
+  uv_timer_stop(&tick_timer_);
+  uv_timer_stop(&pattern_timer_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&tick_timer_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&pattern_timer_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&sigterm_), nullptr);
+  // Peers get a second to read their Close; then whatever is left is closed regardless.
+  uv_timer_start(
+      &shutdown_timer_,
+      [](uv_timer_t* t) {
+        auto* s = static_cast<Server*>(t->data);
+        std::vector<Connection*> left(s->connections_.begin(), s->connections_.end());
+        for (Connection* c : left) c->destroy();
+        s->close_shutdown_timer();
+      },
+      1000, 0);
+  if (connections_.empty()) close_shutdown_timer();
+}
+
+void Server::on_tick(uv_timer_t* timer) {
+  auto* self = static_cast<Server*>(timer->data);
+  const uint64_t now = core::monotonic_ns();
+  self->registry_.tick(now);
+  self->sweep_connections(now);
+  if (self->config_.status_line && now - self->last_status_ns_ >= 1'000'000'000) {
+    self->last_status_ns_ = now;
+    self->print_status_line();
+  }
+}
+
+void Server::sweep_connections(uint64_t now_ns) {
+  std::vector<Connection*> open(connections_.begin(), connections_.end());
+  for (Connection* c : open) c->check_timeouts(now_ns);
+}
+
+void Server::on_pattern_timer(uv_timer_t* timer) {
+  auto* self = static_cast<Server*>(timer->data);
+  if (!self->pattern_ || self->stopping_) return;
+  const uint64_t wait_ns = self->pattern_->produce_due(core::monotonic_ns());
+  // libuv timers have millisecond resolution. Rounding up makes a frame at most ~1 ms late but
+  // never drifts (the schedule is absolute); rounding down would spin through 0 ms re-arms.
+  uv_timer_start(&self->pattern_timer_, &on_pattern_timer, (wait_ns + 999'999) / 1'000'000, 0);
+}
+
+void Server::print_status_line() {
+  const uint64_t rss = core::resident_memory_bytes();
+  std::string line = "\r\x1b[2Ksyncd";
+  size_t open_streams = 0;
+  for (const media::Stream* s : registry_.all_streams()) {
+    if (!s->open()) continue;
+    ++open_streams;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, " | %s %u fps low %llu drop %llu", s->config().name.c_str(),
+                  s->rate().last_complete_fps(),
+                  static_cast<unsigned long long>(s->rate().low_rate_seconds()),
+                  static_cast<unsigned long long>(s->counters().dropped_total()));
+    line += buf;
+  }
+  if (open_streams == 0) line += " | no streams";
+  char tail[96];
+  std::snprintf(tail, sizeof tail, " | conns %zu | rss %.1f MiB", connections_.size(),
+                double(rss) / (1024.0 * 1024.0));
+  line += tail;
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+std::string Server::stats_json() {
+  nlohmann::json j;
+  const uint64_t now = core::monotonic_ns();
+  const ServerCounters& c = counters_;
+  j["server"] = {
+      {"version", SYNC_VERSION},
+      {"uptime_s", double(now - started_ns_) / 1e9},
+      {"port", bound_port_},
+      {"publishers", config_.publishers},
+      {"unmask_kernel", ws::unmask_kernel_name()},
+      {"connections_open", connections_.size()},
+      {"connections_accepted", c.connections_accepted},
+      {"connections_refused", c.connections_refused},
+      {"handshake_timeouts", c.handshake_timeouts},
+      {"idle_timeouts", c.idle_timeouts},
+      {"slow_consumer_closes", c.slow_consumer_closes},
+      {"http_bad_requests", c.http_bad_requests},
+      {"http_headers_too_large", c.http_headers_too_large},
+      {"http_not_found", c.http_not_found},
+      {"origin_refused", c.origin_refused},
+      {"version_refused", c.version_refused},
+      {"ws_protocol_errors", c.ws_protocol_errors},
+      {"ws_close_1002", c.ws_close_1002},
+      {"ws_close_1007", c.ws_close_1007},
+      {"ws_close_1009", c.ws_close_1009},
+      {"control_errors", c.control_errors},
+      {"frames_rejected", {{"unknown_stream", c.frames_rejected_unknown_stream},
+                           {"bad_header", c.frames_rejected_bad_header}}},
+  };
+  j["process"] = {{"resident_memory_bytes", core::resident_memory_bytes()},
+                  {"loop_cpu_seconds", double(core::thread_cpu_ns()) / 1e9},
+                  {"pool_bytes", registry_.pool_bytes()}};
+  if (pattern_) {
+    j["source"] = {{"kind", "pattern"},
+                   {"frames_produced", pattern_->frames_produced()},
+                   {"ticks_skipped", pattern_->frames_skipped()}};
+  }
+  registry_.write_stats(j);
+  return j.dump();
+}
+
+std::string Server::metrics_text() {
+  telemetry::PrometheusText out;
+  const ServerCounters& c = counters_;
+  out.family("syncd_resident_memory_bytes", "gauge", "Resident set size of syncd.");
+  out.sample("syncd_resident_memory_bytes", "", core::resident_memory_bytes());
+  out.family("syncd_loop_cpu_seconds_total", "counter", "CPU time of the event-loop thread.");
+  out.sample("syncd_loop_cpu_seconds_total", "", double(core::thread_cpu_ns()) / 1e9);
+  out.family("syncd_frame_pool_bytes", "gauge", "Memory mapped for frame pools.");
+  out.sample("syncd_frame_pool_bytes", "", uint64_t(registry_.pool_bytes()));
+  out.family("syncd_connections_open", "gauge", "Open client connections.");
+  out.sample("syncd_connections_open", "", uint64_t(connections_.size()));
+  out.family("syncd_connections_total", "counter", "Connections by outcome.");
+  out.sample("syncd_connections_total", "outcome=\"accepted\"", c.connections_accepted);
+  out.sample("syncd_connections_total", "outcome=\"refused_limit\"", c.connections_refused);
+  out.family("syncd_connection_closes_total", "counter", "Connections closed by syncd, by cause.");
+  out.sample("syncd_connection_closes_total", "cause=\"handshake_timeout\"", c.handshake_timeouts);
+  out.sample("syncd_connection_closes_total", "cause=\"idle_timeout\"", c.idle_timeouts);
+  out.sample("syncd_connection_closes_total", "cause=\"slow_consumer\"", c.slow_consumer_closes);
+  out.family("syncd_http_errors_total", "counter", "HTTP requests refused, by status.");
+  out.sample("syncd_http_errors_total", "status=\"400\"", c.http_bad_requests);
+  out.sample("syncd_http_errors_total", "status=\"403\"", c.origin_refused);
+  out.sample("syncd_http_errors_total", "status=\"404\"", c.http_not_found);
+  out.sample("syncd_http_errors_total", "status=\"426\"", c.version_refused);
+  out.sample("syncd_http_errors_total", "status=\"431\"", c.http_headers_too_large);
+  out.family("syncd_ws_protocol_errors_total", "counter",
+             "WebSocket connections failed by syncd, by close code.");
+  out.sample("syncd_ws_protocol_errors_total", "code=\"1002\"", c.ws_close_1002);
+  out.sample("syncd_ws_protocol_errors_total", "code=\"1007\"", c.ws_close_1007);
+  out.sample("syncd_ws_protocol_errors_total", "code=\"1009\"", c.ws_close_1009);
+  out.family("syncd_control_errors_total", "counter", "Error replies to control messages.");
+  out.sample("syncd_control_errors_total", "", c.control_errors);
+  out.family("syncd_frames_rejected_total", "counter",
+             "Frames that named no stream of their connection, by reason.");
+  out.sample("syncd_frames_rejected_total", "reason=\"unknown_stream\"",
+             c.frames_rejected_unknown_stream);
+  out.sample("syncd_frames_rejected_total", "reason=\"bad_header\"", c.frames_rejected_bad_header);
+  registry_.write_metrics(out);
+  return out.text();
+}
+
+}  // namespace syncd::server

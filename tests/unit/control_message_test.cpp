@@ -1,0 +1,70 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "control/control_message.h"
+
+using namespace syncd::control;
+
+namespace {
+const ControlError* as_error(const ParseResult& r) { return std::get_if<ControlError>(&r); }
+template <typename T>
+const T* as(const ParseResult& r) {
+  auto* m = std::get_if<ControlMessage>(&r);
+  return m ? std::get_if<T>(m) : nullptr;
+}
+}  // namespace
+
+TEST(ControlMessage, Hello) {
+  auto r = parse_control_message(R"({"type":"hello","protocol":1,"client":"t"})");
+  ASSERT_TRUE(as<Hello>(r));
+  EXPECT_EQ(as<Hello>(r)->protocol, 1);
+  EXPECT_EQ(as<Hello>(r)->client, "t");
+}
+
+TEST(ControlMessage, StreamOpenDefaultsAndFields) {
+  auto r = parse_control_message(
+      R"({"type":"stream.open","name":"main","width":1920,"height":1080,"format":"bgra8","fps":30})");
+  ASSERT_TRUE(as<StreamOpen>(r));
+  const auto& c = as<StreamOpen>(r)->config;
+  EXPECT_EQ(c.name, "main");
+  EXPECT_EQ(c.width, 1920u);
+  EXPECT_EQ(c.height, 1080u);
+  EXPECT_EQ(c.format, syncd::media::PixelFormat::kBgra8);
+  EXPECT_EQ(c.fps, 30.0);
+  EXPECT_EQ(c.slots, 4u);
+}
+
+TEST(ControlMessage, CodedErrors) {
+  EXPECT_STREQ(as_error(parse_control_message("{"))->code, error_code::kBadJson);
+  EXPECT_STREQ(as_error(parse_control_message("[]"))->code, error_code::kBadMessage);
+  EXPECT_STREQ(as_error(parse_control_message(R"({"type":"nope"})"))->code,
+               error_code::kUnknownType);
+  EXPECT_STREQ(as_error(parse_control_message(R"({"type":"hello"})"))->code,
+               error_code::kBadMessage);
+  EXPECT_STREQ(as_error(parse_control_message(
+                            R"({"type":"stream.open","name":"a","width":-1,"height":2})"))
+                   ->code,
+               error_code::kBadMessage);
+  EXPECT_STREQ(as_error(parse_control_message(
+                            R"({"type":"stream.open","name":"a b","width":1,"height":2})"))
+                   ->code,
+               error_code::kBadMessage);
+  EXPECT_STREQ(as_error(parse_control_message(
+                            R"({"type":"stream.open","name":"a","width":1,"height":2,"format":"yuv"})"))
+                   ->code,
+               error_code::kBadMessage);
+}
+
+TEST(ControlMessage, PingEchoesId) {
+  auto r = parse_control_message(R"({"type":"ping","id":{"n":5}})");
+  ASSERT_TRUE(as<Ping>(r));
+  EXPECT_EQ(as<Ping>(r)->id_json, R"({"n":5})");
+}
+
+TEST(ControlMessage, ErrorJsonMergesExtra) {
+  auto j = nlohmann::json::parse(error_json("unknown_stream", "m", R"({"stream":3})"));
+  EXPECT_EQ(j["type"], "error");
+  EXPECT_EQ(j["code"], "unknown_stream");
+  EXPECT_EQ(j["stream"], 3);
+}

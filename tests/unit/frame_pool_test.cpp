@@ -1,0 +1,58 @@
+#include <gtest/gtest.h>
+
+#include "media/frame_pool.h"
+
+using syncd::media::FramePool;
+using syncd::media::FrameSlot;
+
+TEST(FramePool, AcquireUntilFullThenRefuse) {
+  FramePool* pool = FramePool::create(1000, 3);
+  ASSERT_NE(pool, nullptr);
+  FrameSlot* a = pool->acquire();
+  FrameSlot* b = pool->acquire();
+  FrameSlot* c = pool->acquire();
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(pool->acquire(), nullptr);
+  EXPECT_EQ(pool->slots_in_use(), 3u);
+  FramePool::release(b);
+  FrameSlot* d = pool->acquire();
+  EXPECT_EQ(d, b);
+  FramePool::release(a);
+  FramePool::release(c);
+  FramePool::release(d);
+  EXPECT_EQ(pool->slots_in_use(), 0u);
+  pool->drop_ref();
+}
+
+TEST(FramePool, RetainKeepsSlotUntilLastRelease) {
+  FramePool* pool = FramePool::create(64, 1);
+  FrameSlot* s = pool->acquire();
+  FramePool::retain(s);
+  FramePool::release(s);
+  EXPECT_EQ(pool->acquire(), nullptr);
+  FramePool::release(s);
+  FrameSlot* again = pool->acquire();
+  EXPECT_EQ(again, s);
+  FramePool::release(again);
+  pool->drop_ref();
+}
+
+TEST(FramePool, OutlivesOwnerWhileSlotHeld) {
+  FramePool* pool = FramePool::create(4096, 2);
+  FrameSlot* s = pool->acquire();
+  s->pixels[4095] = 7;  // memory still mapped
+  pool->drop_ref();     // the owner lets go first
+  EXPECT_EQ(s->pixels[4095], 7);
+  FramePool::release(s);  // last reference: pool freed here (ASan checks)
+}
+
+TEST(FramePool, SlotsAreDistinctAndPageAligned) {
+  FramePool* pool = FramePool::create(8294400, 2);
+  FrameSlot* a = pool->acquire();
+  FrameSlot* b = pool->acquire();
+  EXPECT_GE(size_t(std::abs(b->pixels - a->pixels)), size_t(8294400));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a->pixels) % 4096, 0u);
+  FramePool::release(a);
+  FramePool::release(b);
+  pool->drop_ref();
+}

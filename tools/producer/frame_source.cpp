@@ -1,0 +1,96 @@
+#include "frame_source.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+#include "net/ws/unmask.h"
+
+namespace syncd::producer {
+namespace {
+
+// Colour bars scrolled by a third of the width per pattern, a diagonal gradient, and a white bar
+// that jumps across: distinct buffers that look like motion when the stream is viewed.
+void draw_pattern(uint8_t* out, const FrameGeometry& g, size_t pattern) {
+  const bool bgra = g.format == media::PixelFormat::kBgra8;
+  const uint32_t shift = static_cast<uint32_t>(pattern * g.width / FrameSource::kPatternCount);
+  const uint32_t bar_width = g.width / 32 + 1;
+  for (uint32_t y = 0; y < g.height; ++y) {
+    uint8_t* row = out + size_t{y} * g.width * 4;
+    for (uint32_t x = 0; x < g.width; ++x) {
+      const uint32_t sx = (x + shift) % g.width;
+      const uint32_t bar = sx * 8 / g.width;  // eight vertical colour bars
+      uint8_t r = (bar & 1) ? 0xC0 : static_cast<uint8_t>(sx);
+      uint8_t g_ = (bar & 2) ? 0xC0 : static_cast<uint8_t>(y);
+      uint8_t b = (bar & 4) ? 0xC0 : static_cast<uint8_t>(sx + y);
+      if (x - shift < bar_width) r = g_ = b = 0xFF;  // unsigned wrap: only x in [shift, shift+w)
+      uint8_t* px = row + size_t{x} * 4;
+      px[0] = bgra ? b : r;
+      px[1] = g_;
+      px[2] = bgra ? r : b;
+      px[3] = 0xFF;
+    }
+  }
+}
+
+}  // namespace
+
+FrameSource::FrameSource(const FrameGeometry& geometry, uint32_t stream_id, Framing framing,
+                         uint32_t mask_key)
+    : geometry_(geometry), stream_id_(stream_id), framing_(framing), mask_key_(mask_key) {
+  const size_t pixel_bytes = geometry_.pixel_bytes();
+  for (size_t i = 0; i < kPatternCount; ++i) {
+    patterns_[i].resize(pixel_bytes);
+    draw_pattern(patterns_[i].data(), geometry_, i);
+    if (framing_ == Framing::kWebSocket) {
+      masked_[i] = patterns_[i];
+      // Pixel byte i sits at payload offset kFrameHeaderBytes + i; the phase argument keeps the
+      // key aligned whatever the header size.
+      ws::unmask(masked_[i].data(), pixel_bytes, mask_key_, media::kFrameHeaderBytes);
+    }
+  }
+  if (framing_ == Framing::kWebSocket) {
+    // Every frame has the same length and key, so the WebSocket frame header is a constant.
+    ws_header_bytes_ = ws::encode_client_header(ws_header_.data(), ws::Opcode::kBinary,
+                                                media::kFrameHeaderBytes + pixel_bytes, mask_key_);
+  }
+}
+
+void FrameSource::prepare(uint64_t sequence, uint64_t capture_time_us, WireFrame& out) {
+  const size_t slot = sequence % kPatternCount;
+  const size_t pixel_bytes = geometry_.pixel_bytes();
+  uint8_t* pixels = patterns_[slot].data();
+  media::stamp_sequence_marker(pixels, sequence);
+
+  media::FrameHeader header;
+  header.stream_id = stream_id_;
+  header.flags = media::frame_flag::kHasContentHash;
+  header.sequence = sequence;
+  header.capture_time_us = capture_time_us;
+  header.width = geometry_.width;
+  header.height = geometry_.height;
+  header.format = static_cast<uint32_t>(geometry_.format);
+  header.content_hash = XXH3_64bits(pixels, pixel_bytes);
+  media::write_frame_header(header, header_.data());
+
+  if (framing_ == Framing::kRawTcp) {
+    out.iov[0] = {header_.data(), header_.size()};
+    out.iov[1] = {pixels, pixel_bytes};
+    out.iov_count = 2;
+    out.bytes = header_.size() + pixel_bytes;
+    return;
+  }
+
+  // Bring the masked twin up to date: only the marker differs from the pattern it was made from.
+  uint8_t* wire_pixels = masked_[slot].data();
+  std::memcpy(wire_pixels, pixels, media::kSequenceMarkerBytes);
+  ws::unmask(wire_pixels, media::kSequenceMarkerBytes, mask_key_, media::kFrameHeaderBytes);
+  ws::unmask(header_.data(), header_.size(), mask_key_, 0);
+  out.iov[0] = {ws_header_.data(), ws_header_bytes_};
+  out.iov[1] = {header_.data(), header_.size()};
+  out.iov[2] = {wire_pixels, pixel_bytes};
+  out.iov_count = 3;
+  out.bytes = ws_header_bytes_ + header_.size() + pixel_bytes;
+}
+
+}  // namespace syncd::producer

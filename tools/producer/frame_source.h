@@ -1,0 +1,74 @@
+// Produces the wire bytes of sync-producer's video frames without touching the pixels per frame
+// beyond what the protocol requires.
+//
+// kPatternCount test-pattern buffers are drawn once at start-up and used in rotation. Per frame
+// only the 16-byte sequence marker is stamped (so every frame is unique), the pixels are hashed
+// with XXH3-64 for the header's content_hash, and the 56-byte header is written. For WebSocket
+// framing each buffer also has a twin that was masked once at start-up with the connection's data
+// key; per frame only its marker bytes and the header are masked, so no 8 MB masking pass runs per
+// frame. Not thread-safe; owned by the producer's single thread.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "media/frame_header.h"
+#include "net/ws/frame_encoder.h"
+
+namespace syncd::producer {
+
+enum class Framing {
+  kRawTcp,     // header + pixels, nothing else (the baseline sink)
+  kWebSocket,  // one masked binary message per frame
+};
+
+struct FrameGeometry {
+  uint32_t width = 1920;
+  uint32_t height = 1080;
+  media::PixelFormat format = media::PixelFormat::kRgba8;
+  // Both supported formats carry 4 bytes per pixel.
+  size_t pixel_bytes() const { return size_t{width} * height * 4; }
+};
+
+class FrameSource {
+ public:
+  // Three buffers, so consecutive frames differ in more than the marker and the pattern visibly
+  // moves; more would only cost memory.
+  static constexpr size_t kPatternCount = 3;
+
+  // The bytes of one frame, ready for sendmsg. They point into the FrameSource and stay valid
+  // until the next prepare().
+  struct WireFrame {
+    std::array<iovec, 3> iov{};
+    int iov_count = 0;
+    size_t bytes = 0;  // total of the iovecs: what goes on the wire for this frame
+  };
+
+  // Allocates and draws the pattern buffers (and their masked twins for kWebSocket, masked with
+  // mask_key as loaded by net/ws/unmask.h). pixel_bytes() must be at least
+  // media::kSequenceMarkerBytes.
+  FrameSource(const FrameGeometry& geometry, uint32_t stream_id, Framing framing,
+              uint32_t mask_key);
+
+  // Fills `out` with frame `sequence`. Allocation-free.
+  void prepare(uint64_t sequence, uint64_t capture_time_us, WireFrame& out);
+
+  const FrameGeometry& geometry() const { return geometry_; }
+
+ private:
+  FrameGeometry geometry_;
+  uint32_t stream_id_;
+  Framing framing_;
+  uint32_t mask_key_;
+  std::array<std::vector<uint8_t>, kPatternCount> patterns_;  // plain pixels: hashed per frame
+  std::array<std::vector<uint8_t>, kPatternCount> masked_;    // WebSocket wire copies
+  std::array<uint8_t, ws::kMaxClientHeaderBytes> ws_header_{};
+  size_t ws_header_bytes_ = 0;
+  std::array<uint8_t, media::kFrameHeaderBytes> header_{};
+};
+
+}  // namespace syncd::producer

@@ -1,0 +1,187 @@
+#include "frame_transport.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "tool_error.h"
+#include "ws_client.h"
+
+namespace syncd::producer {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kSetupTimeoutMs = 5'000;
+constexpr int kCloseWaitMs = 1'000;
+
+std::string describe_error(const json& message) {
+  std::string code = "?";
+  if (auto it = message.find("code"); it != message.end()) {
+    code = it->is_string() ? it->get<std::string>() : it->dump();
+  }
+  std::string text = message.value("message", std::string{});
+  return code + (text.empty() ? "" : ": " + text);
+}
+
+class WebSocketTransport final : public FrameTransport {
+ public:
+  WebSocketTransport(const std::string& url, const StreamRequest& request)
+      : client_(WsClient::parse_url(url), kSetupTimeoutMs), quiet_(request.quiet) {
+    client_.send_text(json{{"type", "hello"}, {"protocol", 1}, {"client", "sync-producer"}}.dump());
+    expect_reply("welcome", "hello");
+
+    const FrameGeometry& g = request.geometry;
+    client_.send_text(json{{"type", "stream.open"},
+                           {"name", request.name},
+                           {"width", g.width},
+                           {"height", g.height},
+                           {"format", pixel_format_name(g.format)},
+                           {"fps", request.fps},
+                           {"slots", request.slots}}
+                          .dump());
+    const json opened = expect_reply("stream.opened", "stream.open");
+    const auto id = opened.find("stream");
+    if (id == opened.end() || !id->is_number_unsigned()) {
+      throw ToolError(kExitIo, "stream.opened carries no numeric 'stream' id: " + opened.dump());
+    }
+    stream_id_ = id->get<uint32_t>();
+  }
+
+  Framing framing() const override { return Framing::kWebSocket; }
+  uint32_t mask_key() const override { return client_.data_mask_key(); }
+  uint32_t stream_id() const override { return stream_id_; }
+
+  IoStatus send(FrameSource::WireFrame& frame) override {
+    return client_.send_frame(frame.iov.data(), frame.iov_count);
+  }
+
+  bool between_frames() override {
+    const bool alive = client_.service();
+    drain_texts();
+    return alive;
+  }
+
+  void finish() override {
+    const bool answered = client_.close(ws::close_code::kNormal, kCloseWaitMs);
+    drain_texts();
+    if (!answered && !quiet_) {
+      std::fprintf(stderr, "sync-producer: no Close from the server within %d ms (%s)\n",
+                   kCloseWaitMs, client_.end_description().c_str());
+    }
+  }
+
+  std::string failure() const override { return client_.end_description(); }
+  uint64_t errors_received() const override { return errors_received_; }
+
+ private:
+  // Waits for a reply of type `expected`, skipping unrelated notifications. An error reply means
+  // the server refused `request_name`.
+  json expect_reply(std::string_view expected, std::string_view request_name) {
+    for (;;) {
+      const std::string text = client_.wait_for_text(kSetupTimeoutMs);
+      json message = json::parse(text, nullptr, /*allow_exceptions=*/false);
+      if (message.is_discarded() || !message.is_object()) {
+        throw ToolError(kExitIo, "the server sent a text message that is not a JSON object: " + text);
+      }
+      const std::string type = message.value("type", std::string{});
+      if (type == expected) return message;
+      if (type == "error") {
+        ++errors_received_;
+        throw ToolError(kExitRefused, "the server refused " + std::string(request_name) + ": " +
+                                          describe_error(message));
+      }
+    }
+  }
+
+  // Server messages are rare while streaming; parsing them allocates, frames never do.
+  void drain_texts() {
+    while (client_.next_text(text_)) {
+      const json message = json::parse(text_, nullptr, /*allow_exceptions=*/false);
+      if (message.is_object() && message.value("type", std::string{}) == "error") {
+        ++errors_received_;
+        if (!quiet_) {
+          std::fprintf(stderr, "sync-producer: server error %s\n", describe_error(message).c_str());
+        }
+      }
+    }
+  }
+
+  WsClient client_;
+  bool quiet_;
+  uint32_t stream_id_ = 0;
+  uint64_t errors_received_ = 0;
+  std::string text_;
+};
+
+class RawTcpTransport final : public FrameTransport {
+ public:
+  RawTcpTransport(const std::string& host, uint16_t port)
+      : socket_(StreamSocket::connect(host, port)) {}
+
+  Framing framing() const override { return Framing::kRawTcp; }
+  uint32_t mask_key() const override { return 0; }
+  uint32_t stream_id() const override { return 0; }
+
+  IoStatus send(FrameSource::WireFrame& frame) override {
+    return socket_.write_all(frame.iov.data(), frame.iov_count, nullptr, kStallTimeoutMs);
+  }
+  bool between_frames() override { return true; }
+  // A FIN after the last byte: the sink sees EOF at a frame boundary.
+  void finish() override {
+    socket_.shutdown_write();
+    socket_.close();
+  }
+  std::string failure() const override { return socket_.last_error(); }
+  uint64_t errors_received() const override { return 0; }
+
+ private:
+  StreamSocket socket_;
+};
+
+}  // namespace
+
+const char* pixel_format_name(media::PixelFormat format) {
+  switch (format) {
+    case media::PixelFormat::kRgba8: return "rgba8";
+    case media::PixelFormat::kBgra8: return "bgra8";
+    case media::PixelFormat::kStreamDefault: break;
+  }
+  return "default";
+}
+
+std::unique_ptr<FrameTransport> open_websocket_transport(const std::string& url,
+                                                         const StreamRequest& request) {
+  return std::make_unique<WebSocketTransport>(url, request);
+}
+
+std::unique_ptr<FrameTransport> open_raw_tcp_transport(const std::string& host_port) {
+  std::string host;
+  std::string_view port_text;
+  const std::string_view spec(host_port);
+  if (!spec.empty() && spec.front() == '[') {
+    const size_t close = spec.find("]:");
+    if (close == std::string_view::npos) throw ToolError(kExitUsage, "--raw-tcp wants [V6]:PORT");
+    host = std::string(spec.substr(1, close - 1));
+    port_text = spec.substr(close + 2);
+  } else {
+    const size_t colon = spec.rfind(':');
+    if (colon == std::string_view::npos) throw ToolError(kExitUsage, "--raw-tcp wants HOST:PORT");
+    host = std::string(spec.substr(0, colon));
+    port_text = spec.substr(colon + 1);
+  }
+  unsigned long port = 0;
+  try {
+    size_t used = 0;
+    port = std::stoul(std::string(port_text), &used);
+    if (used != port_text.size()) port = 0;
+  } catch (const std::exception&) {
+    port = 0;
+  }
+  if (host.empty() || port == 0 || port > 65535) {
+    throw ToolError(kExitUsage, "--raw-tcp wants HOST:PORT, got " + host_port);
+  }
+  return std::make_unique<RawTcpTransport>(host, static_cast<uint16_t>(port));
+}
+
+}  // namespace syncd::producer
