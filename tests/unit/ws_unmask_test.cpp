@@ -1,7 +1,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <random>
 #include <string_view>
 #include <vector>
@@ -47,9 +46,9 @@ void expect_all_kernels_match(std::mt19937_64& rng, size_t size, size_t offset, 
 
   for (const NamedKernel& kernel : available_kernels()) {
     std::vector<uint8_t> buffer(offset + size + kGuard, 0xA5);
-    std::memcpy(buffer.data() + offset, input.data(), size);
+    std::copy(input.begin(), input.end(), buffer.begin() + offset);
     kernel.fn(buffer.data() + offset, size, key, phase);
-    ASSERT_EQ(0, std::memcmp(buffer.data() + offset, expected.data(), size))
+    ASSERT_TRUE(std::equal(expected.begin(), expected.end(), buffer.begin() + offset))
         << kernel.name << " size=" << size << " offset=" << offset << " phase=" << phase;
     for (size_t i = 0; i < offset; ++i) ASSERT_EQ(buffer[i], 0xA5) << kernel.name;
     for (size_t i = 0; i < kGuard; ++i) ASSERT_EQ(buffer[offset + size + i], 0xA5) << kernel.name;

@@ -11,6 +11,7 @@ namespace syncd::producer {
 namespace {
 
 using nlohmann::json;
+using nlohmann::ordered_json;  // outgoing messages keep "type" first for readable logs
 
 constexpr int kSetupTimeoutMs = 5'000;
 constexpr int kCloseWaitMs = 1'000;
@@ -28,18 +29,20 @@ class WebSocketTransport final : public FrameTransport {
  public:
   WebSocketTransport(const std::string& url, const StreamRequest& request)
       : client_(WsClient::parse_url(url), kSetupTimeoutMs), quiet_(request.quiet) {
-    client_.send_text(json{{"type", "hello"}, {"protocol", 1}, {"client", "sync-producer"}}.dump());
+    client_.send_text(
+        ordered_json{{"type", "hello"}, {"protocol", 1}, {"client", "sync-producer"}}.dump());
     expect_reply("welcome", "hello");
 
     const FrameGeometry& g = request.geometry;
-    client_.send_text(json{{"type", "stream.open"},
-                           {"name", request.name},
-                           {"width", g.width},
-                           {"height", g.height},
-                           {"format", pixel_format_name(g.format)},
-                           {"fps", request.fps},
-                           {"slots", request.slots}}
-                          .dump());
+    ordered_json open = {{"type", "stream.open"},
+                         {"name", request.name},
+                         {"width", g.width},
+                         {"height", g.height},
+                         {"format", pixel_format_name(g.format)},
+                         {"slots", request.slots}};
+    // "fps" is the stream's nominal rate; unpaced runs (--fps 0) have none to declare.
+    if (request.fps > 0) open["fps"] = request.fps;
+    client_.send_text(open.dump());
     const json opened = expect_reply("stream.opened", "stream.open");
     const auto id = opened.find("stream");
     if (id == opened.end() || !id->is_number_unsigned()) {

@@ -37,7 +37,7 @@ class FrameTransport {
 struct StreamRequest {
   std::string name;
   FrameGeometry geometry;
-  double fps = 0;
+  double fps = 0;  // 0: unpaced, no nominal rate is declared
   uint32_t slots = 4;
   bool quiet = false;  // do not echo server errors to stderr
 };

@@ -5,8 +5,8 @@
 // copy), then XXH3-64 over every pixel byte against the header's content_hash. That is the least
 // work any verifying receiver must do, so its CPU per frame is the floor for syncd's.
 //
-// Prints {"frames","hash_failures","seq_gaps","seconds","fps","cpu_seconds","cpu_ms_per_frame"}
-// on stdout at the end. Exit codes: 0 ok, 1 usage, 3 socket error, bad header or EOF mid-frame.
+// Prints {"frames","hash_failures","seq_gaps","seconds","fps","cpu_seconds","cpu_ms_per_frame",...}
+// on stdout at the end; cpu_seconds is getrusage(RUSAGE_SELF) user+system from accept() on. Exit codes: 0 ok, 1 usage, 3 socket error, bad header or EOF mid-frame.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -202,6 +202,9 @@ int run(const Options& opt) {
       {"fps", seconds > 0 ? counters.frames / seconds : 0.0},
       {"cpu_seconds", cpu},
       {"cpu_ms_per_frame", counters.frames > 0 ? cpu * 1e3 / counters.frames : 0.0},
+      // CLOCK_MONOTONIC, system-wide: lets a script relate them to when it started the producer.
+      {"first_byte_monotonic_ns", counters.first_byte_ns},
+      {"last_frame_monotonic_ns", counters.last_frame_ns},
   };
   std::printf("%s\n", summary.dump().c_str());
   std::fflush(stdout);

@@ -1,0 +1,29 @@
+// libFuzzer target: the HTTP request-head parser, fed in chunks chosen by the input's first byte.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+
+#include "net/http/request_parser.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const size_t chunk = 1 + data[0] % 64;
+  syncd::http::RequestParser parser(syncd::http::RequestLimits{512, 16});
+  const char* p = reinterpret_cast<const char*>(data + 1);
+  size_t left = size - 1;
+  while (left > 0) {
+    const size_t n = left < chunk ? left : chunk;
+    const auto status = parser.feed(p, n);
+    if (status == syncd::http::ParseStatus::kComplete) {
+      // Whatever completed must respect the limits and be self-consistent.
+      if (parser.request().headers.size() > 16) std::abort();
+      if (parser.consumed() > size) std::abort();
+      (void)parser.request().path();
+      break;
+    }
+    if (status != syncd::http::ParseStatus::kIncomplete) break;
+    p += n;
+    left -= n;
+  }
+  return 0;
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what syncd needs to build, run and test on Debian 12. Safe to re-run: packages already
+# present are skipped without touching the network.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libuv1-dev libhttp-parser-dev libxxhash-dev libssl-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libbenchmark-dev
+  clang-14 libclang-rt-14-dev
+  python3 python3-websockets python3-xxhash python3-numpy python3-matplotlib
+  curl util-linux
+)
+if [[ "${1:-}" == "--run-only" ]]; then
+  packages=(build-essential cmake ninja-build pkg-config libuv1-dev libhttp-parser-dev
+            libxxhash-dev libssl-dev nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  echo "installing: ${missing[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}"
+fi

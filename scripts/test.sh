@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Every test: unit and integration tests on the release build, the same under ASan+UBSan, and a
+# bounded smoke run of each libFuzzer target. Installs what is missing first; safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+
+jobs=$(nproc)
+fuzz_seconds=${SYNC_FUZZ_SECONDS:-30}
+
+echo "== release build and tests"
+cmake --preset release >/dev/null
+cmake --build --preset release -j"$jobs"
+ctest --test-dir build/release --output-on-failure -j1
+
+echo "== asan-ubsan build and tests"
+cmake --preset asan-ubsan >/dev/null
+cmake --build --preset asan-ubsan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build/asan-ubsan --output-on-failure -j1
+
+echo "== fuzz smoke (${fuzz_seconds}s per target)"
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j"$jobs"
+for target in ws_frame_decoder http_request control_message; do
+  corpus=$(mktemp -d)
+  cp -r fuzz/corpus/"$target"/. "$corpus"/ 2>/dev/null || true
+  build/fuzz/fuzz/fuzz_"$target" -max_total_time="$fuzz_seconds" -print_final_stats=0 \
+    "$corpus" 2>&1 | tail -n 2
+  rm -rf "$corpus"
+done
+echo "all test stages passed"

@@ -1,0 +1,129 @@
+"""HTTP endpoints and the WebSocket handshake of a real syncd, with raw sockets."""
+import json
+import socket
+import time
+import unittest
+
+from harness import Syncd, raw_http, upgrade_request
+
+
+class HttpEndpoints(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.syncd = Syncd("--handshake-timeout-ms", "700", "--max-header-bytes", "2048").__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.syncd.stop()
+        cls.syncd.__exit__(None, None, None)
+
+    def test_healthz(self):
+        self.assertEqual(self.syncd.get("/healthz"), (200, "ok"))
+
+    def test_stats_is_json(self):
+        status, body = self.syncd.get("/stats")
+        self.assertEqual(status, 200)
+        stats = json.loads(body)
+        self.assertIn("streams", stats)
+        self.assertGreater(stats["process"]["resident_memory_bytes"], 0)
+
+    def test_metrics_names(self):
+        status, body = self.syncd.get("/metrics")
+        self.assertEqual(status, 200)
+        for name in ["syncd_resident_memory_bytes", "syncd_loop_cpu_seconds_total",
+                     "syncd_frames_offered_total", "syncd_frames_accepted_total",
+                     "syncd_frames_dropped_total", "syncd_frames_verified_total",
+                     "syncd_frames_verify_failed_total", "syncd_low_rate_seconds_total"]:
+            self.assertIn("# TYPE " + name, body)
+
+    def test_unknown_path_404_and_close(self):
+        reply = raw_http(self.syncd.port, b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.assertTrue(reply.startswith(b"HTTP/1.1 404"), reply)
+        self.assertIn(b"Connection: close", reply)
+
+    def test_malformed_400(self):
+        reply = raw_http(self.syncd.port, b"GET / HTTP/1.1\r\nNo colon here\r\n\r\n")
+        self.assertTrue(reply.startswith(b"HTTP/1.1 400"), reply)
+
+    def test_oversized_headers_431(self):
+        reply = raw_http(self.syncd.port,
+                         b"GET /healthz HTTP/1.1\r\nX-Big: " + b"a" * 4000 + b"\r\n\r\n")
+        self.assertTrue(reply.startswith(b"HTTP/1.1 431"), reply)
+        self.assertGreaterEqual(self.syncd.stats()["server"]["http_headers_too_large"], 1)
+
+    def test_wrong_version_426(self):
+        reply = raw_http(self.syncd.port, upgrade_request(version=b"8"))
+        self.assertTrue(reply.startswith(b"HTTP/1.1 426"), reply)
+        self.assertIn(b"Sec-WebSocket-Version: 13", reply)
+
+    def test_bad_key_400(self):
+        reply = raw_http(self.syncd.port, upgrade_request(key=b"short"))
+        self.assertTrue(reply.startswith(b"HTTP/1.1 400"), reply)
+
+    def test_accept_key(self):
+        with socket.create_connection(("127.0.0.1", self.syncd.port), timeout=5) as s:
+            s.sendall(upgrade_request())
+            head = s.recv(4096)
+        self.assertTrue(head.startswith(b"HTTP/1.1 101"), head)
+        self.assertIn(b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", head)
+
+    def test_foreign_origin_403(self):
+        reply = raw_http(self.syncd.port, upgrade_request(origin=b"https://evil.example"))
+        self.assertTrue(reply.startswith(b"HTTP/1.1 403"), reply)
+        reply = raw_http(self.syncd.port, upgrade_request(origin=b"http://127.0.0.1.evil.example"))
+        self.assertTrue(reply.startswith(b"HTTP/1.1 403"), reply)
+
+    def test_loopback_origin_accepted(self):
+        for origin in [b"http://localhost:8080", b"http://127.0.0.1", b"https://[::1]:3000"]:
+            with socket.create_connection(("127.0.0.1", self.syncd.port), timeout=5) as s:
+                s.sendall(upgrade_request(origin=origin))
+                self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 101"), origin)
+
+    def test_slow_loris_times_out(self):
+        with socket.create_connection(("127.0.0.1", self.syncd.port), timeout=5) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            start = time.time()
+            data = s.recv(4096)
+            self.assertTrue(data.startswith(b"HTTP/1.1 408"), data)
+            self.assertLess(time.time() - start, 3.0)
+
+    def test_hundreds_of_idle_connections_do_not_block_new_ones(self):
+        idle = [socket.create_connection(("127.0.0.1", self.syncd.port)) for _ in range(300)]
+        try:
+            self.assertEqual(self.syncd.get("/healthz"), (200, "ok"))
+        finally:
+            for s in idle:
+                s.close()
+
+
+class AllowedOrigin(unittest.TestCase):
+    def test_allow_listed_origin(self):
+        with Syncd("--allow-origin", "https://noisedeck.app") as syncd:
+            with socket.create_connection(("127.0.0.1", syncd.port), timeout=5) as s:
+                s.sendall(upgrade_request(origin=b"https://noisedeck.app"))
+                self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 101"))
+            reply = raw_http(syncd.port, upgrade_request(origin=b"https://other.app"))
+            self.assertTrue(reply.startswith(b"HTTP/1.1 403"))
+            self.assertEqual(syncd.stop(), 0)
+
+
+class ConnectionLimit(unittest.TestCase):
+    def test_over_limit_is_refused_and_counted(self):
+        with Syncd("--max-connections", "4") as syncd:
+            held = [socket.create_connection(("127.0.0.1", syncd.port)) for _ in range(4)]
+            time.sleep(0.2)
+            extra = socket.create_connection(("127.0.0.1", syncd.port), timeout=5)
+            try:
+                self.assertIn(extra.recv(10), (b"",))
+            except ConnectionResetError:
+                pass
+            for s in held:
+                s.close()
+            extra.close()
+            time.sleep(0.2)
+            self.assertGreaterEqual(syncd.stats()["server"]["connections_refused"], 1)
+            self.assertEqual(syncd.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
