@@ -6,14 +6,15 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libuv1-dev libhttp-parser-dev libxxhash-dev libssl-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev libbenchmark-dev
+  libgtest-dev libbenchmark-dev libudev-dev
   clang-14 libclang-rt-14-dev
   python3 python3-websockets python3-xxhash python3-numpy python3-matplotlib
   curl util-linux
 )
 if [[ "${1:-}" == "--run-only" ]]; then
   packages=(build-essential cmake ninja-build pkg-config libuv1-dev libhttp-parser-dev
-            libxxhash-dev libssl-dev nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev)
+            libxxhash-dev libssl-dev nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
+            libudev-dev)
 fi
 
 missing=()

@@ -1,9 +1,9 @@
 #include "media/pattern_source.h"
 
-#include <xxhash.h>
-
 #include <charconv>
 #include <cstring>
+
+#include "core/content_hash.h"
 
 namespace syncd::media {
 
@@ -83,17 +83,26 @@ void PatternSource::render(uint8_t* pixels, uint64_t sequence) {
   stamp_sequence_marker(pixels, sequence);
 }
 
+uint64_t PatternSource::due_ns(uint64_t tick) const {
+  return origin_ns_ + uint64_t(double(tick) * 1e9 / config_.fps);
+}
+
 uint64_t PatternSource::produce_due(uint64_t now_ns) {
   if (!stream_) return period_ns_;
-  if (next_due_ns_ == 0) next_due_ns_ = now_ns;
-  if (now_ns >= next_due_ns_ + 2 * period_ns_) {
-    // The loop was held up: skip the missed ticks rather than bursting to catch up.
-    const uint64_t missed = (now_ns - next_due_ns_) / period_ns_;
-    skipped_ += missed;
-    next_due_ns_ += missed * period_ns_;
+  if (origin_ns_ == 0) {
+    // Ticks sit half a period away from whole seconds of the monotonic clock, so the frames of
+    // one second never straddle a one-second bin boundary (docs/protocol.md, "Unique-frame
+    // seconds"), and due times are computed from the tick count, so they never drift.
+    origin_ns_ = (now_ns / 1'000'000'000 + 1) * 1'000'000'000 + period_ns_ / 2;
   }
-  while (now_ns >= next_due_ns_) {
-    next_due_ns_ += period_ns_;
+  if (now_ns >= due_ns(tick_ + 2)) {
+    // The loop was held up for more than two periods: skip the missed ticks rather than burst.
+    const uint64_t behind = uint64_t(double(now_ns - origin_ns_) * config_.fps / 1e9);
+    skipped_ += behind - tick_;
+    tick_ = behind;
+  }
+  while (now_ns >= due_ns(tick_)) {
+    ++tick_;
     const uint64_t sequence = sequence_++;
     stream_->count_offered();
     FrameSlot* slot = stream_->pool()->acquire();
@@ -111,11 +120,11 @@ uint64_t PatternSource::produce_due(uint64_t now_ns) {
     info.height = config_.height;
     info.format = PixelFormat::kRgba8;
     info.bytes = stream_->frame_bytes();
-    info.content_hash = XXH3_64bits(slot->pixels, info.bytes);
+    info.content_hash = core::content_hash(slot->pixels, info.bytes);
     info.receive_start_ns = now_ns;
     registry_.admit(*stream_, slot, now_ns);
   }
-  return next_due_ns_ - now_ns;
+  return due_ns(tick_) - now_ns;
 }
 
 }  // namespace syncd::media

@@ -44,13 +44,15 @@ class PatternSource {
 
  private:
   void render(uint8_t* pixels, uint64_t sequence);
+  uint64_t due_ns(uint64_t tick) const;
 
   StreamRegistry& registry_;
   PatternConfig config_;
   Stream* stream_ = nullptr;
   std::vector<uint8_t> row_source_;  // two rows of pattern; each output row is a window of it
   uint64_t period_ns_ = 0;
-  uint64_t next_due_ns_ = 0;
+  uint64_t origin_ns_ = 0;  // due time of tick 0
+  uint64_t tick_ = 0;       // next tick to produce
   uint64_t sequence_ = 0;
   uint64_t skipped_ = 0;
 };

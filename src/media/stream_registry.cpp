@@ -103,7 +103,9 @@ Stream* StreamRegistry::find(const std::string& name) {
 void StreamRegistry::admit(Stream& stream, FrameSlot* slot, uint64_t now_ns) {
   FrameInfo& info = slot->info;
   info.accept_ns = now_ns;
-  stream.count_accepted(info.sequence, now_ns);
+  // Bins count a frame at its first byte: arrival of the message's start tracks the producer's
+  // pacing, while the last byte also carries the transfer time of 8 MB.
+  stream.count_accepted(info.sequence, info.receive_start_ns);
   if (stream.last_accept_start_ns != 0 && info.receive_start_ns >= stream.last_accept_start_ns)
     stream.stages().ingest_gap.record(info.receive_start_ns - stream.last_accept_start_ns);
   stream.last_accept_start_ns = info.receive_start_ns;

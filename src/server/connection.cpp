@@ -26,6 +26,7 @@ const char* status_text(int status) {
     case 408: return "Request Timeout";
     case 426: return "Upgrade Required";
     case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
   }
   return "Error";
@@ -309,10 +310,15 @@ void Connection::accept_websocket(const http::Request& request, char* rest, size
     send_http(403, "text/plain", "origin not allowed\n");
     return;
   }
+  const std::string accept = ws::accept_key(key);
+  if (accept.empty()) {  // SHA-1 refused by the crypto provider configuration
+    send_http(500, "text/plain", "cannot compute Sec-WebSocket-Accept\n");
+    return;
+  }
   std::string response =
       "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
       "Sec-WebSocket-Accept: " +
-      ws::accept_key(key) + "\r\n\r\n";
+      accept + "\r\n\r\n";
   ++server_.counters().http_responses[1];
   write_raw(std::move(response), false);
   phase_ = Phase::kWebSocket;

@@ -1,9 +1,8 @@
 #include "frame_source.h"
 
-#include <xxhash.h>
-
 #include <cstring>
 
+#include "core/content_hash.h"
 #include "net/ws/unmask.h"
 
 namespace syncd::producer {
@@ -70,7 +69,7 @@ void FrameSource::prepare(uint64_t sequence, uint64_t capture_time_us, WireFrame
   header.width = geometry_.width;
   header.height = geometry_.height;
   header.format = static_cast<uint32_t>(geometry_.format);
-  header.content_hash = XXH3_64bits(pixels, pixel_bytes);
+  header.content_hash = syncd::core::content_hash(pixels, pixel_bytes);
   media::write_frame_header(header, header_.data());
 
   if (framing_ == Framing::kRawTcp) {

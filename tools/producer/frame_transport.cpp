@@ -16,13 +16,23 @@ using nlohmann::ordered_json;  // outgoing messages keep "type" first for readab
 constexpr int kSetupTimeoutMs = 5'000;
 constexpr int kCloseWaitMs = 1'000;
 
+// "code: message" of a server error reply. Tolerates any field types: it reads what the server
+// sent and must not throw on the streaming path.
 std::string describe_error(const json& message) {
   std::string code = "?";
   if (auto it = message.find("code"); it != message.end()) {
     code = it->is_string() ? it->get<std::string>() : it->dump();
   }
-  std::string text = message.value("message", std::string{});
-  return code + (text.empty() ? "" : ": " + text);
+  if (auto it = message.find("message"); it != message.end() && it->is_string()) {
+    code += ": " + it->get<std::string>();
+  }
+  return code;
+}
+
+// The "type" of a control message, or "" when it has none (or not a string).
+std::string message_type(const json& message) {
+  const auto type = message.find("type");
+  return type != message.end() && type->is_string() ? type->get<std::string>() : std::string{};
 }
 
 class WebSocketTransport final : public FrameTransport {
@@ -66,9 +76,12 @@ class WebSocketTransport final : public FrameTransport {
   }
 
   void finish() override {
+    // After a failure the cause has been reported already; only a healthy session that gets no
+    // answer to its Close deserves a warning.
+    const bool healthy = client_.failure().empty() && !client_.peer_closed();
     const bool answered = client_.close(ws::close_code::kNormal, kCloseWaitMs);
     drain_texts();
-    if (!answered && !quiet_) {
+    if (healthy && !answered && !quiet_) {
       std::fprintf(stderr, "sync-producer: no Close from the server within %d ms (%s)\n",
                    kCloseWaitMs, client_.end_description().c_str());
     }
@@ -85,9 +98,10 @@ class WebSocketTransport final : public FrameTransport {
       const std::string text = client_.wait_for_text(kSetupTimeoutMs);
       json message = json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (message.is_discarded() || !message.is_object()) {
-        throw ToolError(kExitIo, "the server sent a text message that is not a JSON object: " + text);
+        throw ToolError(kExitIo,
+                        "the server sent a text message that is not a JSON object: " + text);
       }
-      const std::string type = message.value("type", std::string{});
+      const std::string type = message_type(message);
       if (type == expected) return message;
       if (type == "error") {
         ++errors_received_;
@@ -101,7 +115,7 @@ class WebSocketTransport final : public FrameTransport {
   void drain_texts() {
     while (client_.next_text(text_)) {
       const json message = json::parse(text_, nullptr, /*allow_exceptions=*/false);
-      if (message.is_object() && message.value("type", std::string{}) == "error") {
+      if (message.is_object() && message_type(message) == "error") {
         ++errors_received_;
         if (!quiet_) {
           std::fprintf(stderr, "sync-producer: server error %s\n", describe_error(message).c_str());
@@ -146,9 +160,12 @@ class RawTcpTransport final : public FrameTransport {
 
 const char* pixel_format_name(media::PixelFormat format) {
   switch (format) {
-    case media::PixelFormat::kRgba8: return "rgba8";
-    case media::PixelFormat::kBgra8: return "bgra8";
-    case media::PixelFormat::kStreamDefault: break;
+    case media::PixelFormat::kRgba8:
+      return "rgba8";
+    case media::PixelFormat::kBgra8:
+      return "bgra8";
+    case media::PixelFormat::kStreamDefault:
+      break;
   }
   return "default";
 }

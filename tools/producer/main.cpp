@@ -28,12 +28,14 @@ namespace {
 
 volatile sig_atomic_t g_stop_requested = 0;
 
-void request_stop(int) { g_stop_requested = 1; }
+void request_stop(int) {
+  g_stop_requested = 1;
+}
 
 // No SA_RESTART: a signal must interrupt the pacing sleep so Ctrl-C stops at once, after which the
 // run still ends cleanly (Close, summary, events file).
 void install_stop_handlers() {
-  struct sigaction action{};
+  struct sigaction action {};
   action.sa_handler = request_stop;
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
@@ -66,10 +68,10 @@ struct Options {
   uint32_t height = 1080;
   std::string format = "rgba8";
   double fps = 0;
-  uint64_t frames = 0;   // 0: no frame limit
-  double seconds = 0;    // 0: no time limit
+  uint64_t frames = 0;  // 0: no frame limit
+  double seconds = 0;   // 0: no time limit
   uint32_t slots = 4;
-  std::string raw_tcp;   // HOST:PORT; empty: WebSocket
+  std::string raw_tcp;  // HOST:PORT; empty: WebSocket
   std::string events_path;
   bool quiet = false;
 };
@@ -195,11 +197,15 @@ class StatusLine {
 ExitCode stream_frames(const Options& opt, FrameTransport& transport, FrameSource& source,
                        Totals& totals, EventLog& events) {
   StatusLine status(!opt.quiet && isatty(STDERR_FILENO));
-  const int64_t start_ns = now_ns();
   const double period_ns = opt.fps > 0 ? 1e9 / opt.fps : 0;
-  const int64_t deadline_ns = opt.seconds > 0
-                                  ? start_ns + static_cast<int64_t>(opt.seconds * 1e9)
-                                  : std::numeric_limits<int64_t>::max();
+  // A paced schedule starts half a period past a whole second of CLOCK_MONOTONIC (the clock
+  // syncd bins unique frames by), so scheduling jitter never moves a frame across a one-second
+  // bin boundary (docs/decisions.md).
+  const int64_t start_ns =
+      period_ns > 0 ? (now_ns() / 1'000'000'000 + 1) * 1'000'000'000 + int64_t(period_ns / 2)
+                    : now_ns();
+  const int64_t deadline_ns = opt.seconds > 0 ? start_ns + static_cast<int64_t>(opt.seconds * 1e9)
+                                              : std::numeric_limits<int64_t>::max();
   FrameSource::WireFrame frame;
   ExitCode result = kExitOk;
   for (uint64_t sequence = 0; !g_stop_requested; ++sequence) {
@@ -294,10 +300,12 @@ int main(int argc, char** argv) {
       "sink.\nExit codes: 0 ok, 1 usage, 2 refused by the server, 3 connection/IO error."};
   app.add_option("--url", opt.url, "syncd WebSocket URL")->capture_default_str();
   app.add_option("--stream", opt.stream, "stream name")->capture_default_str();
-  app.add_option("--width", opt.width, "frame width")->capture_default_str()->check(
-      CLI::Range(1u, 16384u));
-  app.add_option("--height", opt.height, "frame height")->capture_default_str()->check(
-      CLI::Range(1u, 16384u));
+  app.add_option("--width", opt.width, "frame width")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 16384u));
+  app.add_option("--height", opt.height, "frame height")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 16384u));
   app.add_option("--format", opt.format, "pixel format")
       ->capture_default_str()
       ->check(CLI::IsMember({"rgba8", "bgra8"}));

@@ -23,10 +23,14 @@ std::string errno_text(int err) {
 
 const char* io_status_name(IoStatus status) {
   switch (status) {
-    case IoStatus::kOk: return "ok";
-    case IoStatus::kPeerClosed: return "peer closed";
-    case IoStatus::kStalled: return "stalled";
-    case IoStatus::kError: return "error";
+    case IoStatus::kOk:
+      return "ok";
+    case IoStatus::kPeerClosed:
+      return "peer closed";
+    case IoStatus::kStalled:
+      return "stalled";
+    case IoStatus::kError:
+      return "error";
   }
   return "?";
 }
@@ -58,7 +62,8 @@ StreamSocket StreamSocket::connect(const std::string& host, uint16_t port) {
     }
   }
   ::freeaddrinfo(found);
-  if (fd < 0) throw ToolError(kExitIo, "cannot connect to " + host + ":" + service + ": " + failure);
+  if (fd < 0)
+    throw ToolError(kExitIo, "cannot connect to " + host + ":" + service + ": " + failure);
 
   // Frames are written whole with writev; Nagle would only hold back the small control messages
   // and the tail of each frame.
@@ -84,7 +89,9 @@ StreamSocket& StreamSocket::operator=(StreamSocket&& other) noexcept {
   return *this;
 }
 
-StreamSocket::~StreamSocket() { close(); }
+StreamSocket::~StreamSocket() {
+  close();
+}
 
 void StreamSocket::close() {
   if (fd_ >= 0) ::close(fd_);

@@ -3,7 +3,6 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -83,7 +82,8 @@ WsClient::Url WsClient::parse_url(std::string_view url) {
     throw ToolError(kExitUsage, "wss:// is not supported (syncd serves plain ws:// on loopback)");
   }
   if (url.substr(0, kScheme.size()) != kScheme) {
-    throw ToolError(kExitUsage, "--url must look like ws://HOST:PORT/PATH, got " + std::string(url));
+    throw ToolError(kExitUsage,
+                    "--url must look like ws://HOST:PORT/PATH, got " + std::string(url));
   }
   std::string_view rest = url.substr(kScheme.size());
   Url out;
@@ -154,8 +154,8 @@ void WsClient::read_handshake_response(const std::string& client_key, int timeou
     const int64_t left = deadline - monotonic_ms();
     if (left <= 0) throw ToolError(kExitIo, "timed out waiting for the upgrade response");
     socket_.wait_readable(static_cast<int>(left));
-    const ssize_t got = socket_.read_some(input_.data() + input_bytes_,
-                                          kMaxHandshakeResponseBytes - input_bytes_);
+    const ssize_t got =
+        socket_.read_some(input_.data() + input_bytes_, kMaxHandshakeResponseBytes - input_bytes_);
     if (got < 0) throw ToolError(kExitIo, "during the upgrade: " + socket_.last_error());
     input_bytes_ += static_cast<size_t>(got);
   }
@@ -209,8 +209,8 @@ void WsClient::fail(std::string reason) {
 
 std::string WsClient::end_description() const {
   if (peer_closed_) {
-    std::string text = "the server closed the connection with code " +
-                       std::to_string(peer_close_code_);
+    std::string text =
+        "the server closed the connection with code " + std::to_string(peer_close_code_);
     if (!peer_close_reason_.empty()) text += " (" + peer_close_reason_ + ")";
     return text;
   }

@@ -6,14 +6,14 @@
 // work any verifying receiver must do, so its CPU per frame is the floor for syncd's.
 //
 // Prints {"frames","hash_failures","seq_gaps","seconds","fps","cpu_seconds","cpu_ms_per_frame",...}
-// on stdout at the end; cpu_seconds is getrusage(RUSAGE_SELF) user+system from accept() on. Exit codes: 0 ok, 1 usage, 3 socket error, bad header or EOF mid-frame.
+// on stdout at the end; cpu_seconds is getrusage(RUSAGE_SELF) user+system from accept() on. Exit
+// codes: 0 ok, 1 usage, 3 socket error, bad header or EOF mid-frame.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "core/content_hash.h"
 #include "media/frame_header.h"
 
 namespace {
@@ -50,7 +51,9 @@ struct Options {
 struct Counters {
   uint64_t frames = 0;
   uint64_t hash_failures = 0;
-  uint64_t seq_gaps = 0;        // discontinuities: sequence != previous + 1
+  // Frames missing by sequence number (as syncd's test publisher counts them), plus one for
+  // each step backwards, which TCP cannot produce but a broken producer could.
+  uint64_t seq_gaps = 0;
   uint64_t unhashed_frames = 0;  // frames without kHasContentHash, so not verified
   int64_t first_byte_ns = 0;
   int64_t last_frame_ns = 0;
@@ -179,11 +182,15 @@ int run(const Options& opt) {
       break;
     }
     if (header.flags & media::frame_flag::kHasContentHash) {
-      if (XXH3_64bits(pixels.data(), frame_bytes) != header.content_hash) ++counters.hash_failures;
+      if (syncd::core::content_hash(pixels.data(), frame_bytes) != header.content_hash) ++counters.hash_failures;
     } else {
       ++counters.unhashed_frames;
     }
-    if (counters.frames > 0 && header.sequence != expected_sequence) ++counters.seq_gaps;
+    if (counters.frames > 0 && header.sequence > expected_sequence) {
+      counters.seq_gaps += header.sequence - expected_sequence;
+    } else if (counters.frames > 0 && header.sequence < expected_sequence) {
+      ++counters.seq_gaps;
+    }
     expected_sequence = header.sequence + 1;
     ++counters.frames;
     counters.last_frame_ns = now_ns();

@@ -1,9 +1,10 @@
 #include "media/publishers/test_publisher.h"
 
-#include <xxhash.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "core/content_hash.h"
 
 namespace syncd::media {
 
@@ -19,7 +20,7 @@ void TestPublisher::on_frame(const Stream& stream, FrameSlot& slot) {
   ++v.delivered;
 
   if (info.flags & frame_flag::kHasContentHash) {
-    if (XXH3_64bits(slot.pixels, info.bytes) == info.content_hash) {
+    if (core::content_hash(slot.pixels, info.bytes) == info.content_hash) {
       ++v.verified;
     } else {
       ++v.hash_mismatches;

@@ -1,7 +1,7 @@
 // The verifying test publisher: checks every byte of every accepted frame against what its
 // producer put in, and the order of the frames.
 //
-// A frame carrying a content hash is verified by XXH3-64 over all of its pixels (~1 ms for a
+// A frame carrying a content hash is verified by XXH3-64 over all of its pixels (~0.2 ms for a
 // 1080p frame here, well inside the 16.7 ms budget, so nothing is sampled). A frame without one
 // (a browser canvas) is checked by its sequence marker instead and counted apart, so the two
 // strengths of evidence are never mixed. Sequence checks: duplicates, gaps and reordering.

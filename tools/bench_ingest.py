@@ -1,0 +1,388 @@
+#!/usr/bin/env python3
+"""Ingest benchmark: raw 1080p RGBA frames into syncd over WebSocket vs. into a raw TCP sink.
+
+Both arms run in the same invocation, interleaved round by round (tcp then syncd, then syncd then
+tcp, ...), so that the noise of a shared 2-core machine falls on both alike. Absolute figures
+drift from day to day; the ratios syncd/tcp are the result.
+
+  arm "tcp":   sync-tcp-sink (core 0)  <- sync-producer --raw-tcp (core 1)
+               the sink reads each frame straight into one buffer and XXH3-hashes it: the floor
+               for any verifying receiver.
+  arm "syncd": syncd --publisher test (core 0)  <- sync-producer over WebSocket (core 1)
+               the test publisher verifies every frame's hash and sequence marker.
+
+Per arm and round it records frames/s two ways, both for the two arms alike:
+  fps_wall      frames / (last frame received or verified - producer process start), i.e. with
+                the producer's connection set-up included;
+  fps_producer  the producer's own figure: frames / (last send end - first send start);
+and the server's CPU per frame (tcp: the sink's getrusage from accept on; syncd: utime+stime from
+/proc/PID/stat between producer start and the last frame verified).
+
+Prints a table of medians over the rounds and, with --out, writes the same as JSON.
+Exit status: 0 ok, 1 usage or a failed run (non-zero exit, hash failures, missing frames).
+Python 3 standard library only.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SERVER_CORE = 0
+PRODUCER_CORE = 1
+STREAM_NAME = "bench"
+CLOCK_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
+
+
+class BenchError(Exception):
+    """A run that cannot be counted; the message says why."""
+
+
+class Child:
+    """A child process whose stdout and stderr are drained by threads.
+
+    Draining matters: a server that logs to a pipe nobody reads blocks once the pipe's 64 KiB
+    fill up, which would stall the very loop being measured.
+    """
+
+    def __init__(self, name, argv):
+        self.name = name
+        self.argv = argv
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, text=True, bufsize=1)
+        self.stdout_lines = []
+        self.stderr_lines = []
+        self._line_ready = threading.Condition()
+        self._threads = [
+            threading.Thread(target=self._drain, args=(self.proc.stdout, self.stdout_lines),
+                             daemon=True),
+            threading.Thread(target=self._drain, args=(self.proc.stderr, self.stderr_lines),
+                             daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _drain(self, stream, lines):
+        for line in stream:
+            with self._line_ready:
+                lines.append(line.rstrip("\n"))
+                self._line_ready.notify_all()
+        with self._line_ready:
+            self._line_ready.notify_all()
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def first_stdout_line(self, timeout):
+        deadline = time.monotonic() + timeout
+        with self._line_ready:
+            while not self.stdout_lines:
+                left = deadline - time.monotonic()
+                if self.proc.poll() is not None and not self._threads[0].is_alive():
+                    raise BenchError(f"{self.name} exited with {self.proc.returncode} before "
+                                     f"printing its address: {self.stderr_tail()}")
+                if left <= 0:
+                    raise BenchError(f"{self.name} printed nothing within {timeout} s")
+                self._line_ready.wait(min(left, 0.1))
+            return self.stdout_lines[0]
+
+    def wait(self, timeout):
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise BenchError(f"{self.name} did not finish within {timeout} s") from None
+        for t in self._threads:
+            t.join(timeout=5)
+        return code
+
+    def last_json(self):
+        """The last stdout line that parses as a JSON object."""
+        for line in reversed(self.stdout_lines):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                return value
+        raise BenchError(f"{self.name} printed no JSON summary: {self.stderr_tail()}")
+
+    def stderr_tail(self, lines=5):
+        return " | ".join(self.stderr_lines[-lines:]) or "(no stderr)"
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def pinned(core, argv):
+    return ["taskset", "-c", str(core)] + argv
+
+
+def port_from_line(line, name):
+    # "listening on 127.0.0.1:PORT" / "syncd listening on 127.0.0.1:PORT": the port follows the
+    # last ':' (an IPv6 host has colons of its own).
+    try:
+        return int(line.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        raise BenchError(f"cannot find a port in {name}'s first line: {line!r}") from None
+
+
+def cpu_ticks(pid):
+    """utime + stime of a process, in clock ticks (/proc/PID/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    # The command name (field 2) is in parentheses and may contain spaces: split after it.
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def http_get_json(url, timeout=2.0):
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.load(response)
+
+
+def run_producer(args, paths, target_args):
+    argv = pinned(PRODUCER_CORE, [
+        str(paths["producer"]), *target_args,
+        "--frames", str(args.frames), "--fps", "0",
+        "--width", str(args.width), "--height", str(args.height), "--quiet",
+    ])
+    producer = Child("sync-producer", argv)
+    code = producer.wait(args.timeout)
+    if code != 0:
+        raise BenchError(f"sync-producer exited with {code}: {producer.stderr_tail()}")
+    summary = producer.last_json()
+    if summary.get("frames_sent") != args.frames:
+        raise BenchError(f"sync-producer sent {summary.get('frames_sent')} of {args.frames} frames")
+    if summary.get("errors_received", 0) != 0:
+        raise BenchError(f"syncd sent {summary['errors_received']} error messages")
+    return summary
+
+
+def run_tcp_arm(args, paths):
+    sink = Child("sync-tcp-sink", pinned(SERVER_CORE, [
+        str(paths["sink"]), "--port", "0", "--frames", str(args.frames),
+        "--width", str(args.width), "--height", str(args.height),
+    ]))
+    try:
+        port = port_from_line(sink.first_stdout_line(10), "sync-tcp-sink")
+        start_ns = time.monotonic_ns()  # CLOCK_MONOTONIC, the clock the sink stamps with
+        producer = run_producer(args, paths, ["--raw-tcp", f"127.0.0.1:{port}"])
+        code = sink.wait(args.timeout)
+        if code != 0:
+            raise BenchError(f"sync-tcp-sink exited with {code}: {sink.stderr_tail()}")
+        result = sink.last_json()
+    finally:
+        sink.kill()
+    if result["frames"] != args.frames or result["hash_failures"] or result["seq_gaps"]:
+        raise BenchError(f"tcp sink: {result['frames']} frames, {result['hash_failures']} hash "
+                         f"failures, {result['seq_gaps']} sequence gaps")
+    wall_s = (result["last_frame_monotonic_ns"] - start_ns) / 1e9
+    return {
+        "fps_wall": args.frames / wall_s,
+        "fps_producer": producer["fps"],
+        "fps_server": result["fps"],
+        "server_cpu_ms_per_frame": result["cpu_ms_per_frame"],
+        "frames": result["frames"],
+        "producer": producer,
+        "server": result,
+    }
+
+
+def find_stream(stats, name):
+    matches = [s for s in stats.get("streams", []) if s.get("name") == name]
+    return matches[-1] if matches else None
+
+
+def run_syncd_arm(args, paths):
+    syncd = Child("syncd", pinned(SERVER_CORE, [
+        str(paths["syncd"]), "--port", "0", "--publisher", "test",
+    ]))
+    try:
+        first = syncd.first_stdout_line(10)
+        if not first.startswith("syncd listening on"):
+            raise BenchError(f"unexpected first line from syncd: {first!r}")
+        port = port_from_line(first, "syncd")
+        stats_url = f"http://127.0.0.1:{port}/stats"
+
+        ticks_before = cpu_ticks(syncd.pid)
+        start = time.monotonic()
+        producer = run_producer(args, paths, [
+            "--url", f"ws://127.0.0.1:{port}/ws", "--stream", STREAM_NAME,
+        ])
+        # /stats is only asked for once the producer is done, so that the polling itself adds
+        # next to nothing to syncd's CPU; by then every frame is normally verified already.
+        stream, done = None, None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            stream = find_stream(http_get_json(stats_url), STREAM_NAME)
+            accounted = 0
+            if stream is not None:
+                accounted = (stream.get("frames_verified", 0) +
+                             stream.get("frames_verify_failed", 0) +
+                             stream.get("frames_dropped_total", 0))
+            if accounted >= args.frames:
+                done = time.monotonic()
+                break
+            time.sleep(0.002)
+        ticks_after = cpu_ticks(syncd.pid)
+        if done is None:
+            raise BenchError(f"syncd did not account for {args.frames} frames within 10 s: "
+                             f"{json.dumps(stream)[:500]}")
+
+        syncd.proc.send_signal(signal.SIGTERM)
+        code = syncd.wait(10)
+        if code != 0:
+            raise BenchError(f"syncd exited with {code} on SIGTERM: {syncd.stderr_tail()}")
+    finally:
+        syncd.kill()
+
+    verified = stream.get("frames_verified", 0)
+    if verified != args.frames:
+        raise BenchError(f"syncd verified {verified} of {args.frames} frames "
+                         f"({stream.get('frames_verify_failed', 0)} failed, "
+                         f"{stream.get('frames_dropped_total', 0)} dropped)")
+    cpu_ms = (ticks_after - ticks_before) * 1000.0 / CLOCK_TICKS_PER_SECOND
+    return {
+        "fps_wall": verified / (done - start),
+        "fps_producer": producer["fps"],
+        "server_cpu_ms_per_frame": cpu_ms / verified,
+        "frames": verified,
+        "producer": producer,
+        "server": stream,
+    }
+
+
+ARMS = {"tcp": run_tcp_arm, "syncd": run_syncd_arm}
+METRICS = ("fps_wall", "fps_producer", "server_cpu_ms_per_frame")
+
+
+def resolve_paths(build_dir):
+    build = Path(build_dir)
+    if not build.is_absolute() and not build.exists():
+        build = REPO_ROOT / build
+    return {
+        "syncd": build / "src" / "daemon" / "syncd",
+        "producer": build / "tools" / "producer" / "sync-producer",
+        "sink": build / "tools" / "tcp_sink" / "sync-tcp-sink",
+    }
+
+
+def check_environment(arms, paths):
+    needed = {"producer"} | {"sink" for a in arms if a == "tcp"} | \
+             {"syncd" for a in arms if a == "syncd"}
+    for key in sorted(needed):
+        if not os.access(paths[key], os.X_OK):
+            raise BenchError(f"{paths[key]} not found; build first (cmake --build --preset release)")
+    if shutil.which("taskset") is None:
+        raise BenchError("taskset (util-linux) is needed to pin the processes")
+    cores = os.sched_getaffinity(0)
+    if not {SERVER_CORE, PRODUCER_CORE} <= cores:
+        raise BenchError(f"needs cores {SERVER_CORE} and {PRODUCER_CORE}; allowed: {sorted(cores)}")
+
+
+def summarize(runs, arms):
+    median = {}
+    for arm in arms:
+        rows = [r[arm] for r in runs]
+        median[arm] = {m: statistics.median(row[m] for row in rows) for m in METRICS}
+    ratio = None
+    if "tcp" in median and "syncd" in median:
+        ratio = {m: median["syncd"][m] / median["tcp"][m] for m in METRICS}
+    return median, ratio
+
+
+def print_table(args, median, ratio):
+    print(f"\nIngest of {args.width}x{args.height} rgba8 at max rate, {args.frames} frames per arm, "
+          f"median of {args.rounds} round(s); server on core {SERVER_CORE}, producer on core "
+          f"{PRODUCER_CORE}")
+    header = f"{'':10} {'frames/s (wall)':>16} {'frames/s (producer)':>20} {'server CPU ms/frame':>20}"
+    print(header)
+    print("-" * len(header))
+    for arm, row in median.items():
+        print(f"{arm:10} {row['fps_wall']:16.1f} {row['fps_producer']:20.1f} "
+              f"{row['server_cpu_ms_per_frame']:20.3f}")
+    if ratio:
+        print(f"{'syncd/tcp':10} {ratio['fps_wall']:15.2f}x {ratio['fps_producer']:19.2f}x "
+              f"{ratio['server_cpu_ms_per_frame']:19.2f}x")
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="A/B rounds (default 3)")
+    parser.add_argument("--frames", type=int, default=600, help="frames per arm and round")
+    parser.add_argument("--width", type=int, default=1920)
+    parser.add_argument("--height", type=int, default=1080)
+    parser.add_argument("--build-dir", default="build/release",
+                        help="CMake build tree holding syncd and the tools (default build/release)")
+    parser.add_argument("--arms", default="tcp,syncd",
+                        help="comma-separated subset of tcp,syncd (default both)")
+    parser.add_argument("--timeout", type=float, default=120,
+                        help="seconds one producer run may take before the run fails")
+    parser.add_argument("--out", help="also write the results as JSON here")
+    args = parser.parse_args(argv)
+    args.arm_list = [a.strip() for a in args.arms.split(",") if a.strip()]
+    unknown = [a for a in args.arm_list if a not in ARMS]
+    if unknown or not args.arm_list:
+        parser.error(f"--arms takes tcp and/or syncd, got {args.arms!r}")
+    if args.rounds < 1 or args.frames < 1:
+        parser.error("--rounds and --frames must be positive")
+    return args
+
+
+def main(argv):
+    args = parse_args(argv)
+    paths = resolve_paths(args.build_dir)
+    try:
+        check_environment(args.arm_list, paths)
+        runs = []
+        for round_index in range(args.rounds):
+            # Alternate the order so neither arm always runs on a warmer (or hotter) machine.
+            order = args.arm_list if round_index % 2 == 0 else list(reversed(args.arm_list))
+            results = {}
+            for arm in order:
+                r = ARMS[arm](args, paths)
+                results[arm] = r
+                print(f"round {round_index + 1} {arm:6} fps_wall {r['fps_wall']:7.1f}  "
+                      f"fps_producer {r['fps_producer']:7.1f}  "
+                      f"server CPU {r['server_cpu_ms_per_frame']:.3f} ms/frame", flush=True)
+            runs.append(results)
+    except BenchError as e:
+        print(f"bench_ingest: {e}", file=sys.stderr)
+        return 1
+
+    median, ratio = summarize(runs, args.arm_list)
+    print_table(args, median, ratio)
+    if args.out:
+        report = {
+            "benchmark": "ingest",
+            "command": " ".join([Path(sys.argv[0]).name] + argv),
+            "width": args.width,
+            "height": args.height,
+            "frames": args.frames,
+            "rounds": args.rounds,
+            "cores": {"server": SERVER_CORE, "producer": PRODUCER_CORE},
+            "host": {"kernel": platform.release(), "cpus": os.cpu_count()},
+            "median": median,
+            "ratio_syncd_over_tcp": ratio,
+            "runs": runs,
+        }
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
