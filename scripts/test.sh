@@ -22,7 +22,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 echo "== fuzz smoke (${fuzz_seconds}s per target)"
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j"$jobs"
-for target in ws_frame_decoder http_request control_message; do
+for target in ws_frame_decoder http_request control_message hid_descriptor hid_report; do
   corpus=$(mktemp -d)
   cp -r fuzz/corpus/"$target"/. "$corpus"/ 2>/dev/null || true
   build/fuzz/fuzz/fuzz_"$target" -max_total_time="$fuzz_seconds" -print_final_stats=0 \

@@ -84,9 +84,10 @@ def main():
     bins = {}         # complete-second index -> unique frames
     live = sys.stderr.isatty()
 
-    def sample():
+    def sample(record_memory=True):
         stats = get_stats(port)
-        memory.append((time.monotonic() - start, rss_bytes(syncd.pid)))
+        if record_memory:  # only while the stream runs: its pool is freed when it closes
+            memory.append((time.monotonic() - start, rss_bytes(syncd.pid)))
         s = stream_of(stats, "paced")
         if s:
             recent = s["recent_seconds_unique_fps"]
@@ -111,7 +112,7 @@ def main():
         print(file=sys.stderr)
     producer_summary = json.loads(producer.stdout.read().strip().splitlines()[-1])
     time.sleep(0.5)
-    s = sample()
+    s = sample(record_memory=False)
     syncd.send_signal(signal.SIGTERM)
     exit_code = syncd.wait(timeout=10)
 

@@ -189,6 +189,15 @@ bool UdpOutput::open(const std::string& host, uint16_t port, std::string* error)
     if (error) *error = "socket: " + errno_text(errno);
     return false;
   }
+  // Bind the ephemeral source port now, so both datagrams visibly share it from the start.
+  sockaddr_storage any{};
+  any.ss_family = sa_family_t(family);
+  const socklen_t any_len = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&any), any_len) != 0) {
+    if (error) *error = "bind: " + errno_text(errno);
+    close();
+    return false;
+  }
   return true;
 }
 

@@ -47,7 +47,7 @@ class SpscRing {
   // Separate cache lines so the two threads do not false-share their indices.
   alignas(64) std::atomic<uint32_t> write_{0};
   alignas(64) std::atomic<uint32_t> read_{0};
-  alignas(64) T slots_[N];
+  alignas(64) T slots_[N]{};
 };
 
 }  // namespace syncd::headtrack

@@ -180,8 +180,9 @@ void TrackerReader::run_replay() {
   recorder_.close();
   connected_.store(false);
   disconnects_.fetch_add(1, std::memory_order_relaxed);
-  push_text(TrackerEvent::Kind::kDisconnected, "end of replay");
-  finished_.store(true, std::memory_order_release);
+  const bool stopped = stopping_.load(std::memory_order_acquire);
+  push_text(TrackerEvent::Kind::kDisconnected, stopped ? "stopped" : "end of replay");
+  finished_.store(!stopped, std::memory_order_release);
   const uint64_t one = 1;
   (void)!::write(wakeup_fd_, &one, sizeof(one));
   if (callback_) callback_();
