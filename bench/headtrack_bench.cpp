@@ -52,8 +52,8 @@ double measure(size_t iterations, const std::function<void()>& body) {
     const auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < iterations; ++i) body();
     const auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double, std::nano>(t1 - t0).count() /
-                              double(iterations));
+    best = std::min(best,
+                    std::chrono::duration<double, std::nano>(t1 - t0).count() / double(iterations));
   }
   return best;
 }
@@ -269,8 +269,10 @@ int main(int argc, char** argv) {
         drain();
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < 64; ++i) {
-          if (mmsg) out.send(packet, json_copy);
-          else out.send_separately(packet, json_copy);
+          if (mmsg)
+            out.send(packet, json_copy);
+          else
+            out.send_separately(packet, json_copy);
         }
         const auto t1 = std::chrono::steady_clock::now();
         total += std::chrono::duration<double, std::nano>(t1 - t0).count();
@@ -293,9 +295,10 @@ int main(int argc, char** argv) {
 
   const double send_cost = std::min(sendto_best, one_sendmmsg);
   const double per_packet = decode_opt + filter + json_opt + opentrack;
-  std::printf("per-packet processing (decode+filter+JSON+OpenTrack) %.1f ns = %.3fx the send "
-              "(%.1f ns); target <= 0.1x\n",
-              per_packet, per_packet / send_cost, send_cost);
+  std::printf(
+      "per-packet processing (decode+filter+JSON+OpenTrack) %.1f ns = %.3fx the send "
+      "(%.1f ns); target <= 0.1x\n",
+      per_packet, per_packet / send_cost, send_cost);
   std::printf("full path measured in one loop %.1f ns = %.3fx the send\n", full, full / send_cost);
   // A performance target, reported but not a gate: only equivalence failures fail the run.
   std::printf("target per-packet processing <= 0.1x the send cost: %s\n",

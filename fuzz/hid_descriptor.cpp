@@ -3,6 +3,8 @@
 // Input: a report descriptor. When it parses and holds a head tracker, the layout's decoder is
 // also run over the input's own bytes as a report and must agree with the reference decoder,
 // and the feature builders are run on a buffer of the declared size. Invariants abort.
+#include "headtrack/hid_descriptor.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include "headtrack/head_tracker.h"
-#include "headtrack/hid_descriptor.h"
 #include "headtrack/report_decoder.h"
 #include "headtrack_reference.h"
 

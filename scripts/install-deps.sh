@@ -10,6 +10,7 @@ packages=(
   clang-14 libclang-rt-14-dev
   python3 python3-websockets python3-xxhash python3-numpy python3-matplotlib
   curl util-linux
+  libboost-dev libwebsockets-dev
 )
 if [[ "${1:-}" == "--run-only" ]]; then
   packages=(build-essential cmake ninja-build pkg-config libuv1-dev libhttp-parser-dev

@@ -20,9 +20,10 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   ctest --test-dir build/asan-ubsan --output-on-failure -j1
 
 echo "== fuzz smoke (${fuzz_seconds}s per target)"
+fuzz_targets=(ws_frame_decoder http_request control_message hid_descriptor hid_report)
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j"$jobs"
-for target in ws_frame_decoder http_request control_message hid_descriptor hid_report; do
+cmake --build --preset fuzz -j"$jobs" --target "${fuzz_targets[@]/#/fuzz_}"
+for target in "${fuzz_targets[@]}"; do
   corpus=$(mktemp -d)
   cp -r fuzz/corpus/"$target"/. "$corpus"/ 2>/dev/null || true
   build/fuzz/fuzz/fuzz_"$target" -max_total_time="$fuzz_seconds" -print_final_stats=0 \

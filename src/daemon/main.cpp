@@ -34,7 +34,14 @@ int main(int argc, char** argv) {
   size_t read_window_kb = cfg.read_window_bytes / 1024;
   app.add_option("--host", cfg.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", cfg.port, "TCP port (0 = pick a free one)")->capture_default_str();
-  app.add_option("--publisher", publishers, "Publishers, comma-separated: test")
+  app.add_option("--publisher", publishers, "Publishers, comma-separated: test, shm")
+      ->capture_default_str();
+  app.add_option("--shm-path", cfg.shm.path,
+                 "Shared-memory ring file (default /dev/shm/sync-<uid>.frames)");
+  app.add_option("--shm-stream", cfg.shm.stream_name,
+                 "Stream published to the ring (default: the first opened)");
+  app.add_option("--shm-slots", cfg.shm.min_slots, "Ring depth in frames (at least)")
+      ->check(CLI::Range(2, 64))
       ->capture_default_str();
   app.add_option("--source", source, "Built-in producer: pattern[:WIDTHxHEIGHT@FPS]");
   app.add_option("--allow-origin", origins,
@@ -56,8 +63,8 @@ int main(int argc, char** argv) {
 
   cfg.publishers = split_commas(publishers);
   for (const std::string& p : cfg.publishers) {
-    if (p != "test") {
-      std::fprintf(stderr, "syncd: unknown publisher '%s' (available: test)\n", p.c_str());
+    if (p != "test" && p != "shm") {
+      std::fprintf(stderr, "syncd: unknown publisher '%s' (available: test, shm)\n", p.c_str());
       return 2;
     }
   }

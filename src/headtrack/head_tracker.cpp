@@ -151,10 +151,9 @@ bool recognize_head_tracker(const ParsedDescriptor& parsed, TrackerLayout& out, 
       }
     }
     for (int id = 0; id < 256; ++id) {
-      out.feature_report_bytes[id] =
-          parsed.report_bits[size_t(ReportKind::kFeature)][id]
-              ? parsed.report_bytes(ReportKind::kFeature, uint8_t(id))
-              : 0;
+      out.feature_report_bytes[id] = parsed.report_bits[size_t(ReportKind::kFeature)][id]
+                                         ? parsed.report_bytes(ReportKind::kFeature, uint8_t(id))
+                                         : 0;
     }
     *why = "ok";
     return true;
@@ -223,8 +222,7 @@ void insert_bits(std::span<uint8_t> payload, uint32_t bit_offset, uint32_t bit_s
 
 namespace {
 
-std::span<uint8_t> payload_of(const TrackerLayout& layout, std::span<uint8_t> report,
-                              uint8_t* id) {
+std::span<uint8_t> payload_of(const TrackerLayout& layout, std::span<uint8_t> report, uint8_t* id) {
   if (layout.uses_report_ids) {
     if (report.empty()) return {};
     *id = report[0];

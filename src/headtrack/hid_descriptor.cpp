@@ -43,10 +43,14 @@ struct LocalState {
 
 int32_t signed_value(uint32_t raw, uint8_t size) {
   switch (size) {
-    case 1: return int8_t(raw & 0xff);
-    case 2: return int16_t(raw & 0xffff);
-    case 4: return int32_t(raw);
-    default: return 0;
+    case 1:
+      return int8_t(raw & 0xff);
+    case 2:
+      return int16_t(raw & 0xffff);
+    case 4:
+      return int32_t(raw);
+    default:
+      return 0;
   }
 }
 
@@ -65,15 +69,24 @@ uint32_t resolve_usage(const LocalUsage& u, uint16_t page) {
 
 const char* to_string(DescriptorError error) {
   switch (error) {
-    case DescriptorError::kNone: return "ok";
-    case DescriptorError::kTruncatedItem: return "item runs past the end of the descriptor";
-    case DescriptorError::kPopUnderflow: return "Pop without Push";
-    case DescriptorError::kPushOverflow: return "Push nested too deep";
-    case DescriptorError::kCollectionDepth: return "unbalanced or too deeply nested collections";
-    case DescriptorError::kBadReportId: return "Report ID 0 is reserved";
-    case DescriptorError::kBadReportSize: return "report larger than 64 KiB";
-    case DescriptorError::kTooManyFields: return "too many main items";
-    case DescriptorError::kTooManyUsages: return "usage range too large";
+    case DescriptorError::kNone:
+      return "ok";
+    case DescriptorError::kTruncatedItem:
+      return "item runs past the end of the descriptor";
+    case DescriptorError::kPopUnderflow:
+      return "Pop without Push";
+    case DescriptorError::kPushOverflow:
+      return "Push nested too deep";
+    case DescriptorError::kCollectionDepth:
+      return "unbalanced or too deeply nested collections";
+    case DescriptorError::kBadReportId:
+      return "Report ID 0 is reserved";
+    case DescriptorError::kBadReportSize:
+      return "report larger than 64 KiB";
+    case DescriptorError::kTooManyFields:
+      return "too many main items";
+    case DescriptorError::kTooManyUsages:
+      return "usage range too large";
   }
   return "unknown";
 }
@@ -180,8 +193,10 @@ ParseResult parse_hid_descriptor(std::span<const uint8_t> bytes, ParsedDescripto
         HidCollection c;
         c.type = uint8_t(raw);
         c.parent = open.empty() ? -1 : open.back();
-        if (!local.usages.empty()) c.usage = resolve_usage(local.usages.front(), global.usage_page);
-        else if (local.have_min) c.usage = resolve_usage(local.usage_min, global.usage_page);
+        if (!local.usages.empty())
+          c.usage = resolve_usage(local.usages.front(), global.usage_page);
+        else if (local.have_min)
+          c.usage = resolve_usage(local.usage_min, global.usage_page);
         out.collections.push_back(c);
         open.push_back(int32_t(out.collections.size() - 1));
         local.clear();
@@ -193,26 +208,40 @@ ParseResult parse_hid_descriptor(std::span<const uint8_t> bytes, ParsedDescripto
       // Other main tags are reserved: ignored, like the Linux HID core does.
     } else if (type == 1) {  // global
       switch (tag) {
-        case 0x0: global.usage_page = uint16_t(raw); break;
-        case 0x1: global.logical_min = signed_value(raw, size); break;
+        case 0x0:
+          global.usage_page = uint16_t(raw);
+          break;
+        case 0x1:
+          global.logical_min = signed_value(raw, size);
+          break;
         case 0x2:
           global.logical_max_raw = raw;
           global.logical_max_size = size;
           break;
-        case 0x3: global.physical_min = signed_value(raw, size); break;
+        case 0x3:
+          global.physical_min = signed_value(raw, size);
+          break;
         case 0x4:
           global.physical_max_raw = raw;
           global.physical_max_size = size;
           break;
-        case 0x5: global.unit_exponent = decode_unit_exponent(raw, size); break;
-        case 0x6: global.unit = raw; break;
-        case 0x7: global.report_size = raw; break;
+        case 0x5:
+          global.unit_exponent = decode_unit_exponent(raw, size);
+          break;
+        case 0x6:
+          global.unit = raw;
+          break;
+        case 0x7:
+          global.report_size = raw;
+          break;
         case 0x8:
           if (raw == 0 || raw > 255) return fail(DescriptorError::kBadReportId, item_at);
           global.report_id = uint8_t(raw);
           out.uses_report_ids = true;
           break;
-        case 0x9: global.report_count = raw; break;
+        case 0x9:
+          global.report_count = raw;
+          break;
         case 0xA:
           if (stack.size() >= kMaxPushDepth) return fail(DescriptorError::kPushOverflow, item_at);
           stack.push_back(global);
@@ -222,7 +251,8 @@ ParseResult parse_hid_descriptor(std::span<const uint8_t> bytes, ParsedDescripto
           global = stack.back();
           stack.pop_back();
           break;
-        default: break;  // reserved
+        default:
+          break;  // reserved
       }
     } else if (type == 2) {  // local
       const LocalUsage u{raw, size == 4};
@@ -241,7 +271,8 @@ ParseResult parse_hid_descriptor(std::span<const uint8_t> bytes, ParsedDescripto
           local.usage_max = u;
           local.have_max = true;
           break;
-        default: break;  // designators, strings, delimiters: not needed here
+        default:
+          break;  // designators, strings, delimiters: not needed here
       }
     }
     // type 3 (reserved) is skipped with its data.
@@ -273,10 +304,14 @@ bool parse_hex(std::string_view text, std::vector<uint8_t>& out) {
       continue;
     }
     int d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else return false;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F')
+      d = c - 'A' + 10;
+    else
+      return false;
     if (pending < 0) {
       pending = d;
     } else {

@@ -89,13 +89,13 @@ struct ParsedDescriptor {
 
 enum class DescriptorError : uint8_t {
   kNone = 0,
-  kTruncatedItem,      // an item's data runs past the end
-  kPopUnderflow,       // Pop without a matching Push
-  kPushOverflow,       // more than kMaxPushDepth nested Push items
-  kCollectionDepth,    // End Collection without Collection, or nesting too deep
-  kBadReportId,        // Report ID 0 (reserved)
-  kBadReportSize,      // Report Size above 32 bits on a value field, or a report over 64 KiB
-  kTooManyFields,      // runaway descriptor (limits memory the parser will use)
+  kTruncatedItem,    // an item's data runs past the end
+  kPopUnderflow,     // Pop without a matching Push
+  kPushOverflow,     // more than kMaxPushDepth nested Push items
+  kCollectionDepth,  // End Collection without Collection, or nesting too deep
+  kBadReportId,      // Report ID 0 (reserved)
+  kBadReportSize,    // Report Size above 32 bits on a value field, or a report over 64 KiB
+  kTooManyFields,    // runaway descriptor (limits memory the parser will use)
   kTooManyUsages,
 };
 

@@ -47,9 +47,12 @@ void fill_from_sysfs(const std::string& sysdir, HidrawNode& node) {
     std::istringstream lines(text);
     std::string line;
     while (std::getline(lines, line)) {
-      if (line.rfind("HID_NAME=", 0) == 0) node.hid_name = line.substr(9);
-      else if (line.rfind("HID_ID=", 0) == 0) node.hid_id = line.substr(7);
-      else if (line.rfind("HID_UNIQ=", 0) == 0) node.hid_uniq = line.substr(9);
+      if (line.rfind("HID_NAME=", 0) == 0)
+        node.hid_name = line.substr(9);
+      else if (line.rfind("HID_ID=", 0) == 0)
+        node.hid_id = line.substr(7);
+      else if (line.rfind("HID_UNIQ=", 0) == 0)
+        node.hid_uniq = line.substr(9);
     }
   }
 }
@@ -110,11 +113,16 @@ std::vector<HidrawNode> enumerate_hidraw(const EnumerateOptions& options) {
 
 const char* to_string(NodeAccess access) {
   switch (access) {
-    case NodeAccess::kOk: return "ok";
-    case NodeAccess::kDenied: return "access denied";
-    case NodeAccess::kMissing: return "device node missing";
-    case NodeAccess::kError: return "open failed";
-    case NodeAccess::kNotTried: return "not opened";
+    case NodeAccess::kOk:
+      return "ok";
+    case NodeAccess::kDenied:
+      return "access denied";
+    case NodeAccess::kMissing:
+      return "device node missing";
+    case NodeAccess::kError:
+      return "open failed";
+    case NodeAccess::kNotTried:
+      return "not opened";
   }
   return "unknown";
 }
@@ -157,9 +165,8 @@ ProbeEntry probe_node(const HidrawNode& node) {
     p.reason = "head tracker by descriptor (no Sensor Description property)";
     return p;
   }
-  std::vector<uint8_t> report(std::max<size_t>(p.layout.feature_report_bytes
-                                                   [p.layout.description.report_id],
-                                               2));
+  std::vector<uint8_t> report(
+      std::max<size_t>(p.layout.feature_report_bytes[p.layout.description.report_id], 2));
   report[0] = p.layout.description.report_id;
   const int n = dev.get_feature(report);
   if (n <= 0) {

@@ -23,8 +23,8 @@ struct EnumerateOptions {
 };
 
 struct HidrawNode {
-  std::string name;     // "hidraw3"
-  std::string devnode;  // "/dev/hidraw3"
+  std::string name;      // "hidraw3"
+  std::string devnode;   // "/dev/hidraw3"
   std::string hid_name;  // uevent HID_NAME, e.g. "WH-1000XM5"
   std::string hid_id;    // uevent HID_ID, e.g. "0005:0000054C:00000DE1" (bus:vendor:product)
   std::string hid_uniq;  // uevent HID_UNIQ (Bluetooth: the headset's address)

@@ -26,10 +26,9 @@ Quat exp_rotation(double wx, double wy, double wz) {
 }  // namespace
 
 Quat multiply(const Quat& a, const Quat& b) {
-  return {a.w * b.w - a.x * b.x - a.y * b.y - a.z * b.z,
-          a.w * b.x + a.x * b.w + a.y * b.z - a.z * b.y,
-          a.w * b.y - a.x * b.z + a.y * b.w + a.z * b.x,
-          a.w * b.z + a.x * b.y - a.y * b.x + a.z * b.w};
+  return {
+      a.w * b.w - a.x * b.x - a.y * b.y - a.z * b.z, a.w * b.x + a.x * b.w + a.y * b.z - a.z * b.y,
+      a.w * b.y - a.x * b.z + a.y * b.w + a.z * b.x, a.w * b.z + a.x * b.y - a.y * b.x + a.z * b.w};
 }
 
 Quat conjugate(const Quat& q) {
@@ -59,8 +58,8 @@ Quat slerp(const Quat& a, const Quat& b_in, double t) {
   const double s = std::sin(theta);
   const double wa = std::sin((1 - t) * theta) / s;
   const double wb = std::sin(t * theta) / s;
-  return normalized({wa * a.w + wb * b.w, wa * a.x + wb * b.x, wa * a.y + wb * b.y,
-                     wa * a.z + wb * b.z});
+  return normalized(
+      {wa * a.w + wb * b.w, wa * a.x + wb * b.x, wa * a.y + wb * b.y, wa * a.z + wb * b.z});
 }
 
 Quat quat_from_rotation_vector(const double r[3]) {
@@ -238,8 +237,8 @@ const Pose& PosePipeline::process(const TrackerSample& s, double dt_s) {
   }
   started_ = true;
   const Quat relative = normalized(multiply(conjugate(center_), raw));
-  const Quat out = filter_.update(relative, s.has_angular_velocity ? s.angular_velocity : nullptr,
-                                  dt_s);
+  const Quat out =
+      filter_.update(relative, s.has_angular_velocity ? s.angular_velocity : nullptr, dt_s);
   pose_.raw = raw;
   pose_.orientation = finite(out) ? out : Quat{};
   pose_.angular_speed = std::isfinite(filter_.angular_speed()) ? filter_.angular_speed() : 0;

@@ -50,19 +50,25 @@ class Appender {
   void g9(double v) {  // printf("%.9g")
     if (!std::isfinite(v)) return raw("null");
     auto r = std::to_chars(p_, end_, v, std::chars_format::general, 9);
-    if (r.ec != std::errc()) overflow_ = true;
-    else p_ = r.ptr;
+    if (r.ec != std::errc())
+      overflow_ = true;
+    else
+      p_ = r.ptr;
   }
   void f3(double v) {  // printf("%.3f")
     if (!std::isfinite(v)) return raw("null");
     auto r = std::to_chars(p_, end_, v, std::chars_format::fixed, 3);
-    if (r.ec != std::errc()) overflow_ = true;
-    else p_ = r.ptr;
+    if (r.ec != std::errc())
+      overflow_ = true;
+    else
+      p_ = r.ptr;
   }
   void u64(uint64_t v) {
     auto r = std::to_chars(p_, end_, v);
-    if (r.ec != std::errc()) overflow_ = true;
-    else p_ = r.ptr;
+    if (r.ec != std::errc())
+      overflow_ = true;
+    else
+      p_ = r.ptr;
   }
   void vec(const double* v, int n) {
     ch('[');
@@ -112,8 +118,10 @@ std::string_view TelemetryJson::serialize(const TelemetrySample& s) {
   a.raw("{\"version\":");
   a.u64(kVersion);
   a.raw(",\"device\":");
-  if (s.device.empty()) a.raw("null");
-  else a.string(cut_utf8(s.device, kMaxDeviceBytes));
+  if (s.device.empty())
+    a.raw("null");
+  else
+    a.string(cut_utf8(s.device, kMaxDeviceBytes));
   a.raw(",\"rotationVector\":");
   a.vec(s.rotation_vector, 3);
   a.raw(",\"quaternion\":");
@@ -122,8 +130,10 @@ std::string_view TelemetryJson::serialize(const TelemetrySample& s) {
   a.raw(",\"yprDegrees\":");
   a.vec(s.ypr_deg, 3);
   a.raw(",\"gyroscope\":");
-  if (s.gyroscope) a.vec(s.gyroscope, 3);
-  else a.raw("null");
+  if (s.gyroscope)
+    a.vec(s.gyroscope, 3);
+  else
+    a.raw("null");
   a.raw(",\"resetCounter\":");
   a.u64(s.reset_counter);
   a.raw(",\"packetsPerSecond\":");
@@ -232,7 +242,8 @@ int UdpOutput::send(std::span<const uint8_t> opentrack, std::string_view json) {
   if (unsigned(sent) < count) {
     // The first datagram went; retry the rest once (sendmmsg stops at the first error).
     const int more = ::sendmmsg(fd_, msgs + sent, count - unsigned(sent), MSG_DONTWAIT);
-    if (more > 0) sent += more;
+    if (more > 0)
+      sent += more;
     else {
       last_errno_ = errno;
       ++send_errors_;

@@ -32,8 +32,8 @@ void encode_opentrack(const Pose& pose, OpenTrackPacket& out);
 struct TelemetrySample {
   std::string_view device;  // headset name; empty -> null
   double rotation_vector[3] = {};
-  Quat quaternion;           // recentered orientation
-  double ypr_deg[3] = {};    // mapped output angles
+  Quat quaternion;                    // recentered orientation
+  double ypr_deg[3] = {};             // mapped output angles
   const double* gyroscope = nullptr;  // rad/s, or nullptr -> null
   uint32_t reset_counter = 0;         // raw discontinuity counter (upstream name)
   double packets_per_second = 0;

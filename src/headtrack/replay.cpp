@@ -100,8 +100,9 @@ bool ReplayRecorder::open(const std::string& path, std::span<const uint8_t> desc
     if (error) *error = path + ": " + std::strerror(errno);
     return false;
   }
-  std::fprintf(file_, "# sync-headtrack replay v1: descriptor hex, optional feature lines, "
-                      "then 't_ms report_hex' lines\n");
+  std::fprintf(file_,
+               "# sync-headtrack replay v1: descriptor hex, optional feature lines, "
+               "then 't_ms report_hex' lines\n");
   if (!comment.empty()) std::fprintf(file_, "# %s\n", comment.c_str());
   std::fprintf(file_, "%s\n", to_hex(descriptor).c_str());
   for (const auto& f : features) std::fprintf(file_, "feature %s\n", to_hex(f).c_str());

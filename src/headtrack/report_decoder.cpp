@@ -34,10 +34,14 @@ int64_t sign_extend(uint32_t raw, uint32_t bits) {
 
 const char* to_string(DecodeStatus status) {
   switch (status) {
-    case DecodeStatus::kOk: return "ok";
-    case DecodeStatus::kOtherReport: return "other report id";
-    case DecodeStatus::kTooShort: return "report too short";
-    case DecodeStatus::kOutOfRange: return "value out of logical range";
+    case DecodeStatus::kOk:
+      return "ok";
+    case DecodeStatus::kOtherReport:
+      return "other report id";
+    case DecodeStatus::kTooShort:
+      return "report too short";
+    case DecodeStatus::kOutOfRange:
+      return "value out of logical range";
   }
   return "unknown";
 }

@@ -120,8 +120,7 @@ bool TrackerReader::push(const TrackerEvent& event, bool wait_when_full) {
   return true;
 }
 
-void TrackerReader::push_text(TrackerEvent::Kind kind, const std::string& text,
-                              uint8_t version) {
+void TrackerReader::push_text(TrackerEvent::Kind kind, const std::string& text, uint8_t version) {
   TrackerEvent e;
   e.kind = kind;
   e.version = version;
@@ -131,16 +130,25 @@ void TrackerReader::push_text(TrackerEvent::Kind kind, const std::string& text,
 
 void TrackerReader::count_decode(DecodeStatus status) {
   switch (status) {
-    case DecodeStatus::kOk: break;
-    case DecodeStatus::kOtherReport: other_report_.fetch_add(1, std::memory_order_relaxed); break;
-    case DecodeStatus::kOutOfRange: out_of_range_.fetch_add(1, std::memory_order_relaxed); break;
-    case DecodeStatus::kTooShort: too_short_.fetch_add(1, std::memory_order_relaxed); break;
+    case DecodeStatus::kOk:
+      break;
+    case DecodeStatus::kOtherReport:
+      other_report_.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case DecodeStatus::kOutOfRange:
+      out_of_range_.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case DecodeStatus::kTooShort:
+      too_short_.fetch_add(1, std::memory_order_relaxed);
+      break;
   }
 }
 
 void TrackerReader::run() {
-  if (!replay_.descriptor.empty()) run_replay();
-  else run_hidraw();
+  if (!replay_.descriptor.empty())
+    run_replay();
+  else
+    run_hidraw();
 }
 
 void TrackerReader::run_replay() {
@@ -210,8 +218,9 @@ bool TrackerReader::connect(HidrawDevice& dev, std::string& name, std::string& w
     }
   }
   if (!dev.open(devnode, true)) {
-    why = devnode + ": " + (errno == EACCES ? "access denied (see the udev rule)"
-                                            : std::string(std::strerror(errno)));
+    why =
+        devnode + ": " +
+        (errno == EACCES ? "access denied (see the udev rule)" : std::string(std::strerror(errno)));
     return false;
   }
   ParsedDescriptor parsed;
@@ -308,8 +317,7 @@ void TrackerReader::stream(HidrawDevice& dev) {
   if (stopping_.load(std::memory_order_acquire)) restore(dev);
   connected_.store(false);
   disconnects_.fetch_add(1, std::memory_order_relaxed);
-  push_text(TrackerEvent::Kind::kDisconnected,
-            stopping_.load() ? std::string("stopped") : why);
+  push_text(TrackerEvent::Kind::kDisconnected, stopping_.load() ? std::string("stopped") : why);
 }
 
 void TrackerReader::restore(HidrawDevice& dev) {

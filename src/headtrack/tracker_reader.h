@@ -51,8 +51,8 @@ struct TrackerEvent {
 };
 
 struct ReaderStats {
-  uint64_t reports = 0;  // input reports read
-  uint64_t samples = 0;  // decoded and queued
+  uint64_t reports = 0;        // input reports read
+  uint64_t samples = 0;        // decoded and queued
   uint64_t ring_overruns = 0;  // samples dropped because the consumer fell behind
   uint64_t other_report = 0;
   uint64_t out_of_range = 0;

@@ -3,9 +3,19 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <cstring>
-
 namespace syncd::media {
+
+namespace {
+class AnonymousMapping final : public PoolBacking {
+ public:
+  AnonymousMapping(void* memory, size_t bytes) : memory_(memory), bytes_(bytes) {}
+  ~AnonymousMapping() override { ::munmap(memory_, bytes_); }
+
+ private:
+  void* memory_;
+  size_t bytes_;
+};
+}  // namespace
 
 FramePool* FramePool::create(size_t slot_bytes, uint32_t slot_count) {
   if (slot_count == 0 || slot_bytes == 0) return nullptr;
@@ -18,34 +28,42 @@ FramePool* FramePool::create(size_t slot_bytes, uint32_t slot_count) {
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (memory == MAP_FAILED) return nullptr;
   ::madvise(memory, total, MADV_HUGEPAGE);  // fewer TLB misses on 8 MB sweeps; advisory only
-
-  auto* pool = new FramePool();
-  pool->memory_ = static_cast<uint8_t*>(memory);
+  FramePool* pool = create_in(static_cast<uint8_t*>(memory), stride, slot_count, slot_bytes,
+                              std::make_unique<AnonymousMapping>(memory, total));
   pool->mapped_bytes_ = total;
-  pool->slot_bytes_ = slot_bytes;
-  pool->slots_.resize(slot_count);
-  pool->free_.reserve(slot_count);
-  for (uint32_t i = 0; i < slot_count; ++i) {
-    FrameSlot& s = pool->slots_[i];
-    s.pixels = pool->memory_ + size_t(i) * stride;
-    s.index = i;
-    s.pool = pool;
-    pool->free_.push_back(slot_count - 1 - i);  // slot 0 is handed out first
-  }
   return pool;
 }
 
-FramePool::~FramePool() {
-  if (memory_) ::munmap(memory_, mapped_bytes_);
+FramePool* FramePool::create_in(uint8_t* first_slot, size_t slot_stride, uint32_t slot_count,
+                                size_t slot_bytes, std::unique_ptr<PoolBacking> backing) {
+  auto* pool = new FramePool();
+  pool->backing_ = std::move(backing);
+  pool->mapped_bytes_ = slot_stride * slot_count;
+  pool->slot_bytes_ = slot_bytes;
+  pool->slots_.resize(slot_count);
+  pool->free_.resize(slot_count);
+  for (uint32_t i = 0; i < slot_count; ++i) {
+    FrameSlot& s = pool->slots_[i];
+    s.pixels = first_slot + size_t(i) * slot_stride;
+    s.index = i;
+    s.pool = pool;
+    pool->free_[i] = i;
+  }
+  pool->free_count_ = slot_count;
+  return pool;
 }
 
+FramePool::~FramePool() = default;  // the backing releases the memory
+
 FrameSlot* FramePool::acquire() {
-  if (free_.empty()) return nullptr;
-  FrameSlot* slot = &slots_[free_.back()];
-  free_.pop_back();
+  if (free_count_ == 0) return nullptr;
+  FrameSlot* slot = &slots_[free_[free_head_]];
+  free_head_ = (free_head_ + 1) % free_.size();
+  --free_count_;
   slot->refs = 1;
   slot->info = FrameInfo{};
   ++refs_;
+  if (backing_) backing_->on_acquire(*slot);
   return slot;
 }
 
@@ -54,7 +72,8 @@ void FramePool::release(FrameSlot* slot) {
 }
 
 void FramePool::give_back(FrameSlot* slot) {
-  free_.push_back(slot->index);  // never reallocates: capacity == slot count
+  free_[(free_head_ + free_count_) % free_.size()] = slot->index;
+  ++free_count_;
   drop_ref();
 }
 

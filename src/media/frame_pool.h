@@ -37,6 +37,17 @@ struct FrameInfo {
 };
 
 class FramePool;
+struct FrameSlot;
+
+// Where a pool's memory comes from, and what happens to a slot when a writer takes it. The
+// default is an anonymous mapping; the shared-memory publisher supplies a region that readers in
+// other processes map, with a seqlock per slot (publishers/shm_publisher.h).
+class PoolBacking {
+ public:
+  virtual ~PoolBacking() = default;  // releases the memory; runs when the pool is destroyed
+  // A writer is about to fill the slot (loop thread).
+  virtual void on_acquire(FrameSlot& slot) { (void)slot; }
+};
 
 struct FrameSlot {
   uint8_t* pixels = nullptr;
@@ -48,9 +59,13 @@ struct FrameSlot {
 
 class FramePool {
  public:
-  // Creates a pool of slot_count slots of slot_bytes each (rounded up to whole pages). Returns
-  // nullptr if the memory cannot be had. The caller owns one pool reference.
+  // Creates a pool of slot_count slots of slot_bytes each (rounded up to whole pages) in an
+  // anonymous mapping. Returns nullptr if the memory cannot be had. The caller owns one pool
+  // reference.
   static FramePool* create(size_t slot_bytes, uint32_t slot_count);
+  // A pool over memory the backing owns: slot i starts at first_slot + i * slot_stride.
+  static FramePool* create_in(uint8_t* first_slot, size_t slot_stride, uint32_t slot_count,
+                              size_t slot_bytes, std::unique_ptr<PoolBacking> backing);
 
   // A free slot with one reference (the caller's), or nullptr when every slot is in use.
   FrameSlot* acquire();
@@ -63,7 +78,7 @@ class FramePool {
 
   size_t slot_bytes() const { return slot_bytes_; }
   uint32_t slot_count() const { return uint32_t(slots_.size()); }
-  uint32_t slots_in_use() const { return uint32_t(slots_.size() - free_.size()); }
+  uint32_t slots_in_use() const { return uint32_t(slots_.size() - free_count_); }
   size_t mapped_bytes() const { return mapped_bytes_; }
 
  private:
@@ -71,11 +86,16 @@ class FramePool {
   ~FramePool();
   void give_back(FrameSlot* slot);
 
-  uint8_t* memory_ = nullptr;
+  std::unique_ptr<PoolBacking> backing_;
   size_t mapped_bytes_ = 0;
   size_t slot_bytes_ = 0;
   std::vector<FrameSlot> slots_;
-  std::vector<uint32_t> free_;  // stack of free slot indices; capacity reserved at creation
+  // Free slot indices in release order (a FIFO ring of capacity slot_count): the slot taken next
+  // is the one released longest ago, so the frame a shared-memory reader is most likely still
+  // reading (the newest) is the last to be overwritten.
+  std::vector<uint32_t> free_;
+  size_t free_head_ = 0;
+  size_t free_count_ = 0;
   uint32_t refs_ = 1;
 };
 

@@ -23,6 +23,15 @@ class Publisher {
   virtual std::string_view name() const = 0;
   // Control plane: may allocate per-stream state.
   virtual void on_stream_open(const Stream& stream) = 0;
+  // The stream is closing: no more frames will come (its pool may outlive it while held).
+  virtual void on_stream_close(const Stream& stream) { (void)stream; }
+  // Offered the chance to provide the memory of a new stream's frame pool (the shared-memory
+  // publisher puts it in its region). nullptr: the registry makes an anonymous pool.
+  virtual FramePool* create_pool(const StreamConfig& config, size_t frame_bytes) {
+    (void)config;
+    (void)frame_bytes;
+    return nullptr;
+  }
   // The registry has forgotten the stream (after it closed and aged out of the stats).
   virtual void on_stream_forget(uint32_t stream_id) = 0;
   virtual void on_frame(const Stream& stream, FrameSlot& slot) = 0;

@@ -54,7 +54,10 @@ Stream* StreamRegistry::open(const StreamConfig& config, uint64_t owner, OpenErr
     error = OpenError::kNoMemory;
     return nullptr;
   }
-  FramePool* pool = FramePool::create(frame_bytes, config.slots);
+  FramePool* pool = nullptr;
+  for (auto& p : publishers_)
+    if ((pool = p->create_pool(config, frame_bytes))) break;
+  if (!pool) pool = FramePool::create(frame_bytes, config.slots);
   if (!pool) {
     error = OpenError::kNoMemory;
     return nullptr;
@@ -72,6 +75,7 @@ void StreamRegistry::close(Stream* stream) {
   auto it = open_.find(stream->id());
   if (it == open_.end()) return;
   pool_bytes_ -= stream->pool()->mapped_bytes();
+  for (auto& p : publishers_) p->on_stream_close(*stream);
   stream->close();
   closed_.push_back(std::move(it->second));
   open_.erase(it);
@@ -112,7 +116,9 @@ void StreamRegistry::admit(Stream& stream, FrameSlot* slot, uint64_t now_ns) {
   stream.stages().receive.record(now_ns - info.receive_start_ns);
 
   for (auto& p : publishers_) p->on_frame(stream, *slot);
-  stream.stages().publish.record(core::monotonic_ns() - now_ns);
+  const uint64_t published_ns = core::monotonic_ns();
+  stream.stages().publish.record(published_ns - now_ns);
+  events_.record({stream.id(), 0, info.sequence, info.receive_start_ns, now_ns, published_ns});
   FramePool::release(slot);
 }
 

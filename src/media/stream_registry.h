@@ -16,6 +16,7 @@
 
 #include "media/publisher.h"
 #include "media/stream.h"
+#include "telemetry/frame_event_log.h"
 
 namespace syncd::media {
 
@@ -26,6 +27,7 @@ struct StreamLimits {
   uint32_t max_streams = 16;
   size_t max_frame_bytes = 64ull << 20;
   size_t max_pool_bytes_total = 2ull << 30;
+  size_t frame_event_records = 1u << 16;  // ~18 min of one 60 fps stream; 2.6 MB
 };
 
 // Stable error codes of stream setup (docs/protocol.md, "Errors").
@@ -36,7 +38,8 @@ class StreamRegistry {
  public:
   static constexpr size_t kRetainedClosedStreams = 32;
 
-  explicit StreamRegistry(StreamLimits limits = {}) : limits_(limits) {}
+  explicit StreamRegistry(StreamLimits limits = {})
+      : limits_(limits), events_(limits.frame_event_records) {}
   ~StreamRegistry();
 
   void add_publisher(std::unique_ptr<Publisher> publisher);
@@ -63,6 +66,7 @@ class StreamRegistry {
   void write_metrics(telemetry::PrometheusText& out) const;
 
   uint64_t total_dropped() const;
+  const telemetry::FrameEventLog& frame_events() const { return events_; }
   size_t pool_bytes() const { return pool_bytes_; }
 
  private:
@@ -72,6 +76,7 @@ class StreamRegistry {
   std::deque<std::unique_ptr<Stream>> closed_;
   uint32_t next_id_ = 1;
   size_t pool_bytes_ = 0;
+  telemetry::FrameEventLog events_;
 };
 
 }  // namespace syncd::media

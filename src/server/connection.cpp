@@ -1,6 +1,7 @@
 #include "server/connection.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -241,7 +242,8 @@ void Connection::handle_http_bytes(char* data, size_t size) {
 void Connection::handle_request(const http::Request& request, char* rest, size_t rest_size) {
   const std::string_view path = request.path();
   if (request.method != "GET") {
-    if (path == "/healthz" || path == "/stats" || path == "/metrics" || path == "/ws") {
+    if (path == "/healthz" || path == "/stats" || path == "/metrics" || path == "/ws" ||
+        path == "/events/frames") {
       send_http(405, "text/plain", "method not allowed\n", "Allow: GET\r\n");
     } else {
       ++server_.counters().http_not_found;
@@ -255,6 +257,17 @@ void Connection::handle_request(const http::Request& request, char* rest, size_t
     send_http(200, "text/plain", "ok");
   } else if (path == "/stats") {
     send_http(200, "application/json", server_.stats_json());
+  } else if (path == "/events/frames") {
+    uint64_t since = 0;
+    const std::string_view target = request.target;
+    if (const size_t q = target.find("since="); q != std::string_view::npos)
+      std::from_chars(target.data() + q + 6, target.data() + target.size(), since);
+    uint64_t lost = 0;
+    const telemetry::FrameEventLog& log = server_.registry().frame_events();
+    std::string body = log.csv_since(since, lost);
+    send_http(200, "text/csv", body,
+              "X-Events-Next: " + std::to_string(log.next_index()) + "\r\nX-Events-Lost: " +
+                  std::to_string(lost) + "\r\n");
   } else if (path == "/metrics") {
     send_http(200, "text/plain; version=0.0.4; charset=utf-8", server_.metrics_text());
   } else {

@@ -26,6 +26,7 @@ Server::Server(ServerConfig config)
   loop_.data = this;
   for (const std::string& name : config_.publishers) {
     if (name == "test") registry_.add_publisher(std::make_unique<media::TestPublisher>());
+    if (name == "shm") registry_.add_publisher(std::make_unique<media::ShmPublisher>(config_.shm));
   }
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "media/pattern_source.h"
+#include "media/publishers/shm_publisher.h"
 #include "media/stream_registry.h"
 
 namespace syncd::server {
@@ -24,7 +25,8 @@ class Connection;
 struct ServerConfig {
   std::string host = "127.0.0.1";
   uint16_t port = 54997;  // 0: pick a free port
-  std::vector<std::string> publishers = {"test"};
+  std::vector<std::string> publishers = {"test"};  // "test", "shm"
+  media::ShmPublisherConfig shm;
   std::optional<media::PatternConfig> pattern;
   std::vector<std::string> allowed_origins;  // exact Origin values allowed besides loopback
   size_t max_connections = 1024;

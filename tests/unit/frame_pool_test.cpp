@@ -56,3 +56,21 @@ TEST(FramePool, SlotsAreDistinctAndPageAligned) {
   FramePool::release(b);
   pool->drop_ref();
 }
+
+TEST(FramePool, ReusesTheSlotReleasedLongestAgo) {
+  // Shared-memory readers read the newest frame in place; it must be the last slot rewritten.
+  FramePool* pool = FramePool::create(64, 3);
+  FrameSlot* a = pool->acquire();
+  FramePool::release(a);
+  FrameSlot* b = pool->acquire();
+  EXPECT_NE(b, a);
+  FramePool::release(b);
+  FrameSlot* c = pool->acquire();
+  EXPECT_NE(c, a);
+  EXPECT_NE(c, b);
+  FramePool::release(c);
+  FrameSlot* again = pool->acquire();
+  EXPECT_EQ(again, a);  // now the oldest release
+  FramePool::release(again);
+  pool->drop_ref();
+}

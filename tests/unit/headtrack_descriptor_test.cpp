@@ -24,8 +24,8 @@ TrackerLayout layout_of(const std::vector<uint8_t>& descriptor) {
   return layout;
 }
 
-std::vector<uint8_t> report_with(int16_t rx, int16_t ry, int16_t rz, int16_t gx = 0,
-                                 int16_t gy = 0, int16_t gz = 0, uint8_t counter = 0) {
+std::vector<uint8_t> report_with(int16_t rx, int16_t ry, int16_t rz, int16_t gx = 0, int16_t gy = 0,
+                                 int16_t gz = 0, uint8_t counter = 0) {
   std::vector<uint8_t> r(14);
   r[0] = 1;
   const int16_t v[6] = {rx, ry, rz, gx, gy, gz};
@@ -106,17 +106,15 @@ TEST(HidDescriptor, EdgeItems) {
   const std::vector<uint8_t> d = {
       0xFE, 0x03, 0x10, 0xAA, 0xBB, 0xCC,  // long item: skipped
       0x05, 0x20, 0x09, 0xE1, 0xA1, 0x01,
-      0xA4,                                 // Push
-      0x15, 0x81, 0x25, 0x7F,               // logical -127..127 (signed bytes)
-      0x75, 0x08, 0x95, 0x02,
-      0x55, 0xF8,                           // unit exponent as a signed byte (-8)
-      0x0B, 0x44, 0x05, 0x20, 0x00,         // extended usage 0x0020:0544
+      0xA4,                                // Push
+      0x15, 0x81, 0x25, 0x7F,              // logical -127..127 (signed bytes)
+      0x75, 0x08, 0x95, 0x02, 0x55, 0xF8,  // unit exponent as a signed byte (-8)
+      0x0B, 0x44, 0x05, 0x20, 0x00,        // extended usage 0x0020:0544
       0x81, 0x02,
-      0xB4,                                 // Pop: back to no ranges, no sizes
+      0xB4,  // Pop: back to no ranges, no sizes
       0x75, 0x04, 0x95, 0x03, 0x15, 0x00, 0x25, 0x0F,
-      0x19, 0x10, 0x29, 0x12,               // usage min/max 0x10..0x12
-      0x81, 0x02,
-      0x75, 0x04, 0x95, 0x01, 0x81, 0x03,   // constant padding
+      0x19, 0x10, 0x29, 0x12,                          // usage min/max 0x10..0x12
+      0x81, 0x02, 0x75, 0x04, 0x95, 0x01, 0x81, 0x03,  // constant padding
       0xC0,
   };
   ParsedDescriptor p;
@@ -129,8 +127,8 @@ TEST(HidDescriptor, EdgeItems) {
   EXPECT_EQ(p.fields[0].usage_at(1), usage(0x20, 0x544));  // last usage repeats
   EXPECT_EQ(p.fields[1].bit_offset, 16u);
   EXPECT_EQ(p.fields[1].unit_exponent, 0);  // restored by Pop
-  EXPECT_EQ(p.fields[1].usages, (std::vector<uint32_t>{usage(0x20, 0x10), usage(0x20, 0x11),
-                                                       usage(0x20, 0x12)}));
+  EXPECT_EQ(p.fields[1].usages,
+            (std::vector<uint32_t>{usage(0x20, 0x10), usage(0x20, 0x11), usage(0x20, 0x12)}));
   EXPECT_TRUE(p.fields[2].is_constant());
   EXPECT_EQ(p.report_bytes(ReportKind::kInput, 0), 4u);
 }
@@ -162,8 +160,8 @@ TEST(HidDescriptor, Errors) {
 }
 
 TEST(HidDescriptor, NotATracker) {
-  const std::vector<uint8_t> mouse = {0x05, 0x01, 0x09, 0x02, 0xA1, 0x01, 0x75, 0x08,
-                                      0x95, 0x03, 0x81, 0x06, 0xC0};
+  const std::vector<uint8_t> mouse = {0x05, 0x01, 0x09, 0x02, 0xA1, 0x01, 0x75,
+                                      0x08, 0x95, 0x03, 0x81, 0x06, 0xC0};
   ParsedDescriptor p;
   ASSERT_TRUE(parse_hid_descriptor(mouse, p).ok());
   TrackerLayout l;
@@ -199,8 +197,8 @@ TEST(ReportDecoder, RotationVectors) {
 
 TEST(ReportDecoder, SpecInputReport) {
   ReportDecoder dec(layout_of(testing::v1_descriptor()));
-  const std::vector<uint8_t> r = {0x01, 0x00, 0x00, 0x00, 0x00, 0x55, 0x15, 0x00,
-                                  0x00, 0x00, 0x00, 0x00, 0x00, 0x03};
+  const std::vector<uint8_t> r = {0x01, 0x00, 0x00, 0x00, 0x00, 0x55, 0x15,
+                                  0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03};
   TrackerSample s;
   ASSERT_EQ(dec.decode(r, s), DecodeStatus::kOk);
   EXPECT_NEAR(s.rotation[2], 0.5236, 1e-4);  // 30 degrees

@@ -39,8 +39,8 @@ class TempDir {
 
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
   fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                              std::streamsize(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
 }
 
 void write_text(const std::string& path, const std::string& text) {
@@ -104,8 +104,7 @@ TEST(Probe, EmptyTree) {
 TEST(Replay, ParseAndErrors) {
   ReplayFile f;
   std::string error;
-  ASSERT_TRUE(parse_replay("# c\n05 20 09 e1\nfeature 02 23 41\n0 01 02\n40.5 01 03\n", f,
-                           &error))
+  ASSERT_TRUE(parse_replay("# c\n05 20 09 e1\nfeature 02 23 41\n0 01 02\n40.5 01 03\n", f, &error))
       << error;
   EXPECT_EQ(f.descriptor, (std::vector<uint8_t>{0x05, 0x20, 0x09, 0xE1}));
   ASSERT_EQ(f.features.size(), 1u);
@@ -145,8 +144,10 @@ TEST(SpscRing, TwoThreadsInOrder) {
   constexpr uint64_t kCount = 200000;
   std::thread producer([] {
     for (uint64_t i = 0; i < kCount;) {
-      if (ring.try_push(i)) ++i;
-      else std::this_thread::yield();
+      if (ring.try_push(i))
+        ++i;
+      else
+        std::this_thread::yield();
     }
   });
   uint64_t expected = 0;
@@ -207,8 +208,11 @@ TEST(TrackerReader, ReplayEndToEnd) {
           ++connected;
           EXPECT_EQ(events[i].version, 1);
           break;
-        case TrackerEvent::Kind::kDisconnected: ++disconnected; break;
-        case TrackerEvent::Kind::kStatus: break;
+        case TrackerEvent::Kind::kDisconnected:
+          ++disconnected;
+          break;
+        case TrackerEvent::Kind::kStatus:
+          break;
       }
     }
   }

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+// One HID item per line, as in the spec's listing.
+// clang-format off
 namespace syncd::headtrack::testing {
 
 inline std::vector<uint8_t> v1_descriptor() {
@@ -85,3 +87,4 @@ inline std::vector<uint8_t> v2_descriptor() {
 }
 
 }  // namespace syncd::headtrack::testing
+// clang-format on

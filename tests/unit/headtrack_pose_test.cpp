@@ -100,7 +100,7 @@ TEST(Pipeline, DefaultAxisMapping) {
   config.filter.smoothing = 0;
   PosePipeline p(config);
   TrackerSample s;
-  s.rotation[2] = kPi / 6;  // +30 deg about Z
+  s.rotation[2] = kPi / 6;                                // +30 deg about Z
   EXPECT_NEAR(p.process(s, 0.04).ypr_deg[0], -30, 1e-9);  // yaw = -rot(Z)
   p.reset();
   s.rotation[2] = 0;
@@ -342,7 +342,8 @@ TEST(UdpOutput, BothDatagramsFromOneSourcePort) {
     uint8_t buf[2048];
     sockaddr_in from{};
     socklen_t len = sizeof(from);
-    const ssize_t n = recvfrom(rx[i], buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from), &len);
+    const ssize_t n =
+        recvfrom(rx[i], buf, sizeof(buf), 0, reinterpret_cast<sockaddr*>(&from), &len);
     source_ports[i] = ntohs(from.sin_port);
     if (i == 0) {
       ASSERT_EQ(n, 48);

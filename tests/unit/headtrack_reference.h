@@ -178,8 +178,10 @@ inline std::string json(const TelemetrySample& s) {
   out += ",\"yprDegrees\":";
   vec(s.ypr_deg, 3);
   out += ",\"gyroscope\":";
-  if (s.gyroscope) vec(s.gyroscope, 3);
-  else out += "null";
+  if (s.gyroscope)
+    vec(s.gyroscope, 3);
+  else
+    out += "null";
   std::snprintf(buf, sizeof(buf), ",\"resetCounter\":%u", s.reset_counter);
   out += buf;
   out += ",\"packetsPerSecond\":";

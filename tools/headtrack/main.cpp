@@ -157,8 +157,10 @@ int run_bridge(const BridgeOptions& o) {
       bool any = false, denied = false;
       for (const ProbeEntry& p : probe_all(o.enumerate)) {
         if (!p.is_tracker) continue;
-        if (p.access == NodeAccess::kOk) any = true;
-        else if (p.access == NodeAccess::kDenied) denied = true;
+        if (p.access == NodeAccess::kOk)
+          any = true;
+        else if (p.access == NodeAccess::kDenied)
+          denied = true;
       }
       if (!any) {
         std::fprintf(stderr, "no tracker: %s\n",
@@ -264,11 +266,12 @@ int run_bridge(const BridgeOptions& o) {
   reader.stop();
   const ReaderStats s = reader.stats();
   if (!o.quiet) {
-    std::printf("%sbridge: %llu samples, %llu datagrams sent, %llu send errors, %llu rejected "
-                "(out of range), %llu dropped (overrun)\n",
-                tty ? "\r\033[K" : "", (unsigned long long)seq, (unsigned long long)sent,
-                (unsigned long long)out.send_errors(), (unsigned long long)s.out_of_range,
-                (unsigned long long)s.ring_overruns);
+    std::printf(
+        "%sbridge: %llu samples, %llu datagrams sent, %llu send errors, %llu rejected "
+        "(out of range), %llu dropped (overrun)\n",
+        tty ? "\r\033[K" : "", (unsigned long long)seq, (unsigned long long)sent,
+        (unsigned long long)out.send_errors(), (unsigned long long)s.out_of_range,
+        (unsigned long long)s.ring_overruns);
   }
   return kExitOk;
 }
@@ -283,8 +286,9 @@ int main_impl(int argc, char** argv) {
     sub->add_option("--dev-root", enumerate.dev_root, "Where hidrawN device nodes live");
   };
   auto* version = app.add_subcommand("version", "Print the version");
-  auto* probe = app.add_subcommand("probe", "List hidraw nodes and whether each is a tracker "
-                                            "(read-only)");
+  auto* probe = app.add_subcommand("probe",
+                                   "List hidraw nodes and whether each is a tracker "
+                                   "(read-only)");
   add_enumerate(probe);
   BridgeOptions o;
   auto* bridge = app.add_subcommand("bridge", "Stream a head tracker to OpenTrack and JSON");

@@ -1,0 +1,83 @@
+#include "media/publishers/shm_publisher.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/clock.h"
+
+namespace syncd::media {
+
+ShmPublisher::ShmPublisher(ShmPublisherConfig config) : config_(std::move(config)) {
+  if (config_.path.empty()) config_.path = default_region_path();
+}
+
+FramePool* ShmPublisher::create_pool(const StreamConfig& config, size_t frame_bytes) {
+  if (region_ || pending_pool_) return nullptr;  // one ring, one stream
+  if (!config_.stream_name.empty() && config.name != config_.stream_name) return nullptr;
+  const uint32_t slots = std::max(config.slots, config_.min_slots);
+  auto region = ShmRegion::create(config_.path, config.name, config.width, config.height,
+                                  uint32_t(config.format), slots, last_error_);
+  if (!region) {
+    // The stream still runs on an ordinary pool; the failure is counted and shown in /stats.
+    ++create_failures_;
+    std::fprintf(stderr, "syncd: shm publisher: %s\n", last_error_.c_str());
+    return nullptr;
+  }
+  ShmRegion* raw = region.get();
+  pending_pool_ = FramePool::create_in(raw->first_slot(), raw->slot_stride(), slots, frame_bytes,
+                                       std::move(region));
+  region_ = raw;
+  return pending_pool_;
+}
+
+void ShmPublisher::on_stream_open(const Stream& stream) {
+  if (pending_pool_ && stream.pool() == pending_pool_) {
+    ring_stream_id_ = stream.id();
+    delivered_stream_id_ = stream.id();
+    delivered_ = 0;
+    pending_pool_ = nullptr;
+  }
+}
+
+void ShmPublisher::on_stream_close(const Stream& stream) {
+  if (stream.id() != ring_stream_id_) return;
+  // The region lives until the pool's last slot is released; readers learn now that it ended.
+  region_->mark_ended();
+  region_ = nullptr;
+  ring_stream_id_ = 0;
+}
+
+void ShmPublisher::on_stream_forget(uint32_t stream_id) {
+  if (stream_id == delivered_stream_id_) delivered_stream_id_ = 0;
+}
+
+void ShmPublisher::on_frame(const Stream& stream, FrameSlot& slot) {
+  if (stream.id() != ring_stream_id_) return;
+  region_->publish(slot, core::monotonic_ns());
+  ++delivered_;
+}
+
+void ShmPublisher::write_stream_stats(uint32_t stream_id, nlohmann::json& out) const {
+  if (stream_id != delivered_stream_id_ || stream_id == 0) return;
+  out["delivered"] = delivered_;
+  out["dropped"] = nlohmann::json::object();  // the ring never refuses: readers skip instead
+  out["path"] = config_.path;
+  out["live"] = stream_id == ring_stream_id_;
+  if (region_ && stream_id == ring_stream_id_) out["slots"] = region_->slot_count();
+}
+
+void ShmPublisher::write_metrics(telemetry::PrometheusText& out,
+                                 const std::vector<const Stream*>& streams) const {
+  out.family("syncd_shm_frames_published_total", "counter",
+             "Frames published to the shared-memory ring.");
+  for (const Stream* s : streams)
+    if (s->id() == delivered_stream_id_ && s->id() != 0)
+      out.sample("syncd_shm_frames_published_total",
+                 "stream=\"" + telemetry::prometheus_label_value(s->config().name) + "\"",
+                 delivered_);
+  out.family("syncd_shm_region_failures_total", "counter",
+             "Shared-memory regions that could not be created.");
+  out.sample("syncd_shm_region_failures_total", "", create_failures_);
+}
+
+}  // namespace syncd::media

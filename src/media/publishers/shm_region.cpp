@@ -1,0 +1,137 @@
+#include "media/publishers/shm_region.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/futex.h"
+
+namespace syncd::media {
+
+namespace {
+size_t page_round(size_t n) {
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  return (n + page - 1) / page * page;
+}
+
+// shm_open wants "/name"; a path under /dev/shm maps to that name. Other paths (tmpfs or any
+// file system) are opened as files, which also works with mmap MAP_SHARED.
+int open_region(const std::string& path, int flags, mode_t mode) {
+  return ::open(path.c_str(), flags | O_CLOEXEC, mode);
+}
+}  // namespace
+
+std::string default_region_path() {
+  return "/dev/shm/sync-" + std::to_string(::getuid()) + ".frames";
+}
+
+std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std::string& stream,
+                                             uint32_t width, uint32_t height, uint32_t format,
+                                             uint32_t slot_count, std::string& error) {
+  const uint64_t frame_bytes = uint64_t(width) * height * 4;
+  const size_t meta_bytes = sizeof(sync_shm_header) + sizeof(sync_shm_slot) * slot_count;
+  const size_t pixels_offset = page_round(meta_bytes);
+  const size_t stride = page_round(frame_bytes);
+  const size_t total = pixels_offset + stride * slot_count;
+
+  // A file left by a syncd that crashed is replaced; readers still mapping it keep their view.
+  ::unlink(path.c_str());
+  const int fd = open_region(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) {
+    error = "cannot create " + path + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  ::fchmod(fd, 0600);  // whatever the umask
+  if (::ftruncate(fd, off_t(total)) != 0) {
+    error = "cannot size " + path + ": " + std::strerror(errno);
+    ::close(fd);
+    ::unlink(path.c_str());
+    return nullptr;
+  }
+  void* memory =
+      ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  ::close(fd);
+  if (memory == MAP_FAILED) {
+    error = "cannot map " + path + ": " + std::strerror(errno);
+    ::unlink(path.c_str());
+    return nullptr;
+  }
+  std::unique_ptr<ShmRegion> region(new ShmRegion());
+  region->path_ = path;
+  region->base_ = static_cast<uint8_t*>(memory);
+  region->bytes_ = total;
+
+  sync_shm_header* h = region->header();
+  std::memset(h, 0, meta_bytes);
+  h->version = SYNC_SHM_VERSION;
+  h->header_bytes = sizeof(sync_shm_header);
+  h->width = width;
+  h->height = height;
+  h->format = format;
+  h->slot_count = slot_count;
+  h->slot_stride = stride;
+  h->frame_bytes = frame_bytes;
+  h->slots_offset = sizeof(sync_shm_header);
+  h->pixels_offset = pixels_offset;
+  h->region_bytes = total;
+  h->writer_pid = uint32_t(::getpid());
+  std::strncpy(h->stream_name, stream.c_str(), sizeof h->stream_name - 1);
+  for (uint32_t i = 0; i < slot_count; ++i) region->slot_meta(i)->seq = 1;  // nothing valid yet
+  __atomic_store_n(&h->state, SYNC_SHM_STATE_LIVE, __ATOMIC_RELEASE);
+  // The magic goes last: a reader that sees it sees a complete header.
+  __atomic_store_n(&h->magic, SYNC_SHM_MAGIC, __ATOMIC_RELEASE);
+  return region;
+}
+
+ShmRegion::~ShmRegion() {
+  mark_ended();
+  ::munmap(base_, bytes_);
+  ::unlink(path_.c_str());
+}
+
+sync_shm_slot* ShmRegion::slot_meta(uint32_t index) const {
+  return reinterpret_cast<sync_shm_slot*>(base_ + header()->slots_offset) + index;
+}
+
+void ShmRegion::on_acquire(FrameSlot& slot) {
+  sync_shm_slot* meta = slot_meta(slot.index);
+  const uint32_t seq = __atomic_load_n(&meta->seq, __ATOMIC_RELAXED);
+  // A slot released without being published (a refused frame) is still odd: leave it so.
+  if ((seq & 1u) == 0) __atomic_store_n(&meta->seq, seq + 1, __ATOMIC_RELAXED);
+  // Readers that loaded the even value before this store must see the change once any pixel
+  // write lands: order the seqlock store before every later store.
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+void ShmRegion::publish(const FrameSlot& slot, uint64_t publish_time_ns) {
+  sync_shm_header* h = header();
+  sync_shm_slot* meta = slot_meta(slot.index);
+  const FrameInfo& info = slot.info;
+  meta->flags = info.flags;
+  meta->frame_sequence = info.sequence;
+  meta->capture_time_us = info.capture_time_us;
+  meta->publish_time_ns = publish_time_ns;
+  meta->content_hash = info.content_hash;
+  const uint64_t counter = ++published_;
+  meta->publish_counter = counter;
+  const uint32_t seq = __atomic_load_n(&meta->seq, __ATOMIC_RELAXED);
+  __atomic_store_n(&meta->seq, (seq | 1u) + 1, __ATOMIC_RELEASE);  // even: complete
+  __atomic_store_n(&h->latest_slot, slot.index, __ATOMIC_RELEASE);
+  __atomic_store_n(&h->write_counter, counter, __ATOMIC_RELEASE);
+  __atomic_add_fetch(&h->futex_word, 1u, __ATOMIC_RELEASE);
+  core::futex_wake_all(&h->futex_word);
+}
+
+void ShmRegion::mark_ended() {
+  sync_shm_header* h = header();
+  if (__atomic_load_n(&h->state, __ATOMIC_ACQUIRE) == SYNC_SHM_STATE_ENDED) return;
+  __atomic_store_n(&h->state, SYNC_SHM_STATE_ENDED, __ATOMIC_RELEASE);
+  __atomic_add_fetch(&h->futex_word, 1u, __ATOMIC_RELEASE);
+  core::futex_wake_all(&h->futex_word);
+}
+
+}  // namespace syncd::media

@@ -1,0 +1,109 @@
+// syncd's side of audio capture (docs/audio.md): owns the capture ring's storage and the
+// backend, and serves audio.read / audio.info for the control protocol.
+//
+// The ring has one consumer, this service on the loop thread. The first connection that reads
+// becomes the source's reader until it disconnects; its packets are scatter-written straight
+// from ring memory (NAUD header + up to two ring pieces), and the frames are released to the
+// writer only when the write completes, so samples are copied once, by the kernel. While no
+// connection reads, a timer discards what the backend captures so the ring never overruns.
+//
+// Thread: the loop thread for everything here; the backend's threads only touch the ring.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "audio/backend.h"
+#include "audio/capture_ring.h"
+#include "audio/naud.h"
+#include "control/control_message.h"
+#include "net/ws/frame_encoder.h"
+#include "telemetry/prometheus.h"
+#include "telemetry/stage_stats.h"
+
+namespace syncd::server {
+
+class Connection;
+
+class AudioService {
+ public:
+  // Largest NAUD payload in one reply; a reader asking for more gets it over several reads.
+  static constexpr size_t kMaxPacketBytes = 4u << 20;
+  static constexpr uint32_t kMaxWaitMs = 10'000;
+
+  AudioService(uv_loop_t* loop, audio::AudioSourceConfig config);
+  ~AudioService();
+  AudioService(const AudioService&) = delete;
+  AudioService& operator=(const AudioService&) = delete;
+
+  // Allocates and locks the ring, starts the backend and the service timer. False with a
+  // reason when the backend cannot run at all (a JACK server that is merely absent is retried).
+  bool start(std::string& error);
+  // Stops the backend (joins its threads) and closes the timer handle. Idempotent.
+  void stop();
+
+  // audio.read from `connection`. Returns nullptr when a reply is sent now or later, else an
+  // error code (control::error_code) with `message` set; the caller sends the error.
+  const char* read(Connection& connection, const control::AudioRead& request,
+                   std::string& message);
+  // The audio.info reply (JSON text).
+  std::string info_json() const;
+  // From the connection's close callback, after every write callback of it has run.
+  void connection_closed(uint64_t connection_id);
+
+  void write_stats(nlohmann::json& out) const;
+  void write_metrics(telemetry::PrometheusText& out) const;
+
+ private:
+  struct Reader {
+    Connection* connection = nullptr;
+    uint64_t id = 0;
+    bool waiting = false;    // a read is held until min_frames or its deadline
+    bool writing = false;    // a reply's uv_write is in flight
+    control::AudioRead request;
+    uint64_t received_ns = 0;
+    uint64_t deadline_ns = 0;
+    uint32_t sequence = 0;
+    uint64_t dropped_base = 0;  // ring counters when this reader attached
+    uint64_t gap_base = 0;
+    uint64_t next_frame = 0;    // first_frame the next packet continues from
+    bool started = false;
+    uint32_t frames_in_flight = 0;
+    uv_write_t write_req;
+    uv_buf_t bufs[3];
+    uint8_t header[ws::kMaxServerHeaderBytes + audio::kNaudHeaderBytes];
+  };
+
+  static void on_timer(uv_timer_t* timer);
+  static void on_write(uv_write_t* req, int status);
+  void send_packet(uint64_t now_ns);
+  uint32_t max_packet_frames() const;
+
+  uv_loop_t* loop_;
+  audio::AudioSourceConfig config_;
+  std::vector<float> samples_;
+  std::vector<audio::CaptureBlock> blocks_;
+  std::unique_ptr<audio::CaptureRing> ring_;
+  std::unique_ptr<audio::CaptureBackend> backend_;
+  uv_timer_t timer_;
+  bool timer_open_ = false;
+  std::unique_ptr<Reader> reader_;  // allocated once, reused by each attaching connection
+  bool attached_ = false;
+
+  // Loop-thread counters.
+  uint64_t frames_delivered_ = 0;
+  uint64_t frames_discarded_ = 0;  // captured while no connection was reading
+  uint64_t reads_ = 0;
+  uint64_t reads_busy_ = 0;
+  uint64_t reads_in_use_ = 0;
+  uint64_t attaches_ = 0;
+  uint64_t bytes_sent_ = 0;
+  telemetry::StageStats read_rtt_;  // request received -> reply written
+};
+
+}  // namespace syncd::server
