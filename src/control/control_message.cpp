@@ -94,6 +94,20 @@ ParseResult parse_object(const json& j) {
     if (auto id = j.find("id"); id != j.end()) p.id_json = id->dump();
     return ControlMessage{p};
   }
+  if (type == "audio.read" || type == "readAudioSource") {
+    AudioRead r;
+    uint64_t max_frames = 0, min_frames = 0, timeout_ms = r.timeout_ms;
+    if (!read_uint(j, "max_frames", 0, 1u << 20, false, max_frames, why)) return bad(type, why);
+    if (!read_uint(j, "min_frames", 0, 1u << 20, false, min_frames, why)) return bad(type, why);
+    if (!read_uint(j, "timeout_ms", 0, 10'000, false, timeout_ms, why)) return bad(type, why);
+    if (max_frames != 0 && min_frames > max_frames)
+      return bad(type, "'min_frames' exceeds 'max_frames'");
+    r.max_frames = uint32_t(max_frames);
+    r.min_frames = uint32_t(min_frames);
+    r.timeout_ms = uint32_t(timeout_ms);
+    return ControlMessage{r};
+  }
+  if (type == "audio.info") return ControlMessage{AudioInfo{}};
   return ControlError{error_code::kUnknownType, "unknown message type '" + type + "'", type};
 }
 

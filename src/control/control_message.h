@@ -27,6 +27,9 @@ inline constexpr const char* kNotStreamOwner = "not_stream_owner";
 inline constexpr const char* kBadFrameHeader = "bad_frame_header";
 inline constexpr const char* kFrameSizeMismatch = "frame_size_mismatch";
 inline constexpr const char* kGeometryMismatch = "geometry_mismatch";
+inline constexpr const char* kAudioBusy = "audio_busy";                // a read is in flight
+inline constexpr const char* kAudioUnavailable = "audio_unavailable";  // no --audio-source
+inline constexpr const char* kAudioInUse = "audio_in_use";  // another connection reads
 }  // namespace error_code
 
 struct Hello {
@@ -45,7 +48,17 @@ struct Ping {
   std::string id_json;
 };
 
-using ControlMessage = std::variant<Hello, StreamOpen, StreamClose, StatsRequest, Ping>;
+// audio.read (alias readAudioSource): the frames since this connection's cursor, at most
+// max_frames (0: all available), held until min_frames are available or timeout_ms passes.
+struct AudioRead {
+  uint32_t max_frames = 0;
+  uint32_t min_frames = 0;
+  uint32_t timeout_ms = 1000;
+};
+struct AudioInfo {};
+
+using ControlMessage =
+    std::variant<Hello, StreamOpen, StreamClose, StatsRequest, Ping, AudioRead, AudioInfo>;
 
 struct ControlError {
   const char* code = "";
