@@ -108,6 +108,32 @@ ParseResult parse_object(const json& j) {
     return ControlMessage{r};
   }
   if (type == "audio.info") return ControlMessage{AudioInfo{}};
+  if (type == "ticket.create") {
+    TicketCreate t;
+    uint64_t stream = 0, uses = 1, ttl = 60;
+    if (!read_uint(j, "stream", 1, UINT32_MAX, true, stream, why)) return bad(type, why);
+    if (!read_uint(j, "uses", 1, 16, false, uses, why)) return bad(type, why);
+    if (!read_uint(j, "ttl_s", 1, 3600, false, ttl, why)) return bad(type, why);
+    t.stream = uint32_t(stream);
+    t.uses = uint32_t(uses);
+    t.ttl_s = uint32_t(ttl);
+    return ControlMessage{t};
+  }
+  if (type == "credit") {
+    Credit c;
+    uint64_t receiver = 0, frames = 1;
+    if (!read_uint(j, "receiver", 1, UINT64_MAX >> 1, true, receiver, why)) return bad(type, why);
+    if (!read_uint(j, "frames", 1, 64, false, frames, why)) return bad(type, why);
+    c.receiver = receiver;
+    c.frames = uint32_t(frames);
+    return ControlMessage{c};
+  }
+  if (type == "subscribe" || type == "unsubscribe") {
+    auto topic = j.find("topic");
+    if (topic == j.end() || !topic->is_string()) return bad(type, "missing string 'topic'");
+    return ControlMessage{Subscribe{topic->get<std::string>(), type == "subscribe"}};
+  }
+  if (type == "pose.recenter") return ControlMessage{PoseRecenter{}};
   return ControlError{error_code::kUnknownType, "unknown message type '" + type + "'", type};
 }
 

@@ -27,6 +27,10 @@ inline constexpr const char* kNotStreamOwner = "not_stream_owner";
 inline constexpr const char* kBadFrameHeader = "bad_frame_header";
 inline constexpr const char* kFrameSizeMismatch = "frame_size_mismatch";
 inline constexpr const char* kGeometryMismatch = "geometry_mismatch";
+inline constexpr const char* kUnknownReceiver = "unknown_receiver";
+inline constexpr const char* kUnknownTopic = "unknown_topic";
+inline constexpr const char* kTopicUnavailable = "topic_unavailable";  // no --headtracker
+inline constexpr const char* kTicketUnavailable = "ticket_unavailable";
 inline constexpr const char* kAudioBusy = "audio_busy";                // a read is in flight
 inline constexpr const char* kAudioUnavailable = "audio_unavailable";  // no --audio-source
 inline constexpr const char* kAudioInUse = "audio_in_use";  // another connection reads
@@ -57,8 +61,27 @@ struct AudioRead {
 };
 struct AudioInfo {};
 
+// A ticket for receivers of one of this connection's streams (docs/protocol.md, "Tickets").
+struct TicketCreate {
+  uint32_t stream = 0;
+  uint32_t uses = 1;
+  uint32_t ttl_s = 60;
+};
+// Credit from an HTTP stream receiver (docs/protocol.md, "Credit").
+struct Credit {
+  uint64_t receiver = 0;
+  uint32_t frames = 1;
+};
+// Topic subscription; the one topic so far is "pose".
+struct Subscribe {
+  std::string topic;
+  bool subscribe = true;
+};
+struct PoseRecenter {};
+
 using ControlMessage =
-    std::variant<Hello, StreamOpen, StreamClose, StatsRequest, Ping, AudioRead, AudioInfo>;
+    std::variant<Hello, StreamOpen, StreamClose, StatsRequest, Ping, AudioRead, AudioInfo,
+                 TicketCreate, Credit, Subscribe, PoseRecenter>;
 
 struct ControlError {
   const char* code = "";

@@ -56,10 +56,35 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--read-window-kb", read_window_kb, "Largest single read into a frame slot")
       ->capture_default_str();
+  app.add_option("--headtracker", cfg.headtracker,
+                 "Head tracker for the pose topic: auto, /dev/hidrawN or replay:FILE");
+  app.add_option("--receiver-max-frames", cfg.receiver_max_frames,
+                 "HTTP stream receivers: frames in flight per receiver at most")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
   app.add_option("--status-line", status, "Live status line on stderr: auto|on|off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
+  std::string audio_source, audio_connect = "system";
+  uint32_t audio_ring_ms = 1000;
+  app.add_option("--audio-source", audio_source,
+                 "Audio capture: synthetic[:CHANNELS[@RATE]] or jack[:CHANNELS] (1-64 channels)");
+  app.add_option("--audio-ring-ms", audio_ring_ms, "Audio capture ring capacity")
+      ->check(CLI::Range(10, 60000))->capture_default_str();
+  app.add_option("--audio-connect", audio_connect,
+                 "JACK ports to capture: system, none, or a comma list")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (!audio_source.empty()) {
+    syncd::audio::AudioSourceConfig audio;
+    std::string error;
+    if (!syncd::audio::parse_audio_source_spec(audio_source, audio, error)) {
+      std::fprintf(stderr, "syncd: %s\n", error.c_str());
+      return 2;
+    }
+    audio.ring_ms = audio_ring_ms;
+    audio.connect = split_commas(audio_connect);
+    cfg.audio = audio;
+  }
 
   cfg.publishers = split_commas(publishers);
   for (const std::string& p : cfg.publishers) {
@@ -90,7 +115,7 @@ int main(int argc, char** argv) {
 
   syncd::server::Server server(cfg);
   if (const int rc = server.start(); rc < 0) {
-    std::fprintf(stderr, "syncd: cannot listen on %s:%u: %s\n", cfg.host.c_str(),
+    std::fprintf(stderr, "syncd: cannot start on %s:%u: %s\n", cfg.host.c_str(),
                  unsigned(cfg.port), uv_strerror(rc));
     return 1;
   }

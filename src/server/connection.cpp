@@ -8,7 +8,10 @@
 #include "control/control_message.h"
 #include "core/clock.h"
 #include "net/ws/frame_encoder.h"
+#include "server/audio_service.h"
 #include "server/server.h"
+#include "server/stream_receivers.h"
+#include "server/web_assets.h"
 
 namespace syncd::server {
 
@@ -20,6 +23,7 @@ const char* status_text(int status) {
   switch (status) {
     case 101: return "Switching Protocols";
     case 200: return "OK";
+    case 204: return "No Content";
     case 400: return "Bad Request";
     case 403: return "Forbidden";
     case 404: return "Not Found";
@@ -113,12 +117,17 @@ void Connection::destroy() {
   closing_ = true;
   phase_ = Phase::kClosing;
   abandon_frame();
+  if (pose_subscribed_ && server_.pose()) server_.pose()->unsubscribe(this);
   server_.registry().close_owned_by(id_);
   uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), &Connection::on_closed);
 }
 
 void Connection::on_closed(uv_handle_t* handle) {
   auto* self = static_cast<Connection*>(handle->data);
+  // Every write callback has run by now (libuv cancels pending writes before the close
+  // callback), so the receiver's frames are all released.
+  self->server_.receivers().remove(self);
+  if (AudioService* audio = self->server_.audio()) audio->connection_closed(self->id_);
   self->server_.forget(self);
   delete self;
 }
@@ -150,7 +159,7 @@ void Connection::shutdown_for_exit() {
   if (phase_ == Phase::kWebSocket) {
     close_websocket(ws::close_code::kGoingAway, "server shutting down");
   } else {
-    destroy();
+    destroy();  // HTTP stream receivers see their response end
   }
 }
 
@@ -198,6 +207,9 @@ void Connection::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
   self->last_receive_ns_ = core::monotonic_ns();
   if (self->phase_ == Phase::kHttp) {
     self->handle_http_bytes(buf->base, size_t(nread));
+  } else if (self->phase_ == Phase::kStreaming) {
+    // A receiver has nothing to say on this socket; what it sends is read and ignored so that
+    // its end of the connection (EOF) is still noticed.
   } else if (self->phase_ == Phase::kWebSocket) {
     uint8_t* data = reinterpret_cast<uint8_t*>(buf->base);
     if (data == self->direct_read_) {
@@ -241,6 +253,21 @@ void Connection::handle_http_bytes(char* data, size_t size) {
 
 void Connection::handle_request(const http::Request& request, char* rest, size_t rest_size) {
   const std::string_view path = request.path();
+  constexpr std::string_view kStreams = "/streams/";
+  if (path.substr(0, kStreams.size()) == kStreams) {
+    std::string_view rest = path.substr(kStreams.size());
+    constexpr std::string_view kCredit = "/credit";
+    if (request.method == "POST" && rest.size() > kCredit.size() &&
+        rest.substr(rest.size() - kCredit.size()) == kCredit) {
+      grant_credit_http(request);
+    } else if (request.method == "GET" && !rest.empty() && rest.find('/') == std::string_view::npos) {
+      accept_receiver(request, rest);
+    } else {
+      send_http(405, "text/plain", "method not allowed\n", "Allow: GET, POST\r\n");
+    }
+    return;
+  }
+  if (request.method == "GET" && serve_web_asset(path)) return;
   if (request.method != "GET") {
     if (path == "/healthz" || path == "/stats" || path == "/metrics" || path == "/ws" ||
         path == "/events/frames") {
@@ -274,6 +301,90 @@ void Connection::handle_request(const http::Request& request, char* rest, size_t
     ++server_.counters().http_not_found;
     send_http(404, "text/plain", "not found\n");
   }
+}
+
+namespace {
+// Value of a query parameter in a request target, or empty.
+std::string_view query_param(std::string_view target, std::string_view name) {
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    const size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == name && eq != std::string_view::npos) return pair.substr(eq + 1);
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return {};
+}
+
+bool parse_uint(std::string_view text, uint64_t& out) {
+  if (text.empty()) return false;
+  auto r = std::from_chars(text.data(), text.data() + text.size(), out);
+  return r.ec == std::errc{} && r.ptr == text.data() + text.size();
+}
+}  // namespace
+
+void Connection::accept_receiver(const http::Request& request, std::string_view stream_name) {
+  if (request.has_header("origin") && !origin_allowed(request.header("origin"))) {
+    ++server_.counters().origin_refused;
+    send_http(403, "text/plain", "origin not allowed\n");
+    return;
+  }
+  media::Stream* stream = server_.registry().find(std::string(stream_name));
+  if (!stream) {
+    ++server_.counters().http_not_found;
+    send_http(404, "text/plain", "no such stream\n");
+    return;
+  }
+  const std::string ticket(query_param(request.target, "ticket"));
+  if (server_.tickets().redeem(ticket, stream->id(), core::monotonic_ns()) != TicketCheck::kValid) {
+    ++server_.counters().tickets_refused;
+    send_http(403, "text/plain", "missing, unknown, expired or spent ticket\n");
+    return;
+  }
+  uint64_t credit = 2;
+  if (const auto c = query_param(request.target, "credit"); !c.empty() && !parse_uint(c, credit)) {
+    ++server_.counters().http_bad_requests;
+    send_http(400, "text/plain", "bad credit\n");
+    return;
+  }
+  credit = std::clamp<uint64_t>(credit, 1, 16);
+  const uint64_t receiver = server_.receivers().add(this, *stream, uint32_t(credit));
+  std::string head =
+      "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.sync.frames\r\n"
+      "Cache-Control: no-store\r\nConnection: close\r\nX-Sync-Receiver: " +
+      std::to_string(receiver) + "\r\nAccess-Control-Expose-Headers: X-Sync-Receiver\r\n\r\n";
+  ++server_.counters().http_responses[2];
+  phase_ = Phase::kStreaming;
+  write_raw(std::move(head), false);
+}
+
+void Connection::grant_credit_http(const http::Request& request) {
+  uint64_t receiver = 0, frames = 1;
+  const auto f = query_param(request.target, "frames");
+  if (!parse_uint(query_param(request.target, "receiver"), receiver) ||
+      (!f.empty() && (!parse_uint(f, frames) || frames == 0 || frames > 64))) {
+    ++server_.counters().http_bad_requests;
+    send_http(400, "text/plain", "expected ?receiver=ID&frames=N\n");
+    return;
+  }
+  if (!server_.receivers().grant(receiver, uint32_t(frames), core::monotonic_ns())) {
+    ++server_.counters().http_not_found;
+    send_http(404, "text/plain", "no such receiver\n");
+    return;
+  }
+  send_http(204, "text/plain", "");
+}
+
+bool Connection::serve_web_asset(std::string_view path) {
+  const WebAsset* asset = find_web_asset(path);
+  if (!asset) return false;
+  send_http(200, asset->content_type,
+            std::string_view(reinterpret_cast<const char*>(asset->data), asset->size));
+  return true;
 }
 
 bool Connection::origin_allowed(std::string_view origin) const {
@@ -699,6 +810,73 @@ void Connection::handle_control(std::string_view text) {
   }
   if (std::holds_alternative<control::StatsRequest>(m)) {
     send_control_json("{\"type\":\"stats\",\"stats\":" + server_.stats_json() + "}");
+    return;
+  }
+  if (auto* t = std::get_if<control::TicketCreate>(&m)) {
+    media::Stream* s = server_.registry().find(t->stream);
+    if (!s) {
+      send_error(control::error_code::kUnknownStream, "no open stream with that id");
+      return;
+    }
+    if (s->owner() != id_) {
+      send_error(control::error_code::kNotStreamOwner, "only the stream's source hands out tickets");
+      return;
+    }
+    const std::string token = server_.tickets().create(s->id(), t->uses, t->ttl_s,
+                                                       core::monotonic_ns());
+    if (token.empty()) {
+      send_error(control::error_code::kTicketUnavailable, "no ticket could be made now");
+      return;
+    }
+    send_control_json(nlohmann::json({{"type", "ticket"},
+                                      {"stream", s->id()},
+                                      {"name", s->config().name},
+                                      {"ticket", token},
+                                      {"uses", t->uses},
+                                      {"expires_in_s", t->ttl_s}})
+                          .dump());
+    return;
+  }
+  if (auto* c = std::get_if<control::Credit>(&m)) {
+    if (!server_.receivers().grant(c->receiver, c->frames, core::monotonic_ns()))
+      send_error(control::error_code::kUnknownReceiver, "no such receiver");
+    return;
+  }
+  if (auto* sub = std::get_if<control::Subscribe>(&m)) {
+    if (sub->topic != "pose") {
+      send_error(control::error_code::kUnknownTopic, "the only topic is \"pose\"");
+      return;
+    }
+    if (!server_.pose()) {
+      send_error(control::error_code::kTopicUnavailable, "syncd runs without --headtracker");
+      return;
+    }
+    send_control_json(nlohmann::json({{"type", sub->subscribe ? "subscribed" : "unsubscribed"},
+                                      {"topic", "pose"}})
+                          .dump());
+    if (sub->subscribe && !pose_subscribed_) server_.pose()->subscribe(this);
+    if (!sub->subscribe && pose_subscribed_) server_.pose()->unsubscribe(this);
+    pose_subscribed_ = sub->subscribe;
+    return;
+  }
+  if (std::holds_alternative<control::PoseRecenter>(m)) {
+    if (!server_.pose()) {
+      send_error(control::error_code::kTopicUnavailable, "syncd runs without --headtracker");
+      return;
+    }
+    server_.pose()->request_recenter();
+    return;
+  }
+  if (auto* read = std::get_if<control::AudioRead>(&m)) {
+    std::string why = "syncd runs without --audio-source";
+    AudioService* audio = server_.audio();
+    const char* code = audio ? audio->read(*this, *read, why) : control::error_code::kAudioUnavailable;
+    if (code) send_error(code, why);
+    return;
+  }
+  if (std::holds_alternative<control::AudioInfo>(m)) {
+    if (AudioService* audio = server_.audio()) send_control_json(audio->info_json());
+    else send_error(control::error_code::kAudioUnavailable, "syncd runs without --audio-source");
     return;
   }
   if (auto* ping = std::get_if<control::Ping>(&m)) {

@@ -46,9 +46,14 @@ class Connection final : public ws::DecoderSink {
   void destroy();
 
   bool is_websocket() const { return phase_ == Phase::kWebSocket; }
+  // The socket, for publishers that write to it directly (HTTP stream receivers).
+  uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp_); }
+  // A control-protocol text message (dropped unless this is an open WebSocket).
+  void send_text(std::string_view json) { send_ws(ws::Opcode::kText, json); }
 
  private:
-  enum class Phase { kHttp, kWebSocket, kClosing };
+  // kStreaming: the connection carries an HTTP stream to a receiver; the server only writes.
+  enum class Phase { kHttp, kWebSocket, kStreaming, kClosing };
 
   // Ingest state of the binary message being received.
   struct Ingest {
@@ -72,6 +77,9 @@ class Connection final : public ws::DecoderSink {
   void handle_http_bytes(char* data, size_t size);
   void handle_request(const http::Request& request, char* rest, size_t rest_size);
   void accept_websocket(const http::Request& request, char* rest, size_t rest_size);
+  void accept_receiver(const http::Request& request, std::string_view stream_name);
+  void grant_credit_http(const http::Request& request);
+  bool serve_web_asset(std::string_view path);
   bool origin_allowed(std::string_view origin) const;
   void feed_websocket(uint8_t* data, size_t size);
 
@@ -107,6 +115,7 @@ class Connection final : public ws::DecoderSink {
   Phase phase_ = Phase::kHttp;
   bool closing_ = false;
   bool hello_done_ = false;
+  bool pose_subscribed_ = false;
   uint64_t created_ns_ = 0;
   uint64_t last_receive_ns_ = 0;
   uint64_t last_ping_ns_ = 0;

@@ -9,6 +9,7 @@
 #include "core/process_stats.h"
 #include "media/publishers/test_publisher.h"
 #include "net/ws/unmask.h"
+#include "server/audio_service.h"
 #include "server/connection.h"
 #include "telemetry/prometheus.h"
 
@@ -28,6 +29,10 @@ Server::Server(ServerConfig config)
     if (name == "test") registry_.add_publisher(std::make_unique<media::TestPublisher>());
     if (name == "shm") registry_.add_publisher(std::make_unique<media::ShmPublisher>(config_.shm));
   }
+  // Receivers of HTTP streams come and go with tickets; the publisher is always there.
+  auto receivers = std::make_unique<StreamReceivers>(config_.receiver_max_frames);
+  receivers_ = receivers.get();
+  registry_.add_publisher(std::move(receivers));
 }
 
 Server::~Server() {
@@ -37,6 +42,17 @@ Server::~Server() {
 
 int Server::start() {
   started_ns_ = core::monotonic_ns();
+  // First, so that a bad --headtracker (an unreadable replay file) fails before anything is
+  // open. A missing device is not a failure: the reader keeps looking.
+  if (!config_.headtracker.empty()) {
+    pose_ = std::make_unique<PoseService>(&loop_, config_.headtracker);
+    std::string error;
+    if (!pose_->start(error)) {
+      std::fprintf(stderr, "syncd: head tracker: %s\n", error.c_str());
+      pose_.reset();
+      return UV_EINVAL;
+    }
+  }
   uv_tcp_init(&loop_, &listener_);
   listener_.data = this;
   sockaddr_storage addr{};
@@ -87,6 +103,14 @@ int Server::start() {
       pattern_.reset();
     } else {
       uv_timer_start(&pattern_timer_, &on_pattern_timer, 1, 0);
+    }
+  }
+  if (config_.audio) {
+    audio_ = std::make_unique<AudioService>(&loop_, *config_.audio);
+    std::string error;
+    if (!audio_->start(error)) {
+      std::fprintf(stderr, "syncd: audio source refused: %s\n", error.c_str());
+      audio_.reset();
     }
   }
   std::printf("syncd listening on %s:%u\n", ip, unsigned(bound_port_));
@@ -145,6 +169,8 @@ void Server::stop() {
   if (listening_) uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
   listening_ = false;
   if (pattern_) pattern_->stop();
+  if (audio_) audio_->stop();
+  if (pose_) pose_->stop();
   // Copy: connections remove themselves from the list as they close.
   std::vector<Connection*> open(connections_.begin(), connections_.end());
   for (Connection* c : open) c->shutdown_for_exit();
@@ -171,6 +197,7 @@ void Server::on_tick(uv_timer_t* timer) {
   auto* self = static_cast<Server*>(timer->data);
   const uint64_t now = core::monotonic_ns();
   self->registry_.tick(now);
+  self->tickets_.purge(now);
   self->sweep_connections(now);
   if (self->config_.status_line && now - self->last_status_ns_ >= 1'000'000'000) {
     self->last_status_ns_ = now;
@@ -235,6 +262,9 @@ std::string Server::stats_json() {
       {"http_headers_too_large", c.http_headers_too_large},
       {"http_not_found", c.http_not_found},
       {"origin_refused", c.origin_refused},
+      {"tickets_refused", c.tickets_refused},
+      {"tickets_live", tickets_.size()},
+      {"receivers", receivers_->count()},
       {"version_refused", c.version_refused},
       {"ws_protocol_errors", c.ws_protocol_errors},
       {"ws_close_1002", c.ws_close_1002},
@@ -252,7 +282,9 @@ std::string Server::stats_json() {
                    {"frames_produced", pattern_->frames_produced()},
                    {"ticks_skipped", pattern_->frames_skipped()}};
   }
+  if (pose_) pose_->write_stats(j);
   registry_.write_stats(j);
+  if (audio_) audio_->write_stats(j);
   return j.dump();
 }
 
@@ -276,7 +308,7 @@ std::string Server::metrics_text() {
   out.sample("syncd_connection_closes_total", "cause=\"slow_consumer\"", c.slow_consumer_closes);
   out.family("syncd_http_errors_total", "counter", "HTTP requests refused, by status.");
   out.sample("syncd_http_errors_total", "status=\"400\"", c.http_bad_requests);
-  out.sample("syncd_http_errors_total", "status=\"403\"", c.origin_refused);
+  out.sample("syncd_http_errors_total", "status=\"403\"", c.origin_refused + c.tickets_refused);
   out.sample("syncd_http_errors_total", "status=\"404\"", c.http_not_found);
   out.sample("syncd_http_errors_total", "status=\"426\"", c.version_refused);
   out.sample("syncd_http_errors_total", "status=\"431\"", c.http_headers_too_large);
@@ -292,7 +324,9 @@ std::string Server::metrics_text() {
   out.sample("syncd_frames_rejected_total", "reason=\"unknown_stream\"",
              c.frames_rejected_unknown_stream);
   out.sample("syncd_frames_rejected_total", "reason=\"bad_header\"", c.frames_rejected_bad_header);
+  if (pose_) pose_->write_metrics(out);
   registry_.write_metrics(out);
+  if (audio_) audio_->write_metrics(out);
   return out.text();
 }
 

@@ -14,12 +14,17 @@
 #include <string>
 #include <vector>
 
+#include "audio/backend.h"
 #include "media/pattern_source.h"
 #include "media/publishers/shm_publisher.h"
+#include "server/pose_service.h"
+#include "server/stream_receivers.h"
+#include "server/ticket_store.h"
 #include "media/stream_registry.h"
 
 namespace syncd::server {
 
+class AudioService;
 class Connection;
 
 struct ServerConfig {
@@ -28,6 +33,7 @@ struct ServerConfig {
   std::vector<std::string> publishers = {"test"};  // "test", "shm"
   media::ShmPublisherConfig shm;
   std::optional<media::PatternConfig> pattern;
+  std::optional<audio::AudioSourceConfig> audio;  // --audio-source
   std::vector<std::string> allowed_origins;  // exact Origin values allowed besides loopback
   size_t max_connections = 1024;
   size_t max_header_bytes = 8192;
@@ -38,6 +44,8 @@ struct ServerConfig {
   size_t read_window_bytes = 256 * 1024;   // largest read straight into a frame slot
   size_t max_pending_write_bytes = 16ull << 20;  // a peer that reads slower is disconnected
   bool status_line = false;                // live status line on stderr
+  std::string headtracker;                 // "", "auto", "/dev/hidrawN" or "replay:FILE"
+  uint32_t receiver_max_frames = 2;        // HTTP stream receivers: frames in flight at most
   media::StreamLimits stream_limits;
 };
 
@@ -53,6 +61,7 @@ struct ServerCounters {
   uint64_t http_headers_too_large = 0;  // 431
   uint64_t http_not_found = 0;      // 404
   uint64_t origin_refused = 0;      // 403
+  uint64_t tickets_refused = 0;     // 403 on /streams/
   uint64_t version_refused = 0;     // 426
   uint64_t ws_protocol_errors = 0;  // closes we initiated for 1002/1007/1009
   uint64_t ws_close_1002 = 0;
@@ -83,6 +92,11 @@ class Server {
   const ServerConfig& config() const { return config_; }
   media::StreamRegistry& registry() { return registry_; }
   ServerCounters& counters() { return counters_; }
+  AudioService* audio() { return audio_.get(); }  // nullptr without --audio-source
+  StreamReceivers& receivers() { return *receivers_; }
+  TicketStore& tickets() { return tickets_; }
+  // nullptr when syncd runs without --headtracker.
+  PoseService* pose() { return pose_.get(); }
   bool stopping() const { return stopping_; }
 
   // A scratch buffer that frames being discarded are read into (one loop thread, one reader at a
@@ -122,6 +136,10 @@ class Server {
   std::list<Connection*> connections_;
   media::StreamRegistry registry_;
   std::unique_ptr<media::PatternSource> pattern_;
+  std::unique_ptr<AudioService> audio_;
+  StreamReceivers* receivers_ = nullptr;  // owned by the registry (a publisher)
+  TicketStore tickets_;
+  std::unique_ptr<PoseService> pose_;
   ServerCounters counters_;
   std::unique_ptr<uint8_t[]> discard_;
 };

@@ -346,6 +346,8 @@ def run_arm(name, seconds, readers, args, paths, caps, out_dir):
                 "loop_cpu_seconds": (stats or {}).get("process", {}).get("loop_cpu_seconds"),
                 "resident_memory_bytes": (stats or {}).get("process", {}).get(
                     "resident_memory_bytes"),
+                # Context on a shared 2-core machine: other work running meanwhile.
+                "loadavg_1m": os.getloadavg()[0],
             }
             rec["rss_kib"] = rec["proc"].get("VmRSS")
             if s:

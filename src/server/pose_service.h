@@ -1,0 +1,69 @@
+// The `pose` topic: head-tracker samples from the HID reader thread, turned into orientation on
+// the loop thread and sent to every subscribed connection as JSON events.
+//
+// The reader thread (headtrack::TrackerReader) owns the device and never touches the loop; it
+// signals an eventfd that a uv_poll handle watches. syncd keeps running with no tracker, and a
+// tracker that is unplugged is looked for again every 2 s by the reader.
+//
+// Thread: the loop thread, except where TrackerReader says otherwise.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_set>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "headtrack/orientation.h"
+#include "headtrack/tracker_reader.h"
+#include "telemetry/prometheus.h"
+
+namespace syncd::server {
+
+class Connection;
+
+class PoseService {
+ public:
+  // source: "auto", "/dev/hidrawN" or "replay:FILE".
+  PoseService(uv_loop_t* loop, std::string source);
+  ~PoseService();
+  PoseService(const PoseService&) = delete;
+  PoseService& operator=(const PoseService&) = delete;
+
+  bool start(std::string& error);
+  // Stops the reader thread (the device is restored) and closes the poll handle.
+  void stop();
+
+  void subscribe(Connection* c);
+  void unsubscribe(Connection* c);
+  void request_recenter() { pipeline_.request_recenter(); }
+
+  void write_stats(nlohmann::json& out) const;
+  void write_metrics(telemetry::PrometheusText& out) const;
+
+ private:
+  static void on_readable(uv_poll_t* handle, int status, int events);
+  void drain();
+  void broadcast(const std::string& text);
+  std::string status_json() const;
+
+  uv_loop_t* loop_;
+  std::string source_;
+  headtrack::TrackerReader reader_;
+  headtrack::PosePipeline pipeline_;
+  uv_poll_t poll_;
+  bool polling_ = false;
+  std::unordered_set<Connection*> subscribers_;
+  uint64_t seq_ = 0;
+  int64_t last_t_ns_ = 0;
+  bool connected_ = false;
+  std::string device_;
+  std::string last_status_;
+  uint64_t events_sent_ = 0;
+  std::string json_;  // reused event buffer
+};
+
+}  // namespace syncd::server

@@ -1,0 +1,1241 @@
+// sync.js: browser client for syncd (docs/protocol.md, docs/web.md). An ES module with no build
+// step and no dependencies. Nothing here touches the DOM at import time, so the pure helpers
+// (headers, markers, records, backoff, message builders) are importable in Node for unit tests.
+
+// ------------------------------------------------------------------------------------------------
+// Wire constants (docs/protocol.md)
+
+export const PROTOCOL_VERSION = 1;
+export const FRAME_MAGIC = 0x464e5953; // bytes "SYNF"
+export const FRAME_HEADER_BYTES = 56;
+export const FRAME_FLAG_CONTENT_HASH = 1;
+export const RECORD_MAGIC = 0x534e5953; // bytes "SYNS"
+export const RECORD_HEADER_BYTES = 64;
+export const NAUD_MAGIC = 0x4455414e; // bytes "NAUD"
+export const NAUD_HEADER_BYTES = 64;
+export const MARKER_BYTES = 16;
+export const FORMAT_CODES = Object.freeze({ rgba8: 1, bgra8: 2 });
+export const FORMAT_NAMES = Object.freeze({ 1: 'rgba8', 2: 'bgra8' });
+
+const TWO_32 = 4294967296;
+
+/** An error from syncd (`code` is the server's stable code) or from HTTP (`status`). */
+export class SyncError extends Error {
+  constructor(code, message, { status, details, cause } = {}) {
+    super(message || code, cause ? { cause } : undefined);
+    this.name = 'SyncError';
+    this.code = code;
+    if (status !== undefined) this.status = status;
+    if (details !== undefined) this.details = details;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Pure helpers: 64-bit fields as two u32 halves, so sequences stay plain numbers (exact below
+// 2^53) and no BigInt is allocated on the per-frame path.
+
+function setU64(view, offset, value) {
+  if (typeof value === 'bigint') {
+    view.setBigUint64(offset, value, true);
+    return;
+  }
+  if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`not a u64: ${value}`);
+  view.setUint32(offset, value % TWO_32, true);
+  view.setUint32(offset + 4, Math.floor(value / TWO_32), true);
+}
+
+function getU64(view, offset) {
+  // Exact below 2^53; syncd's CLOCK_MONOTONIC in ns stays below that for 104 days of uptime.
+  return view.getUint32(offset + 4, true) * TWO_32 + view.getUint32(offset, true);
+}
+
+function asView(bytes) {
+  if (bytes instanceof DataView) return bytes;
+  if (ArrayBuffer.isView(bytes)) return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return new DataView(bytes);
+}
+
+/**
+ * Writes the 56-byte binary frame header at `offset` of `target` (ArrayBuffer, view or DataView).
+ * Fields: streamId, sequence, captureTimeUs, width, height, format (0 = the stream's, 1 rgba8,
+ * 2 bgra8), flags (bit 0: contentHash valid), contentHash (bigint or number).
+ */
+export function writeFrameHeader(target, fields, offset = 0) {
+  const v = asView(target);
+  const o = offset;
+  v.setUint32(o + 0, FRAME_MAGIC, true);
+  v.setUint16(o + 4, 1, true);
+  v.setUint16(o + 6, FRAME_HEADER_BYTES, true);
+  v.setUint32(o + 8, fields.streamId >>> 0, true);
+  v.setUint32(o + 12, (fields.flags ?? 0) >>> 0, true);
+  setU64(v, o + 16, fields.sequence);
+  setU64(v, o + 24, fields.captureTimeUs ?? 0);
+  v.setUint32(o + 32, (fields.width ?? 0) >>> 0, true);
+  v.setUint32(o + 36, (fields.height ?? 0) >>> 0, true);
+  v.setUint32(o + 40, (fields.format ?? 0) >>> 0, true);
+  v.setUint32(o + 44, 0, true);
+  setU64(v, o + 48, fields.contentHash ?? 0);
+}
+
+/** Parses a 56-byte frame header (for tests and tools); throws SyncError('bad_frame_header'). */
+export function parseFrameHeader(bytes, offset = 0) {
+  const v = asView(bytes);
+  if (v.byteLength - offset < FRAME_HEADER_BYTES) throw new SyncError('bad_frame_header', 'short frame header');
+  const o = offset;
+  if (v.getUint32(o, true) !== FRAME_MAGIC) throw new SyncError('bad_frame_header', 'bad frame magic');
+  if (v.getUint16(o + 4, true) !== 1) throw new SyncError('bad_frame_header', 'bad frame version');
+  if (v.getUint16(o + 6, true) !== FRAME_HEADER_BYTES) throw new SyncError('bad_frame_header', 'bad frame header size');
+  return {
+    streamId: v.getUint32(o + 8, true),
+    flags: v.getUint32(o + 12, true),
+    sequence: getU64(v, o + 16),
+    captureTimeUs: getU64(v, o + 24),
+    width: v.getUint32(o + 32, true),
+    height: v.getUint32(o + 36, true),
+    format: v.getUint32(o + 40, true),
+    contentHash: v.getBigUint64(o + 48, true),
+  };
+}
+
+/**
+ * Stamps the sequence marker into the first 16 bytes of `pixels` (a Uint8Array or DataView at
+ * the first pixel): u64 LE sequence, then its bitwise complement.
+ */
+export function stampMarker(pixels, sequence, offset = 0) {
+  const v = asView(pixels);
+  let lo, hi;
+  if (typeof sequence === 'bigint') {
+    lo = Number(sequence & 0xffffffffn);
+    hi = Number((sequence >> 32n) & 0xffffffffn);
+  } else {
+    if (!Number.isSafeInteger(sequence) || sequence < 0) throw new RangeError(`not a sequence: ${sequence}`);
+    lo = sequence % TWO_32;
+    hi = Math.floor(sequence / TWO_32);
+  }
+  v.setUint32(offset + 0, lo, true);
+  v.setUint32(offset + 4, hi, true);
+  v.setUint32(offset + 8, ~lo >>> 0, true);
+  v.setUint32(offset + 12, ~hi >>> 0, true);
+}
+
+/** Reads the marker: `{sequence, valid}`; valid when the second half is the complement. */
+export function readMarker(pixels, offset = 0) {
+  const v = asView(pixels);
+  if (v.byteLength - offset < MARKER_BYTES) return { sequence: -1, valid: false };
+  const lo = v.getUint32(offset, true);
+  const hi = v.getUint32(offset + 4, true);
+  const valid = v.getUint32(offset + 8, true) === (~lo >>> 0) && v.getUint32(offset + 12, true) === (~hi >>> 0);
+  return { sequence: hi * TWO_32 + lo, valid };
+}
+
+/**
+ * Parses the 64-byte record header of the HTTP stream. Throws SyncError('bad_record') on a wrong
+ * magic, version or header size.
+ */
+export function parseRecordHeader(bytes, offset = 0) {
+  const v = asView(bytes);
+  if (v.byteLength - offset < RECORD_HEADER_BYTES) throw new SyncError('bad_record', 'short record header');
+  const o = offset;
+  const magic = v.getUint32(o, true);
+  if (magic !== RECORD_MAGIC) throw new SyncError('bad_record', `bad record magic 0x${magic.toString(16)}`);
+  const version = v.getUint16(o + 4, true);
+  if (version !== 1) throw new SyncError('bad_record', `unsupported record version ${version}`);
+  const headerBytes = v.getUint16(o + 6, true);
+  if (headerBytes !== RECORD_HEADER_BYTES) throw new SyncError('bad_record', `bad record header size ${headerBytes}`);
+  const width = v.getUint32(o + 32, true);
+  const height = v.getUint32(o + 36, true);
+  const payloadBytes = v.getUint32(o + 56, true);
+  if (payloadBytes !== width * height * 4) {
+    throw new SyncError('bad_record', `payload ${payloadBytes} B does not match ${width}x${height}`);
+  }
+  const flags = v.getUint32(o + 44, true);
+  return {
+    sequence: getU64(v, o + 8),
+    captureTimeUs: getU64(v, o + 16),
+    publishTimeNs: getU64(v, o + 24),
+    width,
+    height,
+    format: v.getUint32(o + 40, true),
+    flags,
+    contentHash: flags & FRAME_FLAG_CONTENT_HASH ? v.getBigUint64(o + 48, true) : null,
+    payloadBytes,
+    droppedBefore: v.getUint32(o + 60, true),
+  };
+}
+
+/** Writes a record header (the server's job; here for tests and native-compatible tools). */
+export function writeRecordHeader(target, f, offset = 0) {
+  const v = asView(target);
+  const o = offset;
+  v.setUint32(o, RECORD_MAGIC, true);
+  v.setUint16(o + 4, 1, true);
+  v.setUint16(o + 6, RECORD_HEADER_BYTES, true);
+  setU64(v, o + 8, f.sequence);
+  setU64(v, o + 16, f.captureTimeUs ?? 0);
+  setU64(v, o + 24, f.publishTimeNs ?? 0);
+  v.setUint32(o + 32, f.width, true);
+  v.setUint32(o + 36, f.height, true);
+  v.setUint32(o + 40, f.format ?? 1, true);
+  v.setUint32(o + 44, f.flags ?? 0, true);
+  setU64(v, o + 48, f.contentHash ?? 0);
+  v.setUint32(o + 56, f.payloadBytes ?? f.width * f.height * 4, true);
+  v.setUint32(o + 60, f.droppedBefore ?? 0, true);
+}
+
+/** Parses a NAUD audio packet (the binary reply to audio.read). */
+export function parseNaudPacket(bytes) {
+  const v = asView(bytes);
+  if (v.byteLength < NAUD_HEADER_BYTES) throw new SyncError('bad_audio_packet', 'short NAUD packet');
+  if (v.getUint32(0, true) !== NAUD_MAGIC) throw new SyncError('bad_audio_packet', 'bad NAUD magic');
+  if (v.getUint16(4, true) !== 1) throw new SyncError('bad_audio_packet', 'bad NAUD version');
+  if (v.getUint16(6, true) !== NAUD_HEADER_BYTES) throw new SyncError('bad_audio_packet', 'bad NAUD header size');
+  const channels = v.getUint16(8, true);
+  const sampleFormat = v.getUint16(10, true);
+  if (sampleFormat !== 1) throw new SyncError('bad_audio_packet', `sample format ${sampleFormat}`);
+  const frames = v.getUint32(20, true);
+  const payload = frames * channels * 4;
+  if (v.byteLength !== NAUD_HEADER_BYTES + payload) throw new SyncError('bad_audio_packet', 'NAUD size mismatch');
+  const start = v.byteOffset + NAUD_HEADER_BYTES;
+  // Float32Array needs 4-byte alignment; copy only when the buffer does not give it.
+  const samples = start % 4 === 0
+    ? new Float32Array(v.buffer, start, frames * channels)
+    : new Float32Array(v.buffer.slice(start, start + payload));
+  return {
+    channels,
+    sampleRate: v.getUint32(12, true),
+    layout: v.getUint8(16) === 0 ? 'interleaved' : 'unknown',
+    flags: v.getUint16(18, true),
+    discontinuity: (v.getUint16(18, true) & 1) !== 0,
+    frames,
+    firstFrame: getU64(v, 24),
+    droppedFrames: getU64(v, 32),
+    gapFrames: getU64(v, 40),
+    timestampNs: getU64(v, 48),
+    sequence: v.getUint32(56, true),
+    xruns: v.getUint32(60, true),
+    samples,
+  };
+}
+
+/**
+ * Reconnect delay for attempt n (0-based): min(maxMs, initialMs * factor^n), then +-jitter
+ * (fraction) using `random()` in [0, 1).
+ */
+export function backoffDelay(attempt, { initialMs = 250, maxMs = 10000, factor = 2, jitter = 0.2 } = {}, random = Math.random) {
+  const base = Math.min(maxMs, initialMs * Math.pow(factor, Math.max(0, attempt)));
+  if (!jitter) return base;
+  const spread = base * jitter;
+  return Math.max(0, Math.round(base - spread + 2 * spread * random()));
+}
+
+// Control message builders (docs/protocol.md, "Control messages").
+export const messages = Object.freeze({
+  hello: (client = 'sync.js') => ({ type: 'hello', protocol: PROTOCOL_VERSION, client: String(client) }),
+  streamOpen: ({ name, width, height, format = 'rgba8', fps, slots }) => {
+    const m = { type: 'stream.open', name, width, height, format };
+    if (fps !== undefined) m.fps = fps;
+    if (slots !== undefined) m.slots = slots;
+    return m;
+  },
+  streamClose: (stream) => ({ type: 'stream.close', stream }),
+  ticketCreate: (stream, { uses, ttl_s } = {}) => {
+    const m = { type: 'ticket.create', stream };
+    if (uses !== undefined) m.uses = uses;
+    if (ttl_s !== undefined) m.ttl_s = ttl_s;
+    return m;
+  },
+  credit: (receiver, frames = 1) => ({ type: 'credit', receiver, frames }),
+  stats: () => ({ type: 'stats' }),
+  ping: (id) => ({ type: 'ping', id }),
+  subscribe: (topic) => ({ type: 'subscribe', topic }),
+  unsubscribe: (topic) => ({ type: 'unsubscribe', topic }),
+  audioRead: ({ max_frames, min_frames, timeout_ms } = {}) => {
+    const m = { type: 'audio.read' };
+    if (max_frames !== undefined) m.max_frames = max_frames;
+    if (min_frames !== undefined) m.min_frames = min_frames;
+    if (timeout_ms !== undefined) m.timeout_ms = timeout_ms;
+    return m;
+  },
+  audioInfo: () => ({ type: 'audio.info' }),
+});
+
+const STREAM_NAME = /^[A-Za-z0-9._-]{1,64}$/;
+export function validStreamName(name) {
+  return typeof name === 'string' && STREAM_NAME.test(name);
+}
+
+/** `http(s)://host:port` base of a syncd, from a ws://, http:// or host:port string. */
+export function httpBase(url) {
+  const u = new URL(/^[a-z]+:\/\//i.test(url) ? url : `http://${url}`);
+  const scheme = u.protocol === 'wss:' || u.protocol === 'https:' ? 'https:' : 'http:';
+  return `${scheme}//${u.host}`;
+}
+
+/** The control WebSocket URL (`ws://host:port/ws`) from a ws://, http:// or host:port string. */
+export function wsUrl(url) {
+  const u = new URL(/^[a-z]+:\/\//i.test(url) ? url : `http://${url}`);
+  const scheme = u.protocol === 'wss:' || u.protocol === 'https:' ? 'wss:' : 'ws:';
+  const path = u.pathname && u.pathname !== '/' ? u.pathname : '/ws';
+  return `${scheme}//${u.host}${path}`;
+}
+
+/** URL of a receiver's HTTP stream. */
+export function streamUrl(base, name, ticket, credit) {
+  let u = `${httpBase(base)}/streams/${encodeURIComponent(name)}?ticket=${encodeURIComponent(ticket)}`;
+  if (credit !== undefined) u += `&credit=${credit}`;
+  return u;
+}
+
+/** URL of the POST credit endpoint. */
+export function creditUrl(base, name, receiver, frames = 1) {
+  return `${httpBase(base)}/streams/${encodeURIComponent(name)}/credit?receiver=${encodeURIComponent(receiver)}&frames=${frames}`;
+}
+
+/** Reverses the row order of `rows` rows of `rowBytes` bytes in place (bottom-up <-> top-down). */
+export function flipRowsInPlace(bytes, rowBytes, rows, scratch) {
+  const tmp = scratch && scratch.byteLength >= rowBytes ? scratch : new Uint8Array(rowBytes);
+  for (let top = 0, bottom = rows - 1; top < bottom; ++top, --bottom) {
+    const a = top * rowBytes;
+    const b = bottom * rowBytes;
+    tmp.set(bytes.subarray(a, a + rowBytes));
+    bytes.copyWithin(a, b, b + rowBytes);
+    bytes.set(tmp.subarray(0, rowBytes), b);
+  }
+}
+
+/** FNV-1a 32-bit over a rectangle of an RGBA image (`width` pixels a row, top-down). */
+export function regionChecksum(pixels, width, x, y, w, h) {
+  let hash = 0x811c9dc5;
+  for (let row = y; row < y + h; ++row) {
+    let i = (row * width + x) * 4;
+    const end = i + w * 4;
+    for (; i < end; ++i) {
+      hash ^= pixels[i];
+      hash = Math.imul(hash, 0x01000193);
+    }
+  }
+  return hash >>> 0;
+}
+
+function nowUs() {
+  return Math.round((performance.timeOrigin + performance.now()) * 1000);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Tiny event emitter (EventTarget's Event objects are heavier than these events need).
+
+class Emitter {
+  #handlers = new Map();
+  on(type, fn) {
+    if (!this.#handlers.has(type)) this.#handlers.set(type, new Set());
+    this.#handlers.get(type).add(fn);
+    return () => this.off(type, fn);
+  }
+  once(type, fn) {
+    const off = this.on(type, (...a) => { off(); fn(...a); });
+    return off;
+  }
+  off(type, fn) {
+    this.#handlers.get(type)?.delete(fn);
+  }
+  emit(type, ...args) {
+    const set = this.#handlers.get(type);
+    if (!set) return;
+    for (const fn of [...set]) {
+      try {
+        fn(...args);
+      } catch (e) {
+        setTimeout(() => { throw e; });
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The control connection
+
+let defaultConnection = null;
+
+/**
+ * Connects to syncd's control WebSocket, does hello/welcome and resolves with a SyncConnection.
+ * Reconnects with exponential backoff on loss (re-running hello) until close().
+ */
+export function connect(url, options = {}) {
+  const conn = new SyncConnection(url, options);
+  defaultConnection = conn;
+  return conn.ready;
+}
+
+export class SyncConnection extends Emitter {
+  constructor(url, { client = 'sync.js', reconnect = true, backoff = {}, WebSocket: WS, requestTimeoutMs = 10000 } = {}) {
+    super();
+    const loc = globalThis.location;
+    this.url = wsUrl(url ?? (loc ? loc.host : '127.0.0.1:54997'));
+    this.httpBase = httpBase(this.url);
+    this.client = client;
+    this.reconnect = reconnect;
+    this.backoff = backoff;
+    this.requestTimeoutMs = requestTimeoutMs;
+    this.welcome = null;
+    this.state = 'connecting';
+    this._WS = WS ?? globalThis.WebSocket;
+    this._ws = null;
+    this._pending = []; // control requests awaiting a reply, in send order
+    this._audioPending = []; // audio.read requests awaiting a binary NAUD reply
+    this._topics = new Map(); // topic -> Set(callback)
+    this._attempt = 0;
+    this._timer = null;
+    this._closed = false;
+    this._pingId = 0;
+    this._counters = { connects: 0, reconnects: 0, disconnects: 0, messagesIn: 0, messagesOut: 0, errors: 0, lastRttMs: null };
+    this.ready = new Promise((resolve, reject) => {
+      this._readyResolve = resolve;
+      this._readyReject = reject;
+    });
+    this._open();
+  }
+
+  get connected() {
+    return this.state === 'open';
+  }
+
+  /** Bytes queued in the WebSocket and not yet sent (0 when disconnected). */
+  get bufferedAmount() {
+    return this._ws && this._ws.readyState === 1 ? this._ws.bufferedAmount : 0;
+  }
+
+  _open() {
+    this.state = 'connecting';
+    let ws;
+    try {
+      ws = new this._WS(this.url);
+    } catch (e) {
+      this._onDown(new SyncError('connect_failed', String(e?.message ?? e), { cause: e }));
+      return;
+    }
+    ws.binaryType = 'arraybuffer';
+    this._ws = ws;
+    ws.onopen = () => {
+      this._sendNow(messages.hello(this.client));
+    };
+    ws.onmessage = (ev) => this._onMessage(ev.data);
+    ws.onerror = () => {}; // the close event follows and carries what there is to know
+    ws.onclose = (ev) => {
+      if (this._ws !== ws) return;
+      this._ws = null;
+      this._onDown(new SyncError('disconnected', `control connection closed (${ev.code}${ev.reason ? ' ' + ev.reason : ''})`, { details: { code: ev.code, reason: ev.reason } }));
+    };
+  }
+
+  _onDown(error) {
+    const wasOpen = this.state === 'open';
+    this.state = this._closed ? 'closed' : 'reconnecting';
+    if (wasOpen) {
+      ++this._counters.disconnects;
+      this.emit('disconnect', error);
+    }
+    for (const p of this._pending.splice(0)) p.reject(error);
+    for (const p of this._audioPending.splice(0)) p.reject(error);
+    if (this._closed) {
+      this.emit('close');
+      return;
+    }
+    if (!this.reconnect && !wasOpen && !this.welcome) {
+      this.state = 'closed';
+      this._readyReject(error);
+      return;
+    }
+    if (!this.reconnect) {
+      this.state = 'closed';
+      this.emit('close', error);
+      return;
+    }
+    const delay = backoffDelay(this._attempt++, this.backoff);
+    this.emit('reconnecting', { attempt: this._attempt, delayMs: delay, error });
+    this._timer = setTimeout(() => {
+      this._timer = null;
+      if (!this._closed) this._open();
+    }, delay);
+  }
+
+  _onMessage(data) {
+    ++this._counters.messagesIn;
+    if (typeof data !== 'string') {
+      this._onBinary(data);
+      return;
+    }
+    let m;
+    try {
+      m = JSON.parse(data);
+    } catch {
+      this.emit('error', new SyncError('bad_json', 'server sent invalid JSON'));
+      return;
+    }
+    switch (m.type) {
+      case 'welcome': {
+        const first = !this.welcome;
+        this.welcome = m;
+        this.state = 'open';
+        this._attempt = 0;
+        ++this._counters.connects;
+        if (!first) ++this._counters.reconnects;
+        for (const topic of this._topics.keys()) this._sendNow(messages.subscribe(topic));
+        if (first) this._readyResolve(this);
+        this.emit('open', { welcome: m, reconnected: !first });
+        return;
+      }
+      case 'error':
+        this._onError(m);
+        return;
+      case 'pose':
+      case 'pose.status': {
+        const topic = 'pose';
+        for (const cb of this._topics.get(topic) ?? []) {
+          try { cb(m); } catch (e) { setTimeout(() => { throw e; }); }
+        }
+        this.emit(m.type, m);
+        return;
+      }
+      default:
+        break;
+    }
+    const i = this._pending.findIndex((p) => p.replyTypes.includes(m.type));
+    if (i >= 0) {
+      const [p] = this._pending.splice(i, 1);
+      clearTimeout(p.timer);
+      p.resolve(m);
+      return;
+    }
+    this.emit('message', m);
+  }
+
+  _onError(m) {
+    ++this._counters.errors;
+    const err = new SyncError(m.code ?? 'error', m.message ?? m.code, { details: m });
+    // Errors that answer no request: frame refusals (they carry a sequence) and credit for a
+    // receiver syncd no longer knows (credit has no success reply).
+    if (m.sequence !== undefined || m.code === 'unknown_receiver') {
+      this.emit(m.code === 'unknown_receiver' ? 'credit-error' : 'frame-error', err);
+      this.emit('error', err);
+      return;
+    }
+    // A hello that failed (protocol_unsupported) while connecting.
+    if (!this.welcome && this.state === 'connecting' && m.code === 'protocol_unsupported') {
+      this._closed = true;
+      this._readyReject(err);
+      this._ws?.close();
+      return;
+    }
+    // Replies come in request order, so the error belongs to the oldest pending request; a
+    // request type echoed by the server wins when there is one.
+    let i = -1;
+    if (m.request) i = this._pending.findIndex((p) => p.type === m.request);
+    if (i < 0) i = this._pending.findIndex((p) => !p.audio);
+    if (i < 0 && this._audioPending.length) {
+      const p = this._audioPending.shift();
+      p.reject(err);
+      return;
+    }
+    if (i >= 0) {
+      const [p] = this._pending.splice(i, 1);
+      clearTimeout(p.timer);
+      if (p.audio) {
+        const j = this._audioPending.indexOf(p);
+        if (j >= 0) this._audioPending.splice(j, 1);
+      }
+      p.reject(err);
+      return;
+    }
+    this.emit('error', err);
+  }
+
+  _onBinary(data) {
+    const p = this._audioPending.shift();
+    if (!p) {
+      this.emit('binary', data);
+      return;
+    }
+    const j = this._pending.indexOf(p);
+    if (j >= 0) this._pending.splice(j, 1);
+    clearTimeout(p.timer);
+    try {
+      p.resolve(parseNaudPacket(data));
+    } catch (e) {
+      p.reject(e);
+    }
+  }
+
+  _sendNow(obj) {
+    const ws = this._ws;
+    if (!ws || ws.readyState !== 1) return false;
+    ws.send(typeof obj === 'string' ? obj : JSON.stringify(obj));
+    ++this._counters.messagesOut;
+    return true;
+  }
+
+  /** Sends a control message without waiting for anything; false when not connected. */
+  send(obj) {
+    if (this.state !== 'open') return false;
+    return this._sendNow(obj);
+  }
+
+  /** Sends a binary message (a frame); false when not connected. */
+  sendBinary(data) {
+    const ws = this._ws;
+    if (this.state !== 'open' || !ws || ws.readyState !== 1) return false;
+    ws.send(data);
+    return true;
+  }
+
+  /** Sends `obj` and resolves with the first reply whose type is in `replyTypes`. */
+  request(obj, replyTypes, { timeoutMs = this.requestTimeoutMs } = {}) {
+    if (this.state !== 'open') return Promise.reject(new SyncError('not_connected', 'not connected to syncd'));
+    return new Promise((resolve, reject) => {
+      const p = { type: obj.type, replyTypes: [].concat(replyTypes), resolve, reject, timer: null };
+      p.timer = setTimeout(() => {
+        const i = this._pending.indexOf(p);
+        if (i >= 0) this._pending.splice(i, 1);
+        reject(new SyncError('timeout', `no reply to ${obj.type} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this._pending.push(p);
+      this._sendNow(obj);
+    });
+  }
+
+  /** syncd's /stats document over the control connection. */
+  async stats() {
+    const reply = await this.request(messages.stats(), 'stats');
+    return reply.stats;
+  }
+
+  /** Round-trip time of a control ping, in ms. */
+  async ping() {
+    const id = ++this._pingId;
+    const t0 = performance.now();
+    const reply = await this.request(messages.ping(id), 'pong');
+    if (reply.id !== id) throw new SyncError('bad_reply', 'pong id mismatch');
+    const rtt = performance.now() - t0;
+    this._counters.lastRttMs = rtt;
+    return rtt;
+  }
+
+  /** Client-side counters of this connection. */
+  counters() {
+    return { ...this._counters, state: this.state, bufferedAmount: this.bufferedAmount };
+  }
+
+  openStream(config) {
+    if (!validStreamName(config.name)) return Promise.reject(new SyncError('bad_message', `invalid stream name ${config.name}`));
+    return this.request(messages.streamOpen(config), 'stream.opened');
+  }
+
+  closeStream(stream) {
+    return this.request(messages.streamClose(stream), 'stream.closed');
+  }
+
+  /** A ticket for a stream this connection owns: `{ticket, stream, name, uses, expires_in_s}`. */
+  createTicket(stream, { uses, ttl_s } = {}) {
+    const id = typeof stream === 'object' && stream ? stream.streamId : stream;
+    return this.request(messages.ticketCreate(id, { uses, ttl_s }), 'ticket');
+  }
+
+  /** Grants `frames` credit to a receiver; fire and forget (syncd replies only on error). */
+  grantCredit(receiver, frames = 1) {
+    return this.send(messages.credit(receiver, frames));
+  }
+
+  /**
+   * Subscribes to a topic ('pose'); `callback` gets every event of it (`pose` and
+   * `pose.status`). Re-subscribed after a reconnect. Returns an unsubscribe function.
+   */
+  subscribe(topic, callback) {
+    let set = this._topics.get(topic);
+    if (!set) {
+      set = new Set();
+      this._topics.set(topic, set);
+      if (this.state === 'open') this._sendNow(messages.subscribe(topic));
+    }
+    set.add(callback);
+    return () => {
+      set.delete(callback);
+      if (set.size === 0 && this._topics.get(topic) === set) {
+        this._topics.delete(topic);
+        this.send(messages.unsubscribe(topic));
+      }
+    };
+  }
+
+  /**
+   * One audio.read: resolves with the parsed NAUD packet `{channels, sampleRate, frames,
+   * firstFrame, droppedFrames, gapFrames, timestampNs, sequence, xruns, discontinuity, samples}`.
+   */
+  readAudio({ maxFrames, minFrames, timeoutMs } = {}) {
+    if (this.state !== 'open') return Promise.reject(new SyncError('not_connected', 'not connected to syncd'));
+    const msg = messages.audioRead({ max_frames: maxFrames, min_frames: minFrames, timeout_ms: timeoutMs });
+    return new Promise((resolve, reject) => {
+      const wait = (timeoutMs ?? 1000) + this.requestTimeoutMs;
+      const p = { type: msg.type, replyTypes: [], audio: true, resolve, reject, timer: null };
+      p.timer = setTimeout(() => {
+        for (const list of [this._pending, this._audioPending]) {
+          const i = list.indexOf(p);
+          if (i >= 0) list.splice(i, 1);
+        }
+        reject(new SyncError('timeout', 'no audio reply'));
+      }, wait);
+      this._pending.push(p);
+      this._audioPending.push(p);
+      this._sendNow(msg);
+    });
+  }
+
+  publishCanvas(canvas, options) {
+    return publishCanvas(canvas, { ...options, connection: this });
+  }
+
+  receive(name, ticket, options) {
+    return receive(name, ticket, { ...options, connection: this });
+  }
+
+  /** Closes for good (no reconnect). */
+  close() {
+    this._closed = true;
+    if (this._timer) clearTimeout(this._timer);
+    this._timer = null;
+    const ws = this._ws;
+    if (ws) {
+      ws.close(1000);
+    } else {
+      this._onDown(new SyncError('closed', 'connection closed'));
+    }
+    if (defaultConnection === this) defaultConnection = null;
+  }
+}
+
+function connectionFrom(options) {
+  const c = options?.connection ?? defaultConnection;
+  if (!c) throw new SyncError('not_connected', 'call connect() first or pass {connection}');
+  return c;
+}
+
+/** createTicket on the default connection (or `{connection}`). */
+export function createTicket(stream, options = {}) {
+  return connectionFrom(options).createTicket(stream, options);
+}
+
+/** subscribe on the default connection. */
+export function subscribe(topic, callback, options = {}) {
+  return connectionFrom(options).subscribe(topic, callback);
+}
+
+/** readAudio on the default connection. */
+export function readAudio(options = {}) {
+  return connectionFrom(options).readAudio(options);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Publishing a canvas
+
+/**
+ * Publishes a canvas as a stream. Pixels are read with WebGL2 asynchronous readback (pixel-pack
+ * buffers + fence) when the canvas has a WebGL2 context, else with 2D getImageData. Rows are
+ * flipped so the wire is top-down. Frames that would pile up in the WebSocket are dropped and
+ * counted (never queued without bound).
+ *
+ * options: stream (name), fps (capture rate in auto mode, default 30), width/height (default the
+ * canvas size; the stream's geometry), connection, context (the canvas's own context, if it was
+ * created elsewhere), manual (true: no timer, call handle.capture() right after drawing),
+ * maxBufferedFrames (drop threshold in frames of bufferedAmount, default 2), readbackBuffers
+ * (default 3), slots (syncd pool slots).
+ */
+export async function publishCanvas(canvas, options = {}) {
+  const conn = connectionFrom(options);
+  const p = new CanvasPublisher(conn, canvas, options);
+  await p._start();
+  return p;
+}
+
+class CanvasPublisher extends Emitter {
+  constructor(conn, canvas, o) {
+    super();
+    this.connection = conn;
+    this.canvas = canvas;
+    this.name = o.stream ?? 'canvas';
+    if (!validStreamName(this.name)) throw new SyncError('bad_message', `invalid stream name ${this.name}`);
+    this.fps = o.fps ?? 30;
+    this.width = o.width ?? canvas.width;
+    this.height = o.height ?? canvas.height;
+    this.slots = o.slots;
+    this.manual = !!o.manual;
+    this.maxBufferedFrames = o.maxBufferedFrames ?? 2;
+    this.streamId = null;
+    this.frameBytes = this.width * this.height * 4;
+    this.sequence = o.firstSequence ?? 1;
+    this.counters = {
+      offered: 0, // capture attempts (ticks)
+      sent: 0,
+      dropped: { backpressure: 0, readback_busy: 0, pre_send: 0, not_open: 0, readback_failed: 0 },
+      droppedTotal: 0,
+      inFlight: 0, // readbacks started and not yet sent or dropped
+      bytesSent: 0,
+      reopens: 0,
+      lastSequence: 0,
+      readbackMsMax: 0,
+      readbackMsTotal: 0,
+    };
+    this._stopped = false;
+    this._timer = null;
+    this._raf = null;
+    this._nextDue = 0;
+    // One message buffer (header + pixels), reused for every frame: WebSocket.send copies it.
+    this._message = new ArrayBuffer(FRAME_HEADER_BYTES + this.frameBytes);
+    this._messageView = new DataView(this._message);
+    this._pixels = new Uint8Array(this._message, FRAME_HEADER_BYTES, this.frameBytes);
+    this._rowScratch = new Uint8Array(this.width * 4);
+    this._setupReader(o);
+    this._offOpen = conn.on('open', ({ reconnected }) => {
+      if (reconnected && !this._stopped) this._reopen();
+    });
+    this._offDown = conn.on('disconnect', () => {
+      this.streamId = null;
+    });
+  }
+
+  _setupReader(o) {
+    let gl = o.context ?? null;
+    const isGl2 = (c) => typeof WebGL2RenderingContext !== 'undefined' && c instanceof WebGL2RenderingContext;
+    if (gl && !isGl2(gl)) {
+      this._ctx2d = gl;
+      gl = null;
+    } else if (!gl && !o.force2d) {
+      gl = this.canvas.getContext('webgl2');
+    }
+    if (gl) {
+      this.gl = gl;
+      this.readback = 'webgl2';
+      const n = o.readbackBuffers ?? 3;
+      this._pbos = [];
+      for (let i = 0; i < n; ++i) {
+        const buf = gl.createBuffer();
+        gl.bindBuffer(gl.PIXEL_PACK_BUFFER, buf);
+        gl.bufferData(gl.PIXEL_PACK_BUFFER, this.frameBytes, gl.STREAM_READ);
+        this._pbos.push({ buf, sync: null, captureUs: 0, t0: 0 });
+      }
+      gl.bindBuffer(gl.PIXEL_PACK_BUFFER, null);
+      this._busy = []; // PBOs with a readback in flight, oldest first
+      this._free = [...this._pbos];
+      this._poll = null;
+    } else {
+      this._ctx2d = this._ctx2d ?? this.canvas.getContext('2d', { willReadFrequently: true });
+      if (!this._ctx2d) throw new SyncError('no_context', 'canvas has neither a WebGL2 nor a 2D context');
+      this.readback = '2d';
+    }
+  }
+
+  async _start() {
+    await this._openStream();
+    if (!this.manual) this._schedule();
+  }
+
+  async _openStream() {
+    const reply = await this.connection.openStream({ name: this.name, width: this.width, height: this.height, format: 'rgba8', fps: this.fps, slots: this.slots });
+    if (this._stopped) return;
+    this.streamId = reply.stream;
+    this.opened = reply;
+    this.emit('open', reply);
+  }
+
+  async _reopen() {
+    ++this.counters.reopens;
+    try {
+      await this._openStream();
+    } catch (e) {
+      this.emit('error', e);
+    }
+  }
+
+  _schedule() {
+    const period = 1000 / this.fps;
+    const tick = (t) => {
+      if (this._stopped) return;
+      const now = t ?? performance.now();
+      if (now >= this._nextDue) {
+        // Keep the long-run rate at fps even when ticks jitter, without bursting after a stall.
+        this._nextDue = Math.max(this._nextDue + period, now - period / 2);
+        this.capture();
+      }
+      this._arm(tick, period);
+    };
+    this._nextDue = performance.now();
+    this._arm(tick, period);
+  }
+
+  _arm(tick, period) {
+    // rAF when the page is visible (captures in step with rendering), a timer otherwise.
+    if (typeof requestAnimationFrame === 'function' && !(globalThis.document && document.hidden)) {
+      this._raf = requestAnimationFrame(tick);
+    } else {
+      this._timer = setTimeout(() => tick(performance.now()), Math.max(1, period / 2));
+    }
+  }
+
+  _drop(reason) {
+    ++this.counters.dropped[reason];
+    ++this.counters.droppedTotal;
+  }
+
+  _congested() {
+    return this.connection.bufferedAmount > this.maxBufferedFrames * this._message.byteLength;
+  }
+
+  /**
+   * Captures the canvas now (call right after drawing when the WebGL context does not preserve
+   * its drawing buffer). Returns false when the frame was dropped at admission.
+   */
+  capture() {
+    if (this._stopped) return false;
+    ++this.counters.offered;
+    if (this.streamId === null || !this.connection.connected) {
+      this._drop('not_open');
+      return false;
+    }
+    if (this._congested()) {
+      this._drop('backpressure');
+      return false;
+    }
+    const captureUs = nowUs();
+    if (this.readback === '2d') {
+      let img;
+      try {
+        // getImageData allocates by API design; the pixels are then copied into the reused
+        // message buffer.
+        img = this._ctx2d.getImageData(0, 0, this.width, this.height);
+      } catch (e) {
+        this._drop('readback_failed');
+        this.emit('error', e);
+        return false;
+      }
+      this._pixels.set(img.data);
+      this._send(captureUs);
+      return true;
+    }
+    const gl = this.gl;
+    const slot = this._free.shift();
+    if (!slot) {
+      this._drop('readback_busy');
+      return false;
+    }
+    slot.captureUs = captureUs;
+    slot.t0 = performance.now();
+    gl.bindBuffer(gl.PIXEL_PACK_BUFFER, slot.buf);
+    gl.readPixels(0, 0, this.width, this.height, gl.RGBA, gl.UNSIGNED_BYTE, 0);
+    gl.bindBuffer(gl.PIXEL_PACK_BUFFER, null);
+    slot.sync = gl.fenceSync(gl.SYNC_GPU_COMMANDS_COMPLETE, 0);
+    gl.flush();
+    this._busy.push(slot);
+    ++this.counters.inFlight;
+    this._armPoll();
+    return true;
+  }
+
+  _armPoll() {
+    if (this._poll !== null) return;
+    // Fences cannot signal before control returns to the event loop; poll soon after.
+    this._poll = setTimeout(() => {
+      this._poll = null;
+      this._collect();
+    }, 1);
+  }
+
+  _collect() {
+    const gl = this.gl;
+    while (this._busy.length) {
+      const slot = this._busy[0];
+      const status = gl.clientWaitSync(slot.sync, 0, 0);
+      if (status === gl.TIMEOUT_EXPIRED) break;
+      this._busy.shift();
+      gl.deleteSync(slot.sync);
+      slot.sync = null;
+      --this.counters.inFlight;
+      if (status === gl.WAIT_FAILED || this._stopped) {
+        if (!this._stopped) this._drop('readback_failed');
+        this._free.push(slot);
+        continue;
+      }
+      const ms = performance.now() - slot.t0;
+      this.counters.readbackMsTotal += ms;
+      if (ms > this.counters.readbackMsMax) this.counters.readbackMsMax = ms;
+      // The socket may have filled while the GPU worked: drop before copying anything.
+      if (this.streamId === null || !this.connection.connected) {
+        this._drop('not_open');
+        this._free.push(slot);
+        continue;
+      }
+      if (this._congested()) {
+        this._drop('pre_send');
+        this._free.push(slot);
+        continue;
+      }
+      gl.bindBuffer(gl.PIXEL_PACK_BUFFER, slot.buf);
+      gl.getBufferSubData(gl.PIXEL_PACK_BUFFER, 0, this._pixels);
+      gl.bindBuffer(gl.PIXEL_PACK_BUFFER, null);
+      this._free.push(slot);
+      // GL rows are bottom-up; the wire is top-down like the native producer's.
+      flipRowsInPlace(this._pixels, this.width * 4, this.height, this._rowScratch);
+      this._send(slot.captureUs);
+    }
+    if (this._busy.length && !this._stopped) this._armPoll();
+  }
+
+  _send(captureUs) {
+    const seq = this.sequence++;
+    stampMarker(this._pixels, seq);
+    writeFrameHeader(this._messageView, {
+      streamId: this.streamId, flags: 0, sequence: seq, captureTimeUs: captureUs,
+      width: this.width, height: this.height, format: FORMAT_CODES.rgba8,
+    });
+    if (!this.connection.sendBinary(this._message)) {
+      this._drop('not_open');
+      return;
+    }
+    ++this.counters.sent;
+    this.counters.bytesSent += this._message.byteLength;
+    this.counters.lastSequence = seq;
+    this.emit('frame', seq);
+  }
+
+  /** Counters plus rates; offered = sent + droppedTotal + inFlight. */
+  stats() {
+    return { ...this.counters, dropped: { ...this.counters.dropped }, stream: this.name, streamId: this.streamId, readback: this.readback, width: this.width, height: this.height };
+  }
+
+  /** A ticket for this stream (see SyncConnection.createTicket). */
+  createTicket(opts) {
+    if (this.streamId === null) return Promise.reject(new SyncError('not_open', 'stream is not open'));
+    return this.connection.createTicket(this.streamId, opts);
+  }
+
+  /** Stops capturing and closes the stream (receivers' HTTP streams then end). */
+  async stop({ close = true } = {}) {
+    if (this._stopped) return;
+    this._stopped = true;
+    if (this._raf !== null && typeof cancelAnimationFrame === 'function') cancelAnimationFrame(this._raf);
+    if (this._timer !== null) clearTimeout(this._timer);
+    if (this._poll !== null) clearTimeout(this._poll);
+    this._offOpen();
+    this._offDown();
+    if (this.gl) {
+      for (const slot of this._busy) {
+        this.gl.deleteSync(slot.sync);
+        --this.counters.inFlight;
+        this._drop('not_open');
+      }
+      this._busy = [];
+      for (const slot of this._pbos) this.gl.deleteBuffer(slot.buf);
+      this._pbos = [];
+      this._free = [];
+    }
+    const id = this.streamId;
+    this.streamId = null;
+    if (close && id !== null && this.connection.connected) {
+      try {
+        await this.connection.closeStream(id);
+      } catch (e) {
+        if (e.code !== 'unknown_stream') throw e;
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Receiving a stream over HTTP
+
+/**
+ * Receives a stream: returns a FrameStream, an async iterable of frames read from
+ * `GET /streams/{name}?ticket=` with a BYOB reader into reused buffers. Credit is granted
+ * automatically (1 frame after each frame is consumed) on the control connection, or by
+ * `POST /streams/{name}/credit` when there is none.
+ *
+ * options: credit (initial, default 2), connection, base (syncd URL, default the connection's or
+ * the page's origin), signal (AbortSignal), autoCredit (default true).
+ */
+export function receive(name, ticket, options = {}) {
+  return new FrameStream(name, ticket, options);
+}
+
+class Frame {
+  constructor(h, pixels) {
+    this.sequence = h.sequence;
+    this.width = h.width;
+    this.height = h.height;
+    this.format = FORMAT_NAMES[h.format] ?? h.format;
+    this.flags = h.flags;
+    this.contentHash = h.contentHash;
+    this.captureTimeUs = h.captureTimeUs;
+    this.publishTimeNs = h.publishTimeNs;
+    this.droppedBefore = h.droppedBefore;
+    /** Valid until the iterator is advanced: the buffer is reused for the next frame. */
+    this.pixels = pixels;
+  }
+
+  /** The sequence marker in the pixels. */
+  marker() {
+    return readMarker(this.pixels);
+  }
+
+  /** Draws into a canvas (2D context; the canvas is resized to the frame). */
+  drawTo(canvas) {
+    if (canvas.width !== this.width) canvas.width = this.width;
+    if (canvas.height !== this.height) canvas.height = this.height;
+    const ctx = canvas.getContext('2d');
+    let data = this.pixels;
+    if (this.format === 'bgra8') data = swapRB(this.pixels, canvas);
+    const clamped = new Uint8ClampedArray(data.buffer, data.byteOffset, this.width * this.height * 4);
+    ctx.putImageData(new ImageData(clamped, this.width, this.height), 0, 0);
+  }
+}
+
+const bgraScratch = new WeakMap();
+function swapRB(pixels, key) {
+  let out = bgraScratch.get(key);
+  if (!out || out.length !== pixels.length) {
+    out = new Uint8Array(pixels.length);
+    bgraScratch.set(key, out);
+  }
+  for (let i = 0; i < pixels.length; i += 4) {
+    out[i] = pixels[i + 2];
+    out[i + 1] = pixels[i + 1];
+    out[i + 2] = pixels[i];
+    out[i + 3] = pixels[i + 3];
+  }
+  return out;
+}
+
+class FrameStream {
+  constructor(name, ticket, o) {
+    this.name = name;
+    this.ticket = ticket;
+    this.credit = o.credit ?? 2;
+    this.connection = o.connection ?? defaultConnection;
+    this.base = httpBase(o.base ?? this.connection?.httpBase ?? globalThis.location?.origin ?? 'http://127.0.0.1:54997');
+    this.autoCredit = o.autoCredit ?? true;
+    this.receiver = null;
+    this.response = null;
+    this._abort = new AbortController();
+    if (o.signal) {
+      if (o.signal.aborted) this._abort.abort(o.signal.reason);
+      else o.signal.addEventListener('abort', () => this._abort.abort(o.signal.reason), { once: true });
+    }
+    this.counters = { frames: 0, bytes: 0, droppedBefore: 0, creditsGranted: 0, reads: 0, creditFailures: 0 };
+    this._iter = null;
+  }
+
+  /** Opens the HTTP stream (done by the first next(); call it to see HTTP errors early). */
+  async open() {
+    if (this.response) return this.response;
+    let res;
+    try {
+      res = await fetch(streamUrl(this.base, this.name, this.ticket, this.credit), { cache: 'no-store', signal: this._abort.signal });
+    } catch (e) {
+      if (this._abort.signal.aborted) throw new SyncError('aborted', 'receive aborted', { cause: e });
+      throw new SyncError('network', `GET /streams/${this.name} failed: ${e?.message ?? e}`, { cause: e });
+    }
+    if (!res.ok) {
+      const body = await res.text().catch(() => '');
+      let code = res.status === 403 ? 'forbidden' : res.status === 404 ? 'not_found' : 'http_error';
+      let message = body.trim() || `HTTP ${res.status}`;
+      try {
+        const j = JSON.parse(body);
+        if (j && typeof j.code === 'string') code = j.code;
+        if (j && typeof j.message === 'string') message = j.message;
+      } catch { /* plain text body */ }
+      throw new SyncError(code, message, { status: res.status });
+    }
+    const receiver = res.headers.get('X-Sync-Receiver');
+    this.receiver = receiver === null ? null : /^\d+$/.test(receiver) ? Number(receiver) : receiver;
+    this.response = res;
+    return res;
+  }
+
+  [Symbol.asyncIterator]() {
+    if (!this._iter) this._iter = this._frames();
+    return this._iter;
+  }
+
+  next() {
+    return this[Symbol.asyncIterator]().next();
+  }
+
+  /** Ends the stream (the server sees the receiver go away). */
+  close() {
+    this._abort.abort();
+    if (this._iter) this._iter.return?.();
+  }
+
+  stats() {
+    return { ...this.counters, receiver: this.receiver };
+  }
+
+  _grant() {
+    if (!this.autoCredit || this.receiver === null) return;
+    const c = this.connection;
+    if (c && c.connected && c.grantCredit(this.receiver, 1)) {
+      ++this.counters.creditsGranted;
+      return;
+    }
+    fetch(creditUrl(this.base, this.name, this.receiver, 1), { method: 'POST', cache: 'no-store' })
+      .then((r) => { if (r.ok) ++this.counters.creditsGranted; else ++this.counters.creditFailures; })
+      .catch(() => { ++this.counters.creditFailures; });
+  }
+
+  async *_frames() {
+    const res = await this.open();
+    const reader = res.body.getReader({ mode: 'byob' });
+    let header = new ArrayBuffer(RECORD_HEADER_BYTES);
+    let pixels = new ArrayBuffer(0);
+    // Reads exactly n bytes into buf (transferred by every BYOB read); returns the buffer, or
+    // null at a clean end of stream before the first byte.
+    const readExactly = async (buf, n) => {
+      let filled = 0;
+      while (filled < n) {
+        let r;
+        try {
+          r = await reader.read(new Uint8Array(buf, filled, n - filled));
+        } catch (e) {
+          if (this._abort.signal.aborted) throw new SyncError('aborted', 'receive aborted', { cause: e });
+          throw new SyncError('network', `stream read failed: ${e?.message ?? e}`, { cause: e });
+        }
+        ++this.counters.reads;
+        if (r.value) buf = r.value.buffer;
+        if (r.done) {
+          if (filled === 0) return { buf, done: true };
+          throw new SyncError('truncated', `stream ended inside a record (${filled} of ${n} bytes)`);
+        }
+        filled += r.value.byteLength;
+      }
+      return { buf, done: false };
+    };
+    try {
+      for (;;) {
+        const hr = await readExactly(header, RECORD_HEADER_BYTES);
+        header = hr.buf;
+        if (hr.done) return;
+        const h = parseRecordHeader(header);
+        if (pixels.byteLength < h.payloadBytes) pixels = new ArrayBuffer(h.payloadBytes);
+        const pr = await readExactly(pixels, h.payloadBytes);
+        pixels = pr.buf;
+        if (pr.done) throw new SyncError('truncated', 'stream ended after a record header');
+        ++this.counters.frames;
+        this.counters.bytes += RECORD_HEADER_BYTES + h.payloadBytes;
+        this.counters.droppedBefore += h.droppedBefore;
+        yield new Frame(h, new Uint8Array(pixels, 0, h.payloadBytes));
+        // The consumer has finished with that frame: one more may come.
+        this._grant();
+      }
+    } finally {
+      try {
+        await reader.cancel();
+      } catch { /* already closed */ }
+      reader.releaseLock?.();
+    }
+  }
+}
