@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every test: unit and integration tests on the release build, the same under ASan+UBSan, and a
-# bounded smoke run of each libFuzzer target. Installs what is missing first; safe to re-run.
+# Every test: unit and integration tests on the release build, the same under ASan+UBSan (less
+# the timing-bound qualification arms), the threaded code's tests under TSan, and a bounded smoke
+# run of each libFuzzer target. Installs what is missing first; safe to re-run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -17,7 +18,16 @@ echo "== asan-ubsan build and tests"
 cmake --preset asan-ubsan >/dev/null
 cmake --build --preset asan-ubsan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build/asan-ubsan --output-on-failure -j1
+  ctest --test-dir build/asan-ubsan --output-on-failure -j1 -LE qualification
+
+echo "== tsan build and tests of the threaded code"
+tsan_targets=(headtrack_tests)
+[[ -f tests/unit/audio.cmake ]] && tsan_targets+=(audio_tests)
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan -j"$jobs" --target "${tsan_targets[@]}"
+for t in "${tsan_targets[@]}"; do
+  TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/unit/"$t" --gtest_brief=1
+done
 
 echo "== fuzz smoke (${fuzz_seconds}s per target)"
 fuzz_targets=(ws_frame_decoder http_request control_message hid_descriptor hid_report)

@@ -58,7 +58,7 @@ def run_reader(reader_bin, port, seconds, channels, pin):
     """Starts sync-audio-reader; returns the Popen (JSON summary on its last stdout line)."""
     return subprocess.Popen(
         pinned(1, [reader_bin, "--url", f"ws://127.0.0.1:{port}/ws", "--seconds", str(seconds),
-                   "--verify", "synthetic", "--quiet"], pin),
+                   "--verify", "synthetic", "--quiet", "--realtime"], pin),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

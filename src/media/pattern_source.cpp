@@ -14,24 +14,24 @@ bool parse_pattern_spec(std::string_view spec, PatternConfig& out, std::string& 
     error = "unknown source '" + std::string(spec) + "' (expected pattern[:WxH@FPS])";
     return false;
   }
-  std::string_view rest = spec.substr(kPrefix.size());
-  const char* p = rest.data();
-  const char* end = p + rest.size();
+  const std::string_view rest = spec.substr(kPrefix.size());
+  const char* end = rest.data() + rest.size();
   uint32_t w = 0, h = 0;
   double fps = 0;
-  auto r = std::from_chars(p, end, w);
-  if (r.ec != std::errc{} || r.ptr == end || *r.ptr != 'x') goto bad;
-  r = std::from_chars(r.ptr + 1, end, h);
-  if (r.ec != std::errc{} || r.ptr == end || *r.ptr != '@') goto bad;
-  r = std::from_chars(r.ptr + 1, end, fps);
-  if (r.ec != std::errc{} || r.ptr != end || w == 0 || h == 0 || fps <= 0 || fps > 1000) goto bad;
+  auto r = std::from_chars(rest.data(), end, w);
+  const bool width_ok = r.ec == std::errc{} && r.ptr != end && *r.ptr == 'x';
+  if (width_ok) r = std::from_chars(r.ptr + 1, end, h);
+  const bool height_ok = width_ok && r.ec == std::errc{} && r.ptr != end && *r.ptr == '@';
+  if (height_ok) r = std::from_chars(r.ptr + 1, end, fps);
+  if (!height_ok || r.ec != std::errc{} || r.ptr != end || w == 0 || h == 0 || w > 8192 ||
+      h > 8192 || fps <= 0 || fps > 1000) {
+    error = "bad source spec '" + std::string(spec) + "' (expected pattern:WIDTHxHEIGHT@FPS)";
+    return false;
+  }
   out.width = w;
   out.height = h;
   out.fps = fps;
   return true;
-bad:
-  error = "bad source spec '" + std::string(spec) + "' (expected pattern:WIDTHxHEIGHT@FPS)";
-  return false;
 }
 
 PatternSource::PatternSource(StreamRegistry& registry, PatternConfig config)

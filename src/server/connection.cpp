@@ -695,9 +695,7 @@ void Connection::on_message_end() {
   in.active = false;
   if (in.header_have < media::kFrameHeaderBytes) {
     ++server_.counters().frames_rejected_bad_header;
-    ingest_.active = true;
     refuse_frame(control::error_code::kBadFrameHeader, "binary message shorter than a frame header");
-    ingest_.active = false;
     return;
   }
   if (!in.slot) return;  // refused earlier and already counted
@@ -759,7 +757,11 @@ void Connection::handle_control(std::string_view text) {
         {"type", "welcome"},
         {"protocol", control::kProtocolVersion},
         {"server", "syncd/" SYNC_VERSION},
-        {"capabilities", {"video.ingest", "stats", "ping"}},
+        {"capabilities", server_.pose()
+                             ? nlohmann::json{"video.ingest", "video.receive", "tickets", "stats",
+                                              "ping", "pose"}
+                             : nlohmann::json{"video.ingest", "video.receive", "tickets", "stats",
+                                              "ping"}},
         {"publishers", server_.config().publishers},
         {"limits",
          {{"max_message_bytes", server_.config().max_message_bytes},

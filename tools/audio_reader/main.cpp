@@ -8,6 +8,8 @@
 //   tone:      the same counter but with an unknown offset (sync-jack-tone's own frame count):
 //              locks on the first non-silent frame, then checks every sample exactly; silence
 //              (every channel 0) between tone runs is allowed and re-locks.
+#include <pthread.h>
+#include <sched.h>
 #include <time.h>
 
 #include <CLI/CLI.hpp>
@@ -188,6 +190,7 @@ int main(int argc, char** argv) {
   uint32_t wav_channels = 2;
   bool check = false;
   bool quiet = false;
+  bool realtime = false;
   app.add_option("--url", url, "syncd WebSocket URL")->capture_default_str();
   app.add_option("--seconds", seconds, "How long to read")->capture_default_str();
   app.add_option("--interval-ms", interval_ms, "Read period (absolute schedule)")
@@ -201,7 +204,15 @@ int main(int argc, char** argv) {
   app.add_option("--wav-channels", wav_channels, "Channels written to --wav")->capture_default_str();
   app.add_flag("--check", check, "Exit 4 unless continuous, drop-free and (with --verify) exact");
   app.add_flag("--quiet", quiet, "Only the JSON summary line");
+  app.add_flag("--realtime", realtime,
+               "Run at SCHED_FIFO when permitted, so the RTT measures syncd, not our wake-ups");
   CLI11_PARSE(app, argc, argv);
+  bool got_realtime = false;
+  if (realtime) {
+    sched_param param{};
+    param.sched_priority = 50;  // below the capture thread (70)
+    got_realtime = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0;
+  }
 
   try {
     // ws://HOST:PORT/PATH
@@ -349,6 +360,7 @@ int main(int argc, char** argv) {
           {"mismatched_frames", verifier.mismatched_frames},
           {"locks", verifier.locks},
           {"first_mismatch", verifier.first_mismatch}}},
+        {"realtime", got_realtime},
         {"ok", ok},
     };
     if (!quiet) {

@@ -171,6 +171,10 @@ def analyze_arm(arm_dir):
     result["frames_sent"] = frames_sent
     if prod is not None and len(prod["sequence"]):
         result["producer_send_ms"] = percentiles_ms(prod["send_end_ns"] - prod["send_start_ns"])
+        # Diagnostic: the producer's own offers per second (send_start). A second that is already
+        # off nominal here was late upstream of syncd (the producer was not scheduled in time).
+        pbins = second_bins(prod["send_start_ns"])
+        result["producer_offers"] = {"per_second": pbins, **bin_summary(pbins, nominal)}
         result["producer_first_send_ns"] = int(prod["send_start_ns"].min())
         result["producer_last_send_ns"] = int(prod["send_end_ns"].max())
 
@@ -450,9 +454,15 @@ def plot_arm(result, out_dir):
             x0r = bins[0]["second"] if bins and "per_second_source" not in r else rb[0]["second"]
             ax.step([b["second"] - x0r for b in rb], [b["frames"] for b in rb], where="mid",
                     label=f"reader {r['reader']}", linewidth=0.8, alpha=0.8)
+    pb = (result.get("producer_offers") or {}).get("per_second") or []
+    if pb and bins:
+        ax.step([b["second"] - bins[0]["second"] for b in pb], [b["frames"] for b in pb],
+                where="mid", color="black", linestyle="--", linewidth=0.7,
+                label="producer offers")
     ax.axhline(result["nominal_fps"], color="grey", linestyle=":", linewidth=0.8)
     ax.axhline(LOW_RATE, color="red", linestyle="--", linewidth=0.8, label="low-rate (<50)")
-    ax.set_ylim(0, max(result["nominal_fps"] * 1.25, 10))
+    peak = max([b["frames"] for b in bins + pb] or [0])
+    ax.set_ylim(0, max(result["nominal_fps"] * 1.25, peak * 1.05, 10))
     ax.set_xlabel("complete second")
     ax.set_ylabel("unique frames")
     ax.set_title(f"{name}: unique fps per complete second")
@@ -544,6 +554,8 @@ def summary_markdown(report):
         lambda a: f"{a['syncd']['seconds_at_nominal']} / {a['syncd']['min_fps']} / "
                   f"{a['syncd']['max_fps']}")
     row("low-rate seconds (<50)", lambda a: a["syncd"]["low_rate_seconds"])
+    row("producer: seconds off nominal in its own offers (upstream lateness)",
+        lambda a: a["producer_offers"]["seconds_off_nominal"])
     row("drops (all stages)", lambda a: a["drops_total"])
     row("verify failures (syncd + readers)",
         lambda a: sum((v or 0) for v in a["verify_failures"].values()))

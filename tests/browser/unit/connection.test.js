@@ -1,0 +1,101 @@
+// SyncConnection against a fake syncd built on the `ws` package: hello/welcome, requests and
+// their replies, typed errors, ping, credit messages, reconnect with backoff and re-hello.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { WebSocketServer, WebSocket } from 'ws';
+import { connect, SyncConnection, SyncError } from '../../../web/sync.js';
+
+function fakeSyncd(handler) {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  const seen = [];
+  wss.on('connection', (ws) => {
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) return;
+      const m = JSON.parse(data.toString());
+      seen.push(m);
+      const send = (o) => ws.send(JSON.stringify(o));
+      if (m.type === 'hello') return send({ type: 'welcome', protocol: 1, server: 'fake', capabilities: [] });
+      handler?.(m, send, ws);
+    });
+  });
+  return new Promise((resolve) => wss.on('listening', () => resolve({ wss, seen, url: `ws://127.0.0.1:${wss.address().port}/ws` })));
+}
+
+test('hello/welcome, requests, typed errors, ping and credit', async () => {
+  const f = await fakeSyncd((m, send) => {
+    if (m.type === 'stream.open') {
+      if (m.name === 'taken') return send({ type: 'error', code: 'stream_name_taken', message: 'taken', name: m.name });
+      return send({ type: 'stream.opened', stream: 4, name: m.name, frame_bytes: m.width * m.height * 4 });
+    }
+    if (m.type === 'ticket.create') return send({ type: 'ticket', stream: m.stream, name: 'a', ticket: '0'.repeat(32), uses: m.uses ?? 1, expires_in_s: 60 });
+    if (m.type === 'ping') return send({ type: 'pong', id: m.id });
+    if (m.type === 'stats') return send({ type: 'stats', stats: { server: { version: 'x' } } });
+    if (m.type === 'credit' && m.receiver === 999) return send({ type: 'error', code: 'unknown_receiver', message: 'no' });
+  });
+  const conn = await connect(f.url, { client: 'unit', WebSocket });
+  try {
+    assert.equal(conn.welcome.server, 'fake');
+    assert.deepEqual(f.seen[0], { type: 'hello', protocol: 1, client: 'unit' });
+    const opened = await conn.openStream({ name: 'a', width: 2, height: 2 });
+    assert.equal(opened.stream, 4);
+    await assert.rejects(conn.openStream({ name: 'taken', width: 2, height: 2 }), (e) => e instanceof SyncError && e.code === 'stream_name_taken' && e.details.name === 'taken');
+    const t = await conn.createTicket(4, { uses: 2, ttl_s: 5 });
+    assert.equal(t.ticket.length, 32);
+    assert.deepEqual(f.seen.at(-1), { type: 'ticket.create', stream: 4, uses: 2, ttl_s: 5 });
+    assert.ok((await conn.ping()) >= 0);
+    assert.equal((await conn.stats()).server.version, 'x');
+    assert.equal(conn.grantCredit(12, 1), true);
+    const creditError = new Promise((r) => conn.once('credit-error', r));
+    conn.grantCredit(999, 1);
+    assert.equal((await creditError).code, 'unknown_receiver');
+    // A credit error does not steal the reply of the request after it
+    assert.ok((await conn.ping()) >= 0);
+    assert.ok(f.seen.some((m) => JSON.stringify(m) === '{"type":"credit","receiver":12,"frames":1}'));
+  } finally {
+    conn.close();
+    f.wss.close();
+  }
+});
+
+test('reconnects with backoff and re-runs hello (and re-subscribes topics)', async () => {
+  const f = await fakeSyncd((m, send) => {
+    if (m.type === 'subscribe') send({ type: 'pose.status', connected: false });
+  });
+  const conn = new SyncConnection(f.url, { client: 'rc', WebSocket, backoff: { initialMs: 20, maxMs: 100, jitter: 0 } });
+  await conn.ready;
+  const events = [];
+  conn.subscribe('pose', (e) => events.push(e.type));
+  const reconnecting = [];
+  conn.on('reconnecting', (r) => reconnecting.push(r.delayMs));
+  const reopened = new Promise((r) => conn.on('open', (e) => e.reconnected && r(e)));
+  for (const c of f.wss.clients) c.terminate();
+  await reopened;
+  assert.equal(conn.counters().reconnects, 1);
+  assert.deepEqual(reconnecting, [20]);
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(f.seen.filter((m) => m.type === 'hello').length, 2);
+  assert.equal(f.seen.filter((m) => m.type === 'subscribe').length, 2);
+  assert.deepEqual(events, ['pose.status', 'pose.status']);
+  conn.close();
+  f.wss.close();
+});
+
+test('backoff grows while the server is away, pending requests fail typed', async () => {
+  const f = await fakeSyncd(() => {}); // never answers stats
+  const port = f.wss.address().port;
+  const conn = new SyncConnection(f.url, { WebSocket, backoff: { initialMs: 10, maxMs: 40, jitter: 0 }, requestTimeoutMs: 5000 });
+  await conn.ready;
+  const delays = [];
+  conn.on('reconnecting', (r) => delays.push(r.delayMs));
+  const pending = conn.stats();
+  await new Promise((r) => f.wss.close(r));
+  for (const c of f.wss.clients) c.terminate();
+  await assert.rejects(pending, (e) => e.code === 'disconnected');
+  await new Promise((r) => setTimeout(r, 250));
+  assert.deepEqual(delays.slice(0, 4), [10, 20, 40, 40]);
+  assert.equal(conn.state, 'reconnecting');
+  await assert.rejects(conn.ping(), (e) => e.code === 'not_connected');
+  conn.close();
+  assert.equal(conn.state, 'closed');
+  void port;
+});
