@@ -1,11 +1,11 @@
 // libFuzzer target: control protocol v1 message parsing (JSON text -> typed message or coded
 // error). Any input must give one or the other, never an exception or a crash.
+#include "control/control_message.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
-
-#include "control/control_message.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

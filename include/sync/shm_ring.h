@@ -25,26 +25,26 @@ extern "C" {
 
 /* At offset 0 of the region. */
 typedef struct sync_shm_header {
-  uint32_t magic;          /* 0   SYNC_SHM_MAGIC */
-  uint16_t version;        /* 4   SYNC_SHM_VERSION */
-  uint16_t header_bytes;   /* 6   sizeof(sync_shm_header) */
-  uint32_t width;          /* 8 */
-  uint32_t height;         /* 12 */
-  uint32_t format;         /* 16  1 = rgba8, 2 = bgra8 */
-  uint32_t slot_count;     /* 20 */
-  uint64_t slot_stride;    /* 24  bytes from one slot's pixels to the next (page multiple) */
-  uint64_t frame_bytes;    /* 32  width * height * 4 */
-  uint64_t slots_offset;   /* 40  offset of sync_shm_slot[slot_count] */
-  uint64_t pixels_offset;  /* 48  offset of slot 0's pixels (page aligned) */
-  uint64_t region_bytes;   /* 56  size of the whole region */
-  uint32_t writer_pid;     /* 64 */
-  uint32_t state;          /* 68  SYNC_SHM_STATE_*, atomic */
-  uint32_t futex_word;     /* 72  incremented on every publish; readers FUTEX_WAIT on it */
-  uint32_t latest_slot;    /* 76  slot of the newest frame, atomic */
-  uint64_t write_counter;  /* 80  frames published so far (0: none yet), atomic, release */
-  uint64_t reserved0;      /* 88 */
-  char stream_name[64];    /* 96  NUL-terminated */
-  uint8_t reserved1[96];   /* 160 */
+  uint32_t magic;         /* 0   SYNC_SHM_MAGIC */
+  uint16_t version;       /* 4   SYNC_SHM_VERSION */
+  uint16_t header_bytes;  /* 6   sizeof(sync_shm_header) */
+  uint32_t width;         /* 8 */
+  uint32_t height;        /* 12 */
+  uint32_t format;        /* 16  1 = rgba8, 2 = bgra8 */
+  uint32_t slot_count;    /* 20 */
+  uint64_t slot_stride;   /* 24  bytes from one slot's pixels to the next (page multiple) */
+  uint64_t frame_bytes;   /* 32  width * height * 4 */
+  uint64_t slots_offset;  /* 40  offset of sync_shm_slot[slot_count] */
+  uint64_t pixels_offset; /* 48  offset of slot 0's pixels (page aligned) */
+  uint64_t region_bytes;  /* 56  size of the whole region */
+  uint32_t writer_pid;    /* 64 */
+  uint32_t state;         /* 68  SYNC_SHM_STATE_*, atomic */
+  uint32_t futex_word;    /* 72  incremented on every publish; readers FUTEX_WAIT on it */
+  uint32_t latest_slot;   /* 76  slot of the newest frame, atomic */
+  uint64_t write_counter; /* 80  frames published so far (0: none yet), atomic, release */
+  uint64_t reserved0;     /* 88 */
+  char stream_name[64];   /* 96  NUL-terminated */
+  uint8_t reserved1[96];  /* 160 */
 } sync_shm_header;
 
 /* One per slot, at slots_offset + index * sizeof(sync_shm_slot). */

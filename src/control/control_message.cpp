@@ -1,7 +1,6 @@
 #include "control/control_message.h"
 
 #include <cctype>
-
 #include <nlohmann/json.hpp>
 
 namespace syncd::control {
@@ -22,8 +21,8 @@ bool read_uint(const json& j, const char* key, uint64_t lo, uint64_t hi, bool re
     if (required) why = std::string("missing '") + key + "'";
     return !required;
   }
-  if (!it->is_number_integer() || (it->is_number_integer() && it->get<int64_t>() < 0 &&
-                                   !it->is_number_unsigned())) {
+  if (!it->is_number_integer() ||
+      (it->is_number_integer() && it->get<int64_t>() < 0 && !it->is_number_unsigned())) {
     why = std::string("'") + key + "' must be a non-negative integer";
     return false;
   }

@@ -33,7 +33,7 @@ inline constexpr const char* kTopicUnavailable = "topic_unavailable";  // no --h
 inline constexpr const char* kTicketUnavailable = "ticket_unavailable";
 inline constexpr const char* kAudioBusy = "audio_busy";                // a read is in flight
 inline constexpr const char* kAudioUnavailable = "audio_unavailable";  // no --audio-source
-inline constexpr const char* kAudioInUse = "audio_in_use";  // another connection reads
+inline constexpr const char* kAudioInUse = "audio_in_use";             // another connection reads
 }  // namespace error_code
 
 struct Hello {
@@ -79,9 +79,8 @@ struct Subscribe {
 };
 struct PoseRecenter {};
 
-using ControlMessage =
-    std::variant<Hello, StreamOpen, StreamClose, StatsRequest, Ping, AudioRead, AudioInfo,
-                 TicketCreate, Credit, Subscribe, PoseRecenter>;
+using ControlMessage = std::variant<Hello, StreamOpen, StreamClose, StatsRequest, Ping, AudioRead,
+                                    AudioInfo, TicketCreate, Credit, Subscribe, PoseRecenter>;
 
 struct ControlError {
   const char* code = "";

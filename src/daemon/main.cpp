@@ -70,9 +70,11 @@ int main(int argc, char** argv) {
   app.add_option("--audio-source", audio_source,
                  "Audio capture: synthetic[:CHANNELS[@RATE]] or jack[:CHANNELS] (1-64 channels)");
   app.add_option("--audio-ring-ms", audio_ring_ms, "Audio capture ring capacity")
-      ->check(CLI::Range(10, 60000))->capture_default_str();
+      ->check(CLI::Range(10, 60000))
+      ->capture_default_str();
   app.add_option("--audio-connect", audio_connect,
-                 "JACK ports to capture: system, none, or a comma list")->capture_default_str();
+                 "JACK ports to capture: system, none, or a comma list")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (!audio_source.empty()) {
     syncd::audio::AudioSourceConfig audio;
@@ -115,8 +117,8 @@ int main(int argc, char** argv) {
 
   syncd::server::Server server(cfg);
   if (const int rc = server.start(); rc < 0) {
-    std::fprintf(stderr, "syncd: cannot start on %s:%u: %s\n", cfg.host.c_str(),
-                 unsigned(cfg.port), uv_strerror(rc));
+    std::fprintf(stderr, "syncd: cannot start on %s:%u: %s\n", cfg.host.c_str(), unsigned(cfg.port),
+                 uv_strerror(rc));
     return 1;
   }
   server.run();

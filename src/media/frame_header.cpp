@@ -58,11 +58,16 @@ void write_frame_header(const FrameHeader& h, uint8_t* out) {
 
 const char* frame_header_error_name(FrameHeaderError e) {
   switch (e) {
-    case FrameHeaderError::kNone: return "none";
-    case FrameHeaderError::kBadMagic: return "bad magic";
-    case FrameHeaderError::kBadVersion: return "unsupported header version";
-    case FrameHeaderError::kBadHeaderBytes: return "bad header size";
-    case FrameHeaderError::kBadFormat: return "unknown pixel format";
+    case FrameHeaderError::kNone:
+      return "none";
+    case FrameHeaderError::kBadMagic:
+      return "bad magic";
+    case FrameHeaderError::kBadVersion:
+      return "unsupported header version";
+    case FrameHeaderError::kBadHeaderBytes:
+      return "bad header size";
+    case FrameHeaderError::kBadFormat:
+      return "unknown pixel format";
   }
   return "?";
 }

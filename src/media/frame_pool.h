@@ -26,8 +26,8 @@ struct FrameInfo {
   uint32_t stream_id = 0;
   uint32_t flags = 0;
   uint64_t sequence = 0;
-  uint64_t capture_time_us = 0;  // producer's clock, as sent
-  uint64_t content_hash = 0;     // as sent, valid when flags has kHasContentHash
+  uint64_t capture_time_us = 0;   // producer's clock, as sent
+  uint64_t content_hash = 0;      // as sent, valid when flags has kHasContentHash
   uint64_t receive_start_ns = 0;  // first byte of the message (CLOCK_MONOTONIC)
   uint64_t accept_ns = 0;         // last byte received, frame admitted to publishers
   uint32_t width = 0;

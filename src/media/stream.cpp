@@ -4,20 +4,28 @@ namespace syncd::media {
 
 const char* drop_reason_name(DropReason r) {
   switch (r) {
-    case DropReason::kPoolFull: return "pool_full";
-    case DropReason::kSizeMismatch: return "size_mismatch";
-    case DropReason::kGeometryMismatch: return "geometry_mismatch";
-    case DropReason::kDisconnected: return "disconnected";
-    case DropReason::kCount: break;
+    case DropReason::kPoolFull:
+      return "pool_full";
+    case DropReason::kSizeMismatch:
+      return "size_mismatch";
+    case DropReason::kGeometryMismatch:
+      return "geometry_mismatch";
+    case DropReason::kDisconnected:
+      return "disconnected";
+    case DropReason::kCount:
+      break;
   }
   return "?";
 }
 
 const char* pixel_format_name(PixelFormat f) {
   switch (f) {
-    case PixelFormat::kRgba8: return "rgba8";
-    case PixelFormat::kBgra8: return "bgra8";
-    case PixelFormat::kStreamDefault: break;
+    case PixelFormat::kRgba8:
+      return "rgba8";
+    case PixelFormat::kBgra8:
+      return "bgra8";
+    case PixelFormat::kStreamDefault:
+      break;
   }
   return "?";
 }
@@ -41,7 +49,9 @@ Stream::Stream(uint32_t id, StreamConfig config, uint64_t owner, FramePool* pool
       frame_bytes_(size_t(config_.width) * config_.height * 4),
       pool_(pool) {}
 
-Stream::~Stream() { close(); }
+Stream::~Stream() {
+  close();
+}
 
 void Stream::close() {
   if (pool_) pool_->drop_ref();

@@ -8,12 +8,18 @@ namespace syncd::media {
 
 const char* open_error_code(OpenError e) {
   switch (e) {
-    case OpenError::kNone: return "none";
-    case OpenError::kNameTaken: return "stream_name_taken";
-    case OpenError::kBadGeometry: return "bad_geometry";
-    case OpenError::kBadSlots: return "bad_slots";
-    case OpenError::kTooMany: return "stream_limit";
-    case OpenError::kNoMemory: return "no_memory";
+    case OpenError::kNone:
+      return "none";
+    case OpenError::kNameTaken:
+      return "stream_name_taken";
+    case OpenError::kBadGeometry:
+      return "bad_geometry";
+    case OpenError::kBadSlots:
+      return "bad_slots";
+    case OpenError::kTooMany:
+      return "stream_limit";
+    case OpenError::kNoMemory:
+      return "no_memory";
   }
   return "?";
 }
@@ -202,9 +208,8 @@ void StreamRegistry::write_stats(nlohmann::json& out) const {
       const auto& t = j["publishers"]["test"];
       if (t.contains("verified")) j["frames_verified"] = t["verified"];
       if (t.contains("verify_failed"))
-        j["frames_verify_failed"] =
-            t["verify_failed"]["hash_mismatch"].get<uint64_t>() +
-            t["verify_failed"]["marker_mismatch"].get<uint64_t>();
+        j["frames_verify_failed"] = t["verify_failed"]["hash_mismatch"].get<uint64_t>() +
+                                    t["verify_failed"]["marker_mismatch"].get<uint64_t>();
     }
     list.push_back(std::move(j));
   }

@@ -9,10 +9,9 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "media/publisher.h"
 #include "media/stream.h"

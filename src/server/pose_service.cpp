@@ -30,7 +30,9 @@ PoseService::PoseService(uv_loop_t* loop, std::string source)
   json_.reserve(512);
 }
 
-PoseService::~PoseService() { stop(); }
+PoseService::~PoseService() {
+  stop();
+}
 
 bool PoseService::start(std::string& error) {
   if (!reader_.start(&error)) return false;
@@ -56,7 +58,9 @@ void PoseService::subscribe(Connection* c) {
   c->send_text(status_json());  // the new subscriber learns at once whether a tracker is there
 }
 
-void PoseService::unsubscribe(Connection* c) { subscribers_.erase(c); }
+void PoseService::unsubscribe(Connection* c) {
+  subscribers_.erase(c);
+}
 
 void PoseService::on_readable(uv_poll_t* handle, int status, int) {
   if (status < 0) return;
@@ -151,7 +155,8 @@ void PoseService::write_stats(nlohmann::json& out) const {
 
 void PoseService::write_metrics(telemetry::PrometheusText& out) const {
   const headtrack::ReaderStats s = reader_.stats();
-  out.family("syncd_headtracker_samples_total", "counter", "Head-tracker samples turned into poses.");
+  out.family("syncd_headtracker_samples_total", "counter",
+             "Head-tracker samples turned into poses.");
   out.sample("syncd_headtracker_samples_total", "", seq_);
   out.family("syncd_headtracker_reports_rejected_total", "counter",
              "Head-tracker reports rejected, by reason.");

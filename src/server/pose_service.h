@@ -12,10 +12,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <unordered_set>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "headtrack/orientation.h"
 #include "headtrack/tracker_reader.h"

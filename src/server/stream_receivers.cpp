@@ -189,8 +189,8 @@ void StreamReceivers::on_written(uv_write_t* req, int status) {
     r.unacked_ns[(r.unacked_head + r.unacked_count) % r.unacked_ns.size()] = now;
     ++r.unacked_count;
   }
-  r.owner->keep_if_slow(r, SlowRecord{sequence, w->submit_ns - w->offered_ns,
-                                      now - w->submit_ns, now - w->offered_ns});
+  r.owner->keep_if_slow(r, SlowRecord{sequence, w->submit_ns - w->offered_ns, now - w->submit_ns,
+                                      now - w->offered_ns});
   if (r.pending && r.owner->can_send(r)) {
     media::FrameSlot* slot = r.pending;
     r.pending = nullptr;

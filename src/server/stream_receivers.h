@@ -18,9 +18,8 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <unordered_map>
-
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "media/publisher.h"
 #include "telemetry/stage_stats.h"
@@ -74,8 +73,8 @@ class StreamReceivers final : public media::Publisher {
   };
   struct SlowRecord {
     uint64_t sequence = 0;
-    uint64_t wait_ns = 0;      // offered to submitted (credit or byte limit)
-    uint64_t write_ns = 0;     // submitted to completed
+    uint64_t wait_ns = 0;   // offered to submitted (credit or byte limit)
+    uint64_t write_ns = 0;  // submitted to completed
     uint64_t total_ns = 0;
   };
   struct Stages {

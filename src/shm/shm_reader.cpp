@@ -48,8 +48,8 @@ bool plausible(const sync_shm_header* h, size_t file_bytes) {
 extern "C" int sync_shm_open(const char* path, sync_shm_reader** out) {
   *out = nullptr;
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? SYNC_SHM_ENOENT : errno == EACCES ? SYNC_SHM_EACCES
-                                                                         : SYNC_SHM_ESYS;
+  if (fd < 0)
+    return errno == ENOENT ? SYNC_SHM_ENOENT : errno == EACCES ? SYNC_SHM_EACCES : SYNC_SHM_ESYS;
   struct stat st;
   if (::fstat(fd, &st) != 0 || size_t(st.st_size) < sizeof(sync_shm_header)) {
     ::close(fd);
@@ -84,7 +84,9 @@ extern "C" void sync_shm_close(sync_shm_reader* r) {
   std::free(r);
 }
 
-extern "C" const sync_shm_header* sync_shm_info(const sync_shm_reader* r) { return r->header; }
+extern "C" const sync_shm_header* sync_shm_info(const sync_shm_reader* r) {
+  return r->header;
+}
 
 namespace {
 
@@ -164,18 +166,28 @@ extern "C" int sync_shm_check(sync_shm_reader* r, const sync_shm_frame* frame) {
   return SYNC_SHM_ETORN;
 }
 
-extern "C" sync_shm_counters sync_shm_get_counters(const sync_shm_reader* r) { return r->counters; }
+extern "C" sync_shm_counters sync_shm_get_counters(const sync_shm_reader* r) {
+  return r->counters;
+}
 
 extern "C" const char* sync_shm_strerror(int code) {
   switch (code) {
-    case SYNC_SHM_OK: return "ok";
-    case SYNC_SHM_ETIMEDOUT: return "timed out waiting for a frame";
-    case SYNC_SHM_EENDED: return "the stream ended";
-    case SYNC_SHM_ETORN: return "frame overwritten while in use";
-    case SYNC_SHM_ENOENT: return "no shared-memory ring at that path";
-    case SYNC_SHM_EACCES: return "permission denied";
-    case SYNC_SHM_EFORMAT: return "not a version-1 frame ring";
-    case SYNC_SHM_ESYS: return "system error";
+    case SYNC_SHM_OK:
+      return "ok";
+    case SYNC_SHM_ETIMEDOUT:
+      return "timed out waiting for a frame";
+    case SYNC_SHM_EENDED:
+      return "the stream ended";
+    case SYNC_SHM_ETORN:
+      return "frame overwritten while in use";
+    case SYNC_SHM_ENOENT:
+      return "no shared-memory ring at that path";
+    case SYNC_SHM_EACCES:
+      return "permission denied";
+    case SYNC_SHM_EFORMAT:
+      return "not a version-1 frame ring";
+    case SYNC_SHM_ESYS:
+      return "system error";
   }
   return "unknown error";
 }

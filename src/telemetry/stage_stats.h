@@ -12,8 +12,8 @@ class StageStats {
  public:
   // Upper bounds of the histogram buckets in nanoseconds; a final +Inf bucket follows.
   static constexpr std::array<uint64_t, 16> kBucketBoundsNs = {
-      1'000,     2'000,     5'000,      10'000,     20'000,     50'000,      100'000,     200'000,
-      500'000,   1'000'000, 2'000'000,  5'000'000,  10'000'000, 20'000'000,  50'000'000,  100'000'000};
+      1'000,   2'000,     5'000,     10'000,    20'000,     50'000,     100'000,    200'000,
+      500'000, 1'000'000, 2'000'000, 5'000'000, 10'000'000, 20'000'000, 50'000'000, 100'000'000};
   static constexpr size_t kBuckets = kBucketBoundsNs.size() + 1;
 
   void record(uint64_t ns) {

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "media/frame_pool.h"
+
+#include <gtest/gtest.h>
 
 using syncd::media::FramePool;
 using syncd::media::FrameSlot;

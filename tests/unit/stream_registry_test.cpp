@@ -1,3 +1,5 @@
+#include "media/stream_registry.h"
+
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
@@ -5,7 +7,6 @@
 
 #include "media/pattern_source.h"
 #include "media/publishers/test_publisher.h"
-#include "media/stream_registry.h"
 
 using namespace syncd::media;
 
@@ -62,10 +63,10 @@ TEST_F(Fixture, VerifiesEveryByteAndSequence) {
   Stream* s = registry.open(small("v"), 1, e);
   produce(*s, 0);
   produce(*s, 1);
-  produce(*s, 1);          // duplicate
-  produce(*s, 4);          // gap of 2
-  produce(*s, 3);          // reordered
-  produce(*s, 5, true);    // one flipped bit in the last byte
+  produce(*s, 1);        // duplicate
+  produce(*s, 4);        // gap of 2
+  produce(*s, 3);        // reordered
+  produce(*s, 5, true);  // one flipped bit in the last byte
   const TestVerdicts* v = test->verdicts(s->id());
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->delivered, 6u);

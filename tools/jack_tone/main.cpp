@@ -1,6 +1,6 @@
 // sync-jack-tone: a JACK client that plays the counter test signal (audio/test_signal.h) on N
 // output ports, counting frames from 1 so the signal is never all-silent, and connects out_i to
-// DEST-PREFIX i (retrying until those ports exist). Runs until SIGINT/SIGTERM or until the
+// DEST-PREFIX i (retrying until those ports exist); it plays silence until all are connected. Runs until SIGINT/SIGTERM or until the
 // server goes away. Prints "ready" on stdout once connected.
 #include <jack/jack.h>
 #include <unistd.h>
@@ -20,9 +20,16 @@ namespace {
 std::atomic<bool> g_stop{false};
 std::vector<jack_port_t*> g_ports;
 uint64_t g_frame = 1;  // real-time thread only
+// Silence until every port is connected: a half-connected period would look like a bad frame.
+std::atomic<bool> g_play{false};
 
 int process(jack_nframes_t nframes, void*) {
   const uint32_t C = uint32_t(g_ports.size());
+  if (!g_play.load(std::memory_order_acquire)) {
+    for (uint32_t c = 0; c < C; ++c)
+      std::memset(jack_port_get_buffer(g_ports[c], nframes), 0, nframes * sizeof(float));
+    return 0;
+  }
   for (uint32_t c = 0; c < C; ++c) {
     auto* out = static_cast<float*>(jack_port_get_buffer(g_ports[c], nframes));
     for (jack_nframes_t f = 0; f < nframes; ++f)
@@ -77,6 +84,7 @@ int main(int argc, char** argv) {
       if (rc == 0 || rc == EEXIST) ++done;
     }
     if (done == channels) {
+      g_play.store(true, std::memory_order_release);
       std::printf("ready\n");
       std::fflush(stdout);
       break;

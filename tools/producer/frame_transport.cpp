@@ -1,5 +1,6 @@
 #include "frame_transport.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -59,6 +60,7 @@ class WebSocketTransport final : public FrameTransport {
       throw ToolError(kExitIo, "stream.opened carries no numeric 'stream' id: " + opened.dump());
     }
     stream_id_ = id->get<uint32_t>();
+    if (!request.ticket_file.empty()) write_ticket(request.ticket_file);
   }
 
   Framing framing() const override { return Framing::kWebSocket; }
@@ -108,6 +110,29 @@ class WebSocketTransport final : public FrameTransport {
         throw ToolError(kExitRefused, "the server refused " + std::string(request_name) + ": " +
                                           describe_error(message));
       }
+    }
+  }
+
+  // Asks for a one-use ticket for our stream and publishes it as PATH.tmp renamed to PATH, so a
+  // receiver polling for PATH never reads a half-written ticket.
+  void write_ticket(const std::string& path) {
+    client_.send_text(ordered_json{{"type", "ticket.create"},
+                                   {"stream", stream_id_},
+                                   {"uses", 1},
+                                   {"ttl_s", 600}}
+                          .dump());
+    const json reply = expect_reply("ticket", "ticket.create");
+    const auto ticket = reply.find("ticket");
+    if (ticket == reply.end() || !ticket->is_string()) {
+      throw ToolError(kExitIo, "the ticket reply carries no 'ticket' string: " + reply.dump());
+    }
+    const std::string tmp = path + ".tmp";
+    FILE* file = std::fopen(tmp.c_str(), "w");
+    if (!file) throw ToolError(kExitIo, "cannot write " + tmp + ": " + errno_text(errno));
+    const std::string hex = ticket->get<std::string>();
+    const bool written = std::fprintf(file, "%s\n", hex.c_str()) > 0;
+    if (std::fclose(file) != 0 || !written || std::rename(tmp.c_str(), path.c_str()) != 0) {
+      throw ToolError(kExitIo, "cannot write the ticket to " + path + ": " + errno_text(errno));
     }
   }
 

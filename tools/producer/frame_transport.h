@@ -40,6 +40,9 @@ struct StreamRequest {
   double fps = 0;  // 0: unpaced, no nominal rate is declared
   uint32_t slots = 4;
   bool quiet = false;  // do not echo server errors to stderr
+  // When set: after stream.opened, ask for a one-use ticket and write its hex here (atomically),
+  // so that a receiver started next to us can read the stream (docs/protocol.md, "Tickets").
+  std::string ticket_file;
 };
 
 // Connects to a syncd WebSocket URL, says hello and opens the stream. Throws ToolError:

@@ -73,6 +73,7 @@ struct Options {
   uint32_t slots = 4;
   std::string raw_tcp;  // HOST:PORT; empty: WebSocket
   std::string events_path;
+  std::string ticket_file;  // WebSocket only: where to write a receiver ticket for the stream
   bool quiet = false;
 };
 
@@ -262,6 +263,7 @@ int run(const Options& opt) {
   request.fps = opt.fps;
   request.slots = opt.slots;
   request.quiet = opt.quiet;
+  request.ticket_file = opt.ticket_file;
 
   std::unique_ptr<FrameTransport> transport = opt.raw_tcp.empty()
                                                   ? open_websocket_transport(opt.url, request)
@@ -321,11 +323,16 @@ int main(int argc, char** argv) {
                  "send header+pixels to a raw TCP sink at HOST:PORT instead of WebSocket");
   app.add_option("--events", opt.events_path,
                  "write sequence,send_start_ns,send_end_ns (CLOCK_MONOTONIC) CSV here");
+  app.add_option("--ticket-file", opt.ticket_file,
+                 "after opening the stream, write a one-use receiver ticket (hex) to this file");
   app.add_flag("--quiet", opt.quiet, "no status line, no server error echo");
   try {
     app.parse(argc, argv);
     if (app.count("--frames") == 0 && app.count("--seconds") == 0) {
       throw CLI::ValidationError("--frames/--seconds", "give --frames N, --seconds S, or both");
+    }
+    if (!opt.ticket_file.empty() && !opt.raw_tcp.empty()) {
+      throw CLI::ValidationError("--ticket-file", "tickets exist only for syncd, not --raw-tcp");
     }
     if (size_t{opt.width} * opt.height * 4 < syncd::media::kSequenceMarkerBytes) {
       throw CLI::ValidationError("--width/--height", "a frame must hold the 16-byte marker");

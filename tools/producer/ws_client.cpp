@@ -316,7 +316,9 @@ IoStatus WsClient::send_small(ws::Opcode opcode, std::string_view payload) {
   const uint32_t key = random_u32();
   uint8_t header[ws::kMaxClientHeaderBytes];
   const size_t header_bytes = ws::encode_client_header(header, opcode, payload.size(), key);
-  std::string masked(payload);
+  // Reused scratch: a receiver sends a credit message per frame, which must not allocate.
+  std::string& masked = masked_scratch_;
+  masked.assign(payload.data(), payload.size());
   ws::unmask(reinterpret_cast<uint8_t*>(masked.data()), masked.size(), key, 0);
   iovec iov[2] = {{header, header_bytes}, {masked.data(), masked.size()}};
   return socket_.write_all(iov, 2, this, kStallTimeoutMs);

@@ -20,7 +20,9 @@
 namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
-void on_signal(int) { g_stop = 1; }
+void on_signal(int) {
+  g_stop = 1;
+}
 
 uint64_t monotonic_ns() {
   timespec ts;
@@ -74,8 +76,7 @@ int main(int argc, char** argv) {
 
   // Preallocated: at most 1000 frames a second of events, so the loop never allocates.
   std::vector<ReadEvent> events;
-  if (!events_path.empty())
-    events.reserve(max_frames ? max_frames : size_t(seconds * 1000) + 1000);
+  if (!events_path.empty()) events.reserve(max_frames ? max_frames : size_t(seconds * 1000) + 1000);
   std::vector<uint32_t> per_second;  // complete seconds' unique frames
   per_second.reserve(size_t(seconds) + 16);
 
@@ -105,7 +106,8 @@ int main(int argc, char** argv) {
     }
     bool hash_ok = true;
     const bool hashed = frame.flags & 1u;
-    if (hashed) hash_ok = syncd::core::content_hash(frame.pixels, frame.bytes) == frame.content_hash;
+    if (hashed)
+      hash_ok = syncd::core::content_hash(frame.pixels, frame.bytes) == frame.content_hash;
     if (sync_shm_check(reader, &frame) != SYNC_SHM_OK) continue;  // overwritten: counted as torn
     if (!hashed) {
       ++unhashed;
@@ -136,12 +138,13 @@ int main(int argc, char** argv) {
     if (live && read_ns - last_status > 1'000'000'000u) {
       last_status = read_ns;
       const sync_shm_counters c = sync_shm_get_counters(reader);
-      std::fprintf(stderr, "\r\x1b[2Ksync-shm-reader %s | fps %u | read %llu skipped %llu torn %llu failed %llu",
-                   info->stream_name, per_second.empty() ? 0u : per_second.back(),
-                   static_cast<unsigned long long>(c.frames),
-                   static_cast<unsigned long long>(c.skipped),
-                   static_cast<unsigned long long>(c.torn),
-                   static_cast<unsigned long long>(verify_failures));
+      std::fprintf(
+          stderr,
+          "\r\x1b[2Ksync-shm-reader %s | fps %u | read %llu skipped %llu torn %llu failed %llu",
+          info->stream_name, per_second.empty() ? 0u : per_second.back(),
+          static_cast<unsigned long long>(c.frames), static_cast<unsigned long long>(c.skipped),
+          static_cast<unsigned long long>(c.torn),
+          static_cast<unsigned long long>(verify_failures));
     }
   }
   if (live) std::fputs("\n", stderr);

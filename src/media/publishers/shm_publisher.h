@@ -41,10 +41,10 @@ class ShmPublisher final : public Publisher {
 
  private:
   ShmPublisherConfig config_;
-  ShmRegion* region_ = nullptr;       // owned by the pool it backs
+  ShmRegion* region_ = nullptr;        // owned by the pool it backs
   FramePool* pending_pool_ = nullptr;  // created, stream not yet opened
   uint32_t ring_stream_id_ = 0;
-  uint64_t delivered_ = 0;            // for the ring stream (kept after it closes)
+  uint64_t delivered_ = 0;  // for the ring stream (kept after it closes)
   uint32_t delivered_stream_id_ = 0;
   uint64_t create_failures_ = 0;
   std::string last_error_;

@@ -52,8 +52,7 @@ std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std:
     ::unlink(path.c_str());
     return nullptr;
   }
-  void* memory =
-      ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  void* memory = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (memory == MAP_FAILED) {
     error = "cannot map " + path + ": " + std::strerror(errno);

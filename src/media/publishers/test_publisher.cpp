@@ -1,6 +1,5 @@
 #include "media/publishers/test_publisher.h"
 
-
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -8,9 +7,13 @@
 
 namespace syncd::media {
 
-void TestPublisher::on_stream_open(const Stream& stream) { streams_[stream.id()] = TestVerdicts{}; }
+void TestPublisher::on_stream_open(const Stream& stream) {
+  streams_[stream.id()] = TestVerdicts{};
+}
 
-void TestPublisher::on_stream_forget(uint32_t stream_id) { streams_.erase(stream_id); }
+void TestPublisher::on_stream_forget(uint32_t stream_id) {
+  streams_.erase(stream_id);
+}
 
 void TestPublisher::on_frame(const Stream& stream, FrameSlot& slot) {
   auto it = streams_.find(stream.id());
@@ -75,7 +78,8 @@ void TestPublisher::write_metrics(telemetry::PrometheusText& out,
   out.family("syncd_frames_verified_total", "counter",
              "Frames whose every byte matched the producer's content hash (test publisher).");
   for (const Stream* s : streams)
-    if (auto* v = verdicts(s->id())) out.sample("syncd_frames_verified_total", label(s), v->verified);
+    if (auto* v = verdicts(s->id()))
+      out.sample("syncd_frames_verified_total", label(s), v->verified);
   out.family("syncd_frames_marker_verified_total", "counter",
              "Frames without a content hash whose sequence marker matched (test publisher).");
   for (const Stream* s : streams)

@@ -18,11 +18,11 @@ namespace syncd::media {
 
 struct TestVerdicts {
   uint64_t delivered = 0;
-  uint64_t verified = 0;            // content hash matched: every byte checked
-  uint64_t marker_verified = 0;     // no hash sent; sequence marker matched
+  uint64_t verified = 0;         // content hash matched: every byte checked
+  uint64_t marker_verified = 0;  // no hash sent; sequence marker matched
   uint64_t hash_mismatches = 0;
   uint64_t marker_mismatches = 0;
-  uint64_t sequence_gaps = 0;       // sequence numbers skipped (frames never seen)
+  uint64_t sequence_gaps = 0;  // sequence numbers skipped (frames never seen)
   uint64_t sequence_duplicates = 0;
   uint64_t sequence_reordered = 0;  // lower than one already seen, and not a duplicate of the last
   bool any = false;

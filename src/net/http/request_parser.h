@@ -37,11 +37,11 @@ struct Request {
 };
 
 enum class ParseStatus {
-  kIncomplete,        // need more bytes
-  kComplete,          // request() is ready; consumed() bytes belong to the head (and body)
-  kBadRequest,        // malformed: answer 400
-  kHeadersTooLarge,   // answer 431
-  kBodyNotAllowed,    // a request with a body on an endpoint that takes none: 400
+  kIncomplete,       // need more bytes
+  kComplete,         // request() is ready; consumed() bytes belong to the head (and body)
+  kBadRequest,       // malformed: answer 400
+  kHeadersTooLarge,  // answer 431
+  kBodyNotAllowed,   // a request with a body on an endpoint that takes none: 400
 };
 
 struct RequestLimits {
