@@ -11,11 +11,16 @@ packages=(
   python3 python3-websockets python3-xxhash python3-numpy python3-matplotlib
   curl util-linux
   libboost-dev libwebsockets-dev
+  libjack-jackd2-dev jackd2
+  chromium nodejs
 )
+# npm: Debian's package only when no npm is on PATH (NodeSource's nodejs ships its own npm and
+# conflicts with Debian's).
+command -v npm >/dev/null || packages+=(npm)
 if [[ "${1:-}" == "--run-only" ]]; then
   packages=(build-essential cmake ninja-build pkg-config libuv1-dev libhttp-parser-dev
             libxxhash-dev libssl-dev nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
-            libudev-dev)
+            libudev-dev libjack-jackd2-dev)
 fi
 
 missing=()

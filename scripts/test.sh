@@ -14,6 +14,9 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j"$jobs"
 ctest --test-dir build/release --output-on-failure -j1
 
+echo "== browser tests (Debian chromium + playwright-core; web/sync.js, pages, tickets, credit)"
+(cd tests/browser && npm ci --no-audit --no-fund && SYNCD=$PWD/../../build/release/src/daemon/syncd npm test)
+
 echo "== asan-ubsan build and tests"
 cmake --preset asan-ubsan >/dev/null
 cmake --build --preset asan-ubsan -j"$jobs"
@@ -30,7 +33,7 @@ for t in "${tsan_targets[@]}"; do
 done
 
 echo "== fuzz smoke (${fuzz_seconds}s per target)"
-fuzz_targets=(ws_frame_decoder http_request control_message hid_descriptor hid_report)
+fuzz_targets=(ws_frame_decoder http_request control_message hid_descriptor hid_report audio_control)
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j"$jobs" --target "${fuzz_targets[@]/#/fuzz_}"
 for target in "${fuzz_targets[@]}"; do

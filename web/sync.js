@@ -479,7 +479,7 @@ export class SyncConnection extends Emitter {
         this._attempt = 0;
         ++this._counters.connects;
         if (!first) ++this._counters.reconnects;
-        for (const topic of this._topics.keys()) this._sendNow(messages.subscribe(topic));
+        for (const topic of this._topics.keys()) this._subscribeNow(topic);
         if (first) this._readyResolve(this);
         this.emit('open', { welcome: m, reconnected: !first });
         return;
@@ -526,16 +526,12 @@ export class SyncConnection extends Emitter {
       this._ws?.close();
       return;
     }
-    // Replies come in request order, so the error belongs to the oldest pending request; a
-    // request type echoed by the server wins when there is one.
-    let i = -1;
-    if (m.request) i = this._pending.findIndex((p) => p.type === m.request);
-    if (i < 0) i = this._pending.findIndex((p) => !p.audio);
-    if (i < 0 && this._audioPending.length) {
-      const p = this._audioPending.shift();
-      p.reject(err);
-      return;
-    }
+    // Replies come in request order, so an error answers the oldest pending request of its
+    // kind: audio codes go to the oldest audio.read (which syncd may hold for a while), any
+    // other code to the oldest other request.
+    const audioCode = typeof m.code === 'string' && m.code.startsWith('audio_');
+    let i = this._pending.findIndex((p) => !!p.audio === audioCode);
+    if (i < 0) i = this._pending.findIndex(() => true);
     if (i >= 0) {
       const [p] = this._pending.splice(i, 1);
       clearTimeout(p.timer);
@@ -646,23 +642,44 @@ export class SyncConnection extends Emitter {
 
   /**
    * Subscribes to a topic ('pose'); `callback` gets every event of it (`pose` and
-   * `pose.status`). Re-subscribed after a reconnect. Returns an unsubscribe function.
+   * `pose.status`). Re-subscribed after a reconnect. Returns an unsubscribe function; the
+   * returned function's `ready` promise settles with syncd's `subscribed` reply or a SyncError
+   * (`unknown_topic`, `topic_unavailable`), which is also emitted as an 'error' event.
    */
   subscribe(topic, callback) {
     let set = this._topics.get(topic);
+    let ready = Promise.resolve(null);
     if (!set) {
       set = new Set();
       this._topics.set(topic, set);
-      if (this.state === 'open') this._sendNow(messages.subscribe(topic));
+      if (this.state === 'open') ready = this._subscribeNow(topic);
     }
     set.add(callback);
-    return () => {
+    const unsubscribe = () => {
       set.delete(callback);
       if (set.size === 0 && this._topics.get(topic) === set) {
         this._topics.delete(topic);
-        this.send(messages.unsubscribe(topic));
+        if (this.state === 'open') this.request(messages.unsubscribe(topic), 'unsubscribed').catch(() => {});
       }
     };
+    unsubscribe.ready = ready;
+    return unsubscribe;
+  }
+
+  _subscribeNow(topic) {
+    const p = this.request(messages.subscribe(topic), 'subscribed');
+    p.catch((e) => this.emit('error', e));
+    return p;
+  }
+
+  /** Makes the next head-tracker sample the new center (`pose.recenter`). */
+  recenterPose() {
+    return this.send({ type: 'pose.recenter' });
+  }
+
+  /** The audio source's description (`audio.info`). */
+  audioInfo() {
+    return this.request(messages.audioInfo(), 'audio.info');
   }
 
   /**
@@ -744,8 +761,8 @@ export function readAudio(options = {}) {
  * options: stream (name), fps (capture rate in auto mode, default 30), width/height (default the
  * canvas size; the stream's geometry), connection, context (the canvas's own context, if it was
  * created elsewhere), manual (true: no timer, call handle.capture() right after drawing),
- * maxBufferedFrames (drop threshold in frames of bufferedAmount, default 2), readbackBuffers
- * (default 3), slots (syncd pool slots).
+ * clock ('raf' default, or 'timer'), maxBufferedFrames (drop threshold in frames of
+ * bufferedAmount, default 2), readbackBuffers (default 3), slots (syncd pool slots).
  */
 export async function publishCanvas(canvas, options = {}) {
   const conn = connectionFrom(options);
@@ -766,6 +783,7 @@ class CanvasPublisher extends Emitter {
     this.height = o.height ?? canvas.height;
     this.slots = o.slots;
     this.manual = !!o.manual;
+    this.clock = o.clock ?? 'raf';
     this.maxBufferedFrames = o.maxBufferedFrames ?? 2;
     this.streamId = null;
     this.frameBytes = this.width * this.height * 4;
@@ -870,8 +888,9 @@ class CanvasPublisher extends Emitter {
   }
 
   _arm(tick, period) {
-    // rAF when the page is visible (captures in step with rendering), a timer otherwise.
-    if (typeof requestAnimationFrame === 'function' && !(globalThis.document && document.hidden)) {
+    // clock 'raf' (default): rAF while the page is visible (captures in step with rendering), a
+    // timer otherwise. clock 'timer': always a timer (rAF is paced by compositor frames).
+    if (this.clock !== 'timer' && typeof requestAnimationFrame === 'function' && !(globalThis.document && document.hidden)) {
       this._raf = requestAnimationFrame(tick);
     } else {
       this._timer = setTimeout(() => tick(performance.now()), Math.max(1, period / 2));

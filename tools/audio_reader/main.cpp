@@ -257,6 +257,7 @@ int main(int argc, char** argv) {
                                                 {"min_frames", min_frames},
                                                 {"timeout_ms", 1000}})
                                     .dump();
+    std::vector<float> aligned;
     std::vector<uint32_t> rtt_us;
     rtt_us.reserve(size_t(seconds * 1000.0 / std::max(1u, interval_ms)) + 1024);
     uint64_t packets = 0, frames = 0, gaps = 0, missing = 0, flagged = 0, busy = 0;
@@ -304,7 +305,11 @@ int main(int argc, char** argv) {
           started = true;
           next_frame = h.first_frame + h.frames;
           frames += h.frames;
-          const float* samples = reinterpret_cast<const float*>(payload + audio::kNaudHeaderBytes);
+          // The payload follows a 2-10 byte WebSocket header, so it is not float-aligned: copy
+          // it into an aligned buffer (grown once to the largest packet) before reading floats.
+          aligned.resize(std::max(aligned.size(), size_t(h.frames) * h.channels));
+          std::memcpy(aligned.data(), payload + audio::kNaudHeaderBytes, h.payload_bytes());
+          const float* samples = aligned.data();
           verifier.check(samples, h.first_frame, h.frames);
           wav.write(samples, h.frames, channels);
         }

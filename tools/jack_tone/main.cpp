@@ -1,7 +1,7 @@
 // sync-jack-tone: a JACK client that plays the counter test signal (audio/test_signal.h) on N
 // output ports, counting frames from 1 so the signal is never all-silent, and connects out_i to
-// DEST-PREFIX i (retrying until those ports exist); it plays silence until all are connected. Runs until SIGINT/SIGTERM or until the
-// server goes away. Prints "ready" on stdout once connected.
+// DEST-PREFIX i (retrying until those ports exist), playing silence until all are connected.
+// Runs until SIGINT/SIGTERM or until the server goes away. Prints "ready" on stdout once connected.
 #include <jack/jack.h>
 #include <unistd.h>
 

@@ -16,9 +16,9 @@
 //
 // Exit codes: 0 ok, 1 usage, 2 refused (403/404 or the control handshake), 3 I/O or protocol
 // error, 4 verification failures (hash, duplicates, reorders, unaccounted gaps).
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <netdb.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -74,7 +74,9 @@ constexpr size_t kMaxResponseHeadBytes = 16 << 10;
 
 volatile sig_atomic_t g_stop_requested = 0;
 
-void request_stop(int) { g_stop_requested = 1; }
+void request_stop(int) {
+  g_stop_requested = 1;
+}
 
 // No SA_RESTART: a signal interrupts recv() so Ctrl-C ends the run at once, summary included.
 void install_stop_handlers() {
@@ -114,6 +116,7 @@ struct Options {
   double seconds = 0;   // 0: no time limit
   uint64_t frames = 0;  // 0: no frame limit
   uint32_t credit = 2;
+  int receive_buffer_kb = kReceiveBufferBytes >> 10;  // 0: kernel autotuning
   bool quiet = false;
   std::string events_path;
 };
@@ -127,8 +130,8 @@ struct HostPort {
 HostPort parse_http_url(std::string_view url) {
   constexpr std::string_view kScheme = "http://";
   if (url.substr(0, kScheme.size()) != kScheme) {
-    throw ToolError(producer::kExitUsage, "--url must look like http://HOST:PORT, got " +
-                                              std::string(url));
+    throw ToolError(producer::kExitUsage,
+                    "--url must look like http://HOST:PORT, got " + std::string(url));
   }
   std::string_view authority = url.substr(kScheme.size());
   authority = authority.substr(0, authority.find('/'));
@@ -181,19 +184,20 @@ std::string checked_ticket(std::string_view text, const std::string& where) {
 // The producer writes PATH.tmp and renames it, so a file that exists is complete.
 std::string wait_for_ticket_file(const std::string& path) {
   const int64_t deadline = now_ns() + int64_t{kTicketWaitMs} * 1'000'000;
-  for (;;) {
-    std::ifstream in(path);
-    if (in) {
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      return checked_ticket(text, path);
-    }
+  // Polled every millisecond: a paced producer may send its first frame as little as half a
+  // period after writing the ticket, and frames published before we are admitted never reach us.
+  while (::access(path.c_str(), F_OK) != 0) {
     if (g_stop_requested) throw ToolError(producer::kExitIo, "stopped while waiting for " + path);
     if (now_ns() >= deadline) {
       throw ToolError(producer::kExitIo, "no ticket file " + path + " within " +
                                              std::to_string(kTicketWaitMs / 1000) + " s");
     }
-    usleep(5'000);  // short: a paced producer starts sending at the next whole second
+    usleep(1'000);
   }
+  std::ifstream in(path);
+  if (!in) throw ToolError(producer::kExitIo, "cannot read " + path + ": " + errno_text(errno));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return checked_ticket(text, path);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -211,7 +215,7 @@ class HttpStream {
     std::string body;  // of a refusal, for the error message
   };
 
-  HttpStream(const HostPort& at, const std::string& target) {
+  HttpStream(const HostPort& at, const std::string& target, int receive_buffer_kb) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -227,8 +231,10 @@ class HttpStream {
         err = errno;
         continue;
       }
-      const int rcvbuf = kReceiveBufferBytes;
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+      if (receive_buffer_kb > 0) {  // an explicit size turns the kernel's autotuning off
+        const int rcvbuf = receive_buffer_kb << 10;
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+      }
       if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
         fd_ = fd;
       } else {
@@ -278,9 +284,9 @@ class HttpStream {
       }
       if (n < 0) {
         if (errno == EINTR && !g_stop_requested) continue;
-        throw ToolError(producer::kExitIo,
-                        errno == EAGAIN ? std::string("no response head within 5 s")
-                                        : "reading the response head: " + errno_text(errno));
+        throw ToolError(producer::kExitIo, errno == EAGAIN
+                                               ? std::string("no response head within 5 s")
+                                               : "reading the response head: " + errno_text(errno));
       }
       have += size_t(n);
       end = std::string_view(prefix_.data(), have).find("\r\n\r\n");
@@ -305,8 +311,8 @@ class HttpStream {
       for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
       const std::string_view value = trim(line.substr(colon + 1));
       if (name == "content-type") out.content_type = std::string(value);
-      if (name == "x-sync-receiver") std::from_chars(value.data(), value.data() + value.size(),
-                                                     out.receiver);
+      if (name == "x-sync-receiver")
+        std::from_chars(value.data(), value.data() + value.size(), out.receiver);
     }
     if (end == std::string_view::npos) {
       out.body.clear();
@@ -396,7 +402,8 @@ struct Counters {
   uint64_t reorders = 0;
   uint64_t geometry_changes = 0;
   uint64_t credit_granted = 0;
-  uint64_t server_errors = 0;
+  uint64_t server_errors = 0;   // error replies on the control connection, but:
+  uint64_t credit_refused = 0;  // unknown_receiver replies to our credit
   double latency_sum_ms = 0;
   double latency_max_ms = 0;
   int64_t first_receive_ns = 0;
@@ -499,9 +506,10 @@ class EventLog {
       return false;
     }
     if (not_recorded_ > 0) {
-      std::fprintf(stderr, "sync-stream-receiver: %s holds the first %zu frames; %llu more not "
-                   "recorded\n", path.c_str(), events_.size(),
-                   static_cast<unsigned long long>(not_recorded_));
+      std::fprintf(stderr,
+                   "sync-stream-receiver: %s holds the first %zu frames; %llu more not "
+                   "recorded\n",
+                   path.c_str(), events_.size(), static_cast<unsigned long long>(not_recorded_));
     }
     return true;
   }
@@ -517,8 +525,8 @@ class EventLog {
 // "code: message" of a server error reply.
 std::string describe_error(const nlohmann::json& m) {
   std::string text = "?";
-  if (auto it = m.find("code"); it != m.end()) text = it->is_string() ? it->get<std::string>()
-                                                                       : it->dump();
+  if (auto it = m.find("code"); it != m.end())
+    text = it->is_string() ? it->get<std::string>() : it->dump();
   if (auto it = m.find("message"); it != m.end() && it->is_string())
     text += ": " + it->get<std::string>();
   return text;
@@ -534,13 +542,12 @@ class Receiver {
 
   int run() {
     const HostPort at = parse_http_url(opt_.url);
-    // The ticket first: with --ticket-file it appears once the producer has opened its stream.
-    const std::string ticket =
-        opt_.ticket_file.empty() ? checked_ticket(opt_.ticket, "--ticket")
-                                 : wait_for_ticket_file(opt_.ticket_file);
+    const std::string given_ticket =
+        opt_.ticket_file.empty() ? checked_ticket(opt_.ticket, "--ticket") : std::string();
 
-    // The control WebSocket is up before the stream starts, so the first record's credit can go
-    // out at once.
+    // The control WebSocket comes up before the ticket is awaited and the stream requested: the
+    // first record's credit can go out at once, and the GET follows the ticket file without
+    // a handshake in between.
     producer::WsClient::Url ws_url;
     ws_url.host = at.host;
     ws_url.port = at.port;
@@ -548,14 +555,17 @@ class Receiver {
     control_.emplace(ws_url, kSetupTimeoutMs);
     control_->send_text(R"({"type":"hello","protocol":1,"client":"sync-stream-receiver"})");
     expect_welcome();
+    // With --ticket-file it appears once the producer has opened its stream.
+    const std::string ticket =
+        opt_.ticket_file.empty() ? given_ticket : wait_for_ticket_file(opt_.ticket_file);
 
-    const std::string target = "/streams/" + opt_.stream + "?ticket=" + ticket +
-                               "&credit=" + std::to_string(opt_.credit);
-    HttpStream http(at, target);
+    const std::string target =
+        "/streams/" + opt_.stream + "?ticket=" + ticket + "&credit=" + std::to_string(opt_.credit);
+    HttpStream http(at, target, opt_.receive_buffer_kb);
     const HttpStream::Head head = http.read_head();
     if (head.status == 403 || head.status == 404) {
-      throw ToolError(producer::kExitRefused, "GET /streams/" + opt_.stream + ": " +
-                                                  head.status_line + ": " + head.body);
+      throw ToolError(producer::kExitRefused,
+                      "GET /streams/" + opt_.stream + ": " + head.status_line + ": " + head.body);
     }
     if (head.status != 200) {
       throw ToolError(producer::kExitIo, "GET /streams/" + opt_.stream + ": unexpected " +
@@ -587,6 +597,13 @@ class Receiver {
     http.close();
     control_->close(ws::close_code::kNormal, 1'000);
     drain_texts();
+    if (c_.credit_refused > opt_.credit) {  // more than the stream's end can explain
+      std::fprintf(stderr,
+                   "sync-stream-receiver: syncd refused %llu credit messages "
+                   "(unknown_receiver %llu)\n",
+                   static_cast<unsigned long long>(c_.credit_refused),
+                   static_cast<unsigned long long>(receiver_id_));
+    }
     const bool events_ok = events_.write(opt_.events_path);
     print_summary(end_ns, http.first_byte_ns(), cpu);
     if (exit_code != kExitOk) return exit_code;
@@ -607,14 +624,19 @@ class Receiver {
     }
   }
 
-  // What the server says on the control connection; only errors (unknown_receiver) matter.
+  // What the server says on the control connection; only errors matter. unknown_receiver is
+  // counted, not printed: when the stream ends syncd forgets the receiver while the last records
+  // (up to the credit window) are still in the pipe, so their credits are refused normally.
   void drain_texts() {
     while (control_->next_text(text_)) {
       const auto m = nlohmann::json::parse(text_, nullptr, false);
-      if (m.is_object() && m.value("type", "") == "error") {
-        ++c_.server_errors;
-        std::fprintf(stderr, "\nsync-stream-receiver: server error %s\n", describe_error(m).c_str());
+      if (!m.is_object() || m.value("type", "") != "error") continue;
+      if (m.value("code", "") == "unknown_receiver") {
+        ++c_.credit_refused;
+        continue;
       }
+      ++c_.server_errors;
+      std::fprintf(stderr, "\nsync-stream-receiver: server error %s\n", describe_error(m).c_str());
     }
   }
 
@@ -652,9 +674,10 @@ class Receiver {
       const uint16_t header_bytes = load<uint16_t>(header + 6);
       if (magic != kRecordMagic || version != 1 || header_bytes != kRecordHeaderBytes) {
         // Records have no delimiter besides their header: the stream cannot be resynchronised.
-        std::fprintf(stderr, "\nsync-stream-receiver: record %llu: bad header (magic 0x%08x, "
-                     "version %u, %u header bytes)\n", static_cast<unsigned long long>(c_.records),
-                     magic, version, header_bytes);
+        std::fprintf(stderr,
+                     "\nsync-stream-receiver: record %llu: bad header (magic 0x%08x, "
+                     "version %u, %u header bytes)\n",
+                     static_cast<unsigned long long>(c_.records), magic, version, header_bytes);
         end_ = "bad_record";
         return kExitIo;
       }
@@ -667,8 +690,10 @@ class Receiver {
       const uint32_t payload = load<uint32_t>(header + 56);
       const uint32_t dropped_before = load<uint32_t>(header + 60);
       if (uint64_t{width} * height * 4 != payload || payload > kMaxPayloadBytes) {
-        std::fprintf(stderr, "\nsync-stream-receiver: record %llu (sequence %llu): %ux%u does not "
-                     "match %u payload bytes\n", static_cast<unsigned long long>(c_.records),
+        std::fprintf(stderr,
+                     "\nsync-stream-receiver: record %llu (sequence %llu): %ux%u does not "
+                     "match %u payload bytes\n",
+                     static_cast<unsigned long long>(c_.records),
                      static_cast<unsigned long long>(sequence), width, height, payload);
         end_ = "bad_record";
         return kExitIo;
@@ -712,7 +737,10 @@ class Receiver {
           if (gap != dropped_before) ++c_.gaps_unaccounted;  // dropped somewhere unreported
         } else {
           unique = false;
-          if (sequence == previous) ++c_.duplicates; else ++c_.reorders;
+          if (sequence == previous)
+            ++c_.duplicates;
+          else
+            ++c_.reorders;
         }
       }
       // The first record's dropped_before covers frames offered before it, which this receiver
@@ -761,8 +789,10 @@ class Receiver {
   }
 
   int broken(const HttpStream& http, const char* where) {
-    std::fprintf(stderr, "\nsync-stream-receiver: the stream broke inside the %s of record %llu: "
-                 "%s\n", where, static_cast<unsigned long long>(c_.records),
+    std::fprintf(stderr,
+                 "\nsync-stream-receiver: the stream broke inside the %s of record %llu: "
+                 "%s\n",
+                 where, static_cast<unsigned long long>(c_.records),
                  http.error() ? errno_text(http.error()).c_str() : "EOF");
     end_ = "broken";
     return kExitIo;
@@ -813,13 +843,14 @@ class Receiver {
         {"verify_failures", c_.verify_failures()},
         {"credit_granted", c_.credit_granted},
         {"server_errors", c_.server_errors},
+        {"credit_refused", c_.credit_refused},
         {"complete_seconds", seconds.size()},
         {"low_rate_seconds", low},
         {"mean_unique_fps", seconds.empty() ? 0.0 : double(sum) / seconds.size()},
-        {"min_second_unique_fps", seconds.empty() ? 0 : *std::min_element(seconds.begin(),
-                                                                        seconds.end())},
-        {"max_second_unique_fps", seconds.empty() ? 0 : *std::max_element(seconds.begin(),
-                                                                        seconds.end())},
+        {"min_second_unique_fps",
+         seconds.empty() ? 0 : *std::min_element(seconds.begin(), seconds.end())},
+        {"max_second_unique_fps",
+         seconds.empty() ? 0 : *std::max_element(seconds.begin(), seconds.end())},
         {"per_second_unique_fps", seconds},
         {"latency_ms_mean", c_.records ? c_.latency_sum_ms / c_.records : 0.0},
         {"latency_ms_max", c_.latency_max_ms},
@@ -839,6 +870,7 @@ class Receiver {
   char credit_msg_[96] = {};
   size_t credit_len_ = 0;
   std::string text_;
+  std::vector<uint8_t> pixels_;  // the one reused frame buffer
   Counters c_;
   SecondBins bins_;
   EventLog events_;
@@ -861,9 +893,9 @@ int main(int argc, char** argv) {
   app.add_option("--url", opt.url, "syncd base URL, http://HOST:PORT")->capture_default_str();
   app.add_option("--stream", opt.stream, "stream name")->capture_default_str();
   auto* ticket = app.add_option("--ticket", opt.ticket, "ticket (hex)");
-  auto* ticket_file =
-      app.add_option("--ticket-file", opt.ticket_file, "read the ticket from this file, waiting "
-                     "up to 10 s for it to appear (sync-producer --ticket-file)");
+  auto* ticket_file = app.add_option("--ticket-file", opt.ticket_file,
+                                     "read the ticket from this file, waiting "
+                                     "up to 10 s for it to appear (sync-producer --ticket-file)");
   ticket->excludes(ticket_file);
   app.add_option("--seconds", opt.seconds, "stop S seconds after the first record")
       ->check(CLI::PositiveNumber);
@@ -871,6 +903,10 @@ int main(int argc, char** argv) {
   app.add_option("--credit", opt.credit, "initial credit, in frames")
       ->capture_default_str()
       ->check(CLI::Range(1u, 16u));
+  app.add_option("--receive-buffer-kb", opt.receive_buffer_kb,
+                 "SO_RCVBUF of the stream socket in KiB; 0: kernel autotuning")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   app.add_flag("--quiet", opt.quiet, "no live line");
   app.add_option("--events", opt.events_path,
                  "write sequence,publish_ns,receive_ns (CLOCK_MONOTONIC) CSV here");

@@ -1,7 +1,19 @@
 // The demo test pattern (web/demo/source.html draws it, receive.html verifies it). Pure: the
 // expected bytes of the reference block are computed here, so a receiver can check a checksum
 // of that region in every frame. Drawn only with scissored clears, so every byte is exact.
-import { regionChecksum } from '/web/sync.js';
+// No imports, so Node tests can load it too.
+
+/** FNV-1a 32-bit over a rectangle of a top-down RGBA image (same as sync.js regionChecksum). */
+export function regionChecksum(pixels, width, x, y, w, h) {
+  let hash = 0x811c9dc5;
+  for (let row = y; row < y + h; ++row) {
+    for (let i = (row * width + x) * 4, end = i + w * 4; i < end; ++i) {
+      hash ^= pixels[i];
+      hash = Math.imul(hash, 0x01000193);
+    }
+  }
+  return hash >>> 0;
+}
 
 /** Reference block: an 8x8 grid of 8-pixel cells at (32, 32), top-down coordinates. */
 export const REF = Object.freeze({ x: 32, y: 32, cell: 8, cells: 8, size: 64 });

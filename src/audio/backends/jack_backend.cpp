@@ -110,6 +110,8 @@ class JackBackend final : public CaptureBackend {
     lost_.store(false, std::memory_order_relaxed);
     // Read by the first process cycle of this client: a reconnection starts with a gap check.
     gap_check_ = had_client_;
+    rt_client_ = c;
+    have_frame_time_ = false;
     if (jack_activate(c) != 0) {
       why = "cannot activate the client";
       jack_client_close(c);
@@ -194,6 +196,15 @@ class JackBackend final : public CaptureBackend {
         ring_.mark_gap((ts - last_end_ns_) * rate / 1'000'000'000ull);
     }
     last_end_ns_ = ts + period_ns;
+    // Cycles JACK ran without us (an xrun, a late wake-up) show as a jump in its frame clock:
+    // those frames never reached us, so they are a gap, placed exactly where they belong.
+    const jack_nframes_t frame_time = jack_last_frame_time(rt_client_);
+    if (have_frame_time_ && frame_time != expected_frame_time_) {
+      const jack_nframes_t missed = frame_time - expected_frame_time_;  // modulo 2^32
+      if (missed < rate * 60) ring_.mark_gap(missed);
+    }
+    expected_frame_time_ = frame_time + nframes;
+    have_frame_time_ = true;
     const RingSpan span = ring_.begin_write(nframes);
     if (span.total() == 0) {
       ring_.drop(nframes);
@@ -240,6 +251,9 @@ class JackBackend final : public CaptureBackend {
   bool had_client_ = false;
   bool gap_check_ = false;      // set before activate, read by the next process thread
   uint64_t last_end_ns_ = 0;    // real-time thread: end of the last captured period
+  jack_client_t* rt_client_ = nullptr;  // set before activate; read by the process thread
+  bool have_frame_time_ = false;        // set before activate, then real-time thread only
+  jack_nframes_t expected_frame_time_ = 0;
 
   std::thread supervisor_;
   std::mutex mutex_;  // supervisor wake-ups and stop; never taken on the real-time thread

@@ -14,6 +14,7 @@ function fakeSyncd(handler) {
       const m = JSON.parse(data.toString());
       seen.push(m);
       const send = (o) => ws.send(JSON.stringify(o));
+      send.ws = ws;
       if (m.type === 'hello') return send({ type: 'welcome', protocol: 1, server: 'fake', capabilities: [] });
       handler?.(m, send, ws);
     });
@@ -31,6 +32,17 @@ test('hello/welcome, requests, typed errors, ping and credit', async () => {
     if (m.type === 'ping') return send({ type: 'pong', id: m.id });
     if (m.type === 'stats') return send({ type: 'stats', stats: { server: { version: 'x' } } });
     if (m.type === 'credit' && m.receiver === 999) return send({ type: 'error', code: 'unknown_receiver', message: 'no' });
+    if (m.type === 'subscribe') return send({ type: 'error', code: 'topic_unavailable', message: 'no --headtracker' });
+    if (m.type === 'audio.read') {
+      // Held read: answered after the ping that follows it; then an audio_busy for a second read.
+      setTimeout(() => {
+        const b = Buffer.alloc(64 + 8);
+        b.writeUInt32LE(0x4455414e, 0); b.writeUInt16LE(1, 4); b.writeUInt16LE(64, 6);
+        b.writeUInt16LE(1, 8); b.writeUInt16LE(1, 10); b.writeUInt32LE(48000, 12); b.writeUInt32LE(2, 20);
+        b.writeFloatLE(0.5, 64); b.writeFloatLE(-0.5, 68);
+        send.ws.send(b);
+      }, 50);
+    }
   });
   const conn = await connect(f.url, { client: 'unit', WebSocket });
   try {
@@ -51,6 +63,16 @@ test('hello/welcome, requests, typed errors, ping and credit', async () => {
     // A credit error does not steal the reply of the request after it
     assert.ok((await conn.ping()) >= 0);
     assert.ok(f.seen.some((m) => JSON.stringify(m) === '{"type":"credit","receiver":12,"frames":1}'));
+    // A topic error rejects the subscription, not another request.
+    const unsub = conn.subscribe('pose', () => {});
+    await assert.rejects(unsub.ready, (e) => e.code === 'topic_unavailable');
+    unsub();
+    // A held audio.read does not swallow the replies of requests sent after it.
+    const audio = conn.readAudio({ maxFrames: 2, minFrames: 2, timeoutMs: 100 });
+    assert.ok((await conn.ping()) >= 0);
+    const pkt = await audio;
+    assert.equal(pkt.frames, 2);
+    assert.deepEqual([...pkt.samples], [0.5, -0.5]);
   } finally {
     conn.close();
     f.wss.close();
@@ -59,12 +81,13 @@ test('hello/welcome, requests, typed errors, ping and credit', async () => {
 
 test('reconnects with backoff and re-runs hello (and re-subscribes topics)', async () => {
   const f = await fakeSyncd((m, send) => {
-    if (m.type === 'subscribe') send({ type: 'pose.status', connected: false });
+    if (m.type === 'subscribe') { send({ type: 'subscribed', topic: m.topic }); send({ type: 'pose.status', connected: false }); }
   });
   const conn = new SyncConnection(f.url, { client: 'rc', WebSocket, backoff: { initialMs: 20, maxMs: 100, jitter: 0 } });
   await conn.ready;
   const events = [];
-  conn.subscribe('pose', (e) => events.push(e.type));
+  const firstStatus = new Promise((r) => conn.subscribe('pose', (e) => { events.push(e.type); r(); }));
+  await firstStatus;
   const reconnecting = [];
   conn.on('reconnecting', (r) => reconnecting.push(r.delayMs));
   const reopened = new Promise((r) => conn.on('open', (e) => e.reconnected && r(e)));
@@ -88,8 +111,9 @@ test('backoff grows while the server is away, pending requests fail typed', asyn
   const delays = [];
   conn.on('reconnecting', (r) => delays.push(r.delayMs));
   const pending = conn.stats();
-  await new Promise((r) => f.wss.close(r));
+  const closed = new Promise((r) => f.wss.close(r));
   for (const c of f.wss.clients) c.terminate();
+  await closed;
   await assert.rejects(pending, (e) => e.code === 'disconnected');
   await new Promise((r) => setTimeout(r, 250));
   assert.deepEqual(delays.slice(0, 4), [10, 20, 40, 40]);

@@ -194,3 +194,10 @@ test('NAUD audio packets parse', () => {
   assert.deepEqual([...p.samples], [0.5, -0.5, 0.25, -0.25, 1, -1]);
   assert.throws(() => parseNaudPacket(buf.slice(0, 70)), (e) => e.code === 'bad_audio_packet');
 });
+
+test('demo pattern module agrees with sync.js checksum', async () => {
+  const pattern = await import('../../../web/demo/pattern.js');
+  const px = new Uint8Array(8 * 8 * 4).map((_, i) => (i * 37) & 255);
+  assert.equal(pattern.regionChecksum(px, 8, 1, 2, 5, 3), regionChecksum(px, 8, 1, 2, 5, 3));
+  assert.equal(typeof pattern.expectedRefChecksum(), 'number');
+});

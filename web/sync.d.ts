@@ -1,0 +1,284 @@
+// TypeScript declarations for web/sync.js (docs/web.md, docs/protocol.md).
+
+export const PROTOCOL_VERSION: 1;
+export const FRAME_MAGIC: number;
+export const FRAME_HEADER_BYTES: 56;
+export const FRAME_FLAG_CONTENT_HASH: 1;
+export const RECORD_MAGIC: number;
+export const RECORD_HEADER_BYTES: 64;
+export const NAUD_MAGIC: number;
+export const NAUD_HEADER_BYTES: 64;
+export const MARKER_BYTES: 16;
+export const FORMAT_CODES: Readonly<{ rgba8: 1; bgra8: 2 }>;
+export const FORMAT_NAMES: Readonly<Record<number, 'rgba8' | 'bgra8'>>;
+
+/** An error from syncd (`code` is the server's stable code) or from HTTP (`status`). */
+export class SyncError extends Error {
+  constructor(code: string, message?: string, options?: { status?: number; details?: unknown; cause?: unknown });
+  readonly name: 'SyncError';
+  /** Server error code (`stream_name_taken`, `unknown_receiver`, ...) or a client one:
+   * `forbidden` (HTTP 403), `not_found` (404), `http_error`, `network`, `truncated`,
+   * `bad_record`, `disconnected`, `not_connected`, `timeout`, `aborted`. */
+  code: string;
+  /** HTTP status, for errors of the HTTP stream. */
+  status?: number;
+  /** The server's error message object, when it came from syncd. */
+  details?: unknown;
+}
+
+type Bytes = ArrayBuffer | ArrayBufferView | DataView;
+
+export interface FrameHeaderFields {
+  streamId: number;
+  flags?: number;
+  sequence: number | bigint;
+  captureTimeUs?: number | bigint;
+  width?: number;
+  height?: number;
+  /** 0 = the stream's, 1 = rgba8, 2 = bgra8 */
+  format?: number;
+  contentHash?: number | bigint;
+}
+export function writeFrameHeader(target: Bytes, fields: FrameHeaderFields, offset?: number): void;
+export function parseFrameHeader(bytes: Bytes, offset?: number): Required<Omit<FrameHeaderFields, 'sequence' | 'captureTimeUs' | 'contentHash'>> & { sequence: number; captureTimeUs: number; contentHash: bigint };
+
+export function stampMarker(pixels: Bytes, sequence: number | bigint, offset?: number): void;
+export function readMarker(pixels: Bytes, offset?: number): { sequence: number; valid: boolean };
+
+export interface RecordHeader {
+  sequence: number;
+  captureTimeUs: number;
+  /** syncd's CLOCK_MONOTONIC, ns (exact below 2^53, i.e. 104 days of uptime). */
+  publishTimeNs: number;
+  width: number;
+  height: number;
+  format: number;
+  flags: number;
+  contentHash: bigint | null;
+  payloadBytes: number;
+  droppedBefore: number;
+}
+export function parseRecordHeader(bytes: Bytes, offset?: number): RecordHeader;
+export function writeRecordHeader(target: Bytes, fields: Partial<RecordHeader> & { sequence: number | bigint; width: number; height: number }, offset?: number): void;
+
+export interface AudioPacket {
+  channels: number;
+  sampleRate: number;
+  layout: 'interleaved' | 'unknown';
+  flags: number;
+  /** Frames are missing right before firstFrame. */
+  discontinuity: boolean;
+  frames: number;
+  firstFrame: number;
+  droppedFrames: number;
+  gapFrames: number;
+  timestampNs: number;
+  sequence: number;
+  xruns: number;
+  /** frames x channels, interleaved. */
+  samples: Float32Array;
+}
+export function parseNaudPacket(bytes: Bytes): AudioPacket;
+
+export interface BackoffOptions { initialMs?: number; maxMs?: number; factor?: number; jitter?: number }
+export function backoffDelay(attempt: number, options?: BackoffOptions, random?: () => number): number;
+
+export const messages: Readonly<{
+  hello(client?: string): { type: 'hello'; protocol: 1; client: string };
+  streamOpen(c: { name: string; width: number; height: number; format?: 'rgba8' | 'bgra8'; fps?: number; slots?: number }): object;
+  streamClose(stream: number): { type: 'stream.close'; stream: number };
+  ticketCreate(stream: number, o?: { uses?: number; ttl_s?: number }): { type: 'ticket.create'; stream: number; uses?: number; ttl_s?: number };
+  credit(receiver: number | string, frames?: number): { type: 'credit'; receiver: number | string; frames: number };
+  stats(): { type: 'stats' };
+  ping(id: unknown): { type: 'ping'; id: unknown };
+  subscribe(topic: string): { type: 'subscribe'; topic: string };
+  unsubscribe(topic: string): { type: 'unsubscribe'; topic: string };
+  audioRead(o?: { max_frames?: number; min_frames?: number; timeout_ms?: number }): object;
+  audioInfo(): { type: 'audio.info' };
+}>;
+
+export function validStreamName(name: unknown): boolean;
+export function httpBase(url: string): string;
+export function wsUrl(url: string): string;
+export function streamUrl(base: string, name: string, ticket: string, credit?: number): string;
+export function creditUrl(base: string, name: string, receiver: number | string, frames?: number): string;
+export function flipRowsInPlace(bytes: Uint8Array, rowBytes: number, rows: number, scratch?: Uint8Array): void;
+export function regionChecksum(pixels: Uint8Array | Uint8ClampedArray, width: number, x: number, y: number, w: number, h: number): number;
+
+export interface Welcome {
+  type: 'welcome';
+  protocol: 1;
+  server: string;
+  capabilities: string[];
+  publishers: string[];
+  limits: { max_message_bytes: number; max_text_bytes: number };
+  frame_header_bytes: number;
+}
+
+export interface StreamOpened {
+  type: 'stream.opened'; stream: number; name: string; width: number; height: number;
+  format: 'rgba8' | 'bgra8'; fps: number; slots: number; frame_bytes: number; header_bytes: number;
+}
+
+export interface Ticket { type: 'ticket'; stream: number; name: string; ticket: string; uses: number; expires_in_s: number }
+
+export interface PoseEvent { type: 'pose'; seq: number; t_ns: number; q: [number, number, number, number]; ypr: [number, number, number]; discontinuityCount: number }
+export interface PoseStatusEvent { type: 'pose.status'; source: string; connected: boolean; device: string; message: string }
+
+export interface ConnectOptions {
+  /** Name sent in hello. */
+  client?: string;
+  /** Reconnect after a loss (default true); hello is re-run and topics re-subscribed. */
+  reconnect?: boolean;
+  backoff?: BackoffOptions;
+  /** A WebSocket implementation (Node: the `ws` package); default globalThis.WebSocket. */
+  WebSocket?: unknown;
+  requestTimeoutMs?: number;
+}
+
+export interface ConnectionCounters {
+  connects: number; reconnects: number; disconnects: number; messagesIn: number; messagesOut: number;
+  errors: number; lastRttMs: number | null; state: string; bufferedAmount: number;
+}
+
+type Unsubscribe = (() => void) & { ready: Promise<unknown> };
+
+export class SyncConnection {
+  constructor(url?: string, options?: ConnectOptions);
+  readonly url: string;
+  readonly httpBase: string;
+  readonly ready: Promise<SyncConnection>;
+  welcome: Welcome | null;
+  state: 'connecting' | 'open' | 'reconnecting' | 'closed';
+  readonly connected: boolean;
+  readonly bufferedAmount: number;
+  on(type: 'open', fn: (e: { welcome: Welcome; reconnected: boolean }) => void): () => void;
+  on(type: 'disconnect' | 'error' | 'credit-error' | 'frame-error', fn: (e: SyncError) => void): () => void;
+  on(type: 'reconnecting', fn: (e: { attempt: number; delayMs: number; error: SyncError }) => void): () => void;
+  on(type: 'pose', fn: (e: PoseEvent) => void): () => void;
+  on(type: 'pose.status', fn: (e: PoseStatusEvent) => void): () => void;
+  on(type: 'message' | 'binary' | 'close', fn: (e: any) => void): () => void;
+  once(type: string, fn: (...a: any[]) => void): () => void;
+  off(type: string, fn: (...a: any[]) => void): void;
+  send(message: object): boolean;
+  sendBinary(data: ArrayBuffer | ArrayBufferView): boolean;
+  request<T = any>(message: { type: string }, replyTypes: string | string[], o?: { timeoutMs?: number }): Promise<T>;
+  stats(): Promise<any>;
+  /** Round-trip time of a control ping, ms. */
+  ping(): Promise<number>;
+  counters(): ConnectionCounters;
+  openStream(c: { name: string; width: number; height: number; format?: 'rgba8' | 'bgra8'; fps?: number; slots?: number }): Promise<StreamOpened>;
+  closeStream(stream: number): Promise<{ type: 'stream.closed'; stream: number }>;
+  createTicket(stream: number | CanvasPublisher, o?: { uses?: number; ttl_s?: number }): Promise<Ticket>;
+  grantCredit(receiver: number | string, frames?: number): boolean;
+  subscribe(topic: 'pose', callback: (e: PoseEvent | PoseStatusEvent) => void): Unsubscribe;
+  recenterPose(): boolean;
+  audioInfo(): Promise<any>;
+  readAudio(o?: { maxFrames?: number; minFrames?: number; timeoutMs?: number }): Promise<AudioPacket>;
+  publishCanvas(canvas: HTMLCanvasElement | OffscreenCanvas, o?: PublishOptions): Promise<CanvasPublisher>;
+  receive(name: string, ticket: string, o?: ReceiveOptions): FrameStream;
+  close(): void;
+}
+
+/** Connects (hello/welcome) and resolves once welcomed; becomes the default connection. */
+export function connect(url?: string, options?: ConnectOptions): Promise<SyncConnection>;
+
+export interface PublishOptions {
+  stream?: string;
+  /** Capture rate in auto mode (default 30). */
+  fps?: number;
+  width?: number;
+  height?: number;
+  connection?: SyncConnection;
+  /** The canvas's context when it was created elsewhere (WebGL2 or 2D). */
+  context?: WebGL2RenderingContext | CanvasRenderingContext2D | OffscreenCanvasRenderingContext2D;
+  /** Use 2D getImageData even if WebGL2 is available. */
+  force2d?: boolean;
+  /** No timer: call capture() right after drawing (needed unless preserveDrawingBuffer). */
+  manual?: boolean;
+  /** Auto-mode clock: 'raf' (default; a timer while hidden) or 'timer'. */
+  clock?: 'raf' | 'timer';
+  /** Drop when bufferedAmount exceeds this many frames (default 2). */
+  maxBufferedFrames?: number;
+  /** Pixel-pack buffers in flight (default 3). */
+  readbackBuffers?: number;
+  /** syncd pool slots for the stream. */
+  slots?: number;
+  firstSequence?: number;
+}
+
+export interface PublisherStats {
+  /** offered = sent + droppedTotal + inFlight */
+  offered: number;
+  sent: number;
+  dropped: { backpressure: number; readback_busy: number; pre_send: number; not_open: number; readback_failed: number };
+  droppedTotal: number;
+  inFlight: number;
+  bytesSent: number;
+  reopens: number;
+  lastSequence: number;
+  readbackMsMax: number;
+  readbackMsTotal: number;
+  stream: string;
+  streamId: number | null;
+  readback: 'webgl2' | '2d';
+  width: number;
+  height: number;
+}
+
+export interface CanvasPublisher {
+  readonly name: string;
+  readonly streamId: number | null;
+  readonly readback: 'webgl2' | '2d';
+  capture(): boolean;
+  stats(): PublisherStats;
+  createTicket(o?: { uses?: number; ttl_s?: number }): Promise<Ticket>;
+  stop(o?: { close?: boolean }): Promise<void>;
+  on(type: 'open', fn: (e: StreamOpened) => void): () => void;
+  on(type: 'frame', fn: (sequence: number) => void): () => void;
+  on(type: 'error', fn: (e: Error) => void): () => void;
+}
+
+export function publishCanvas(canvas: HTMLCanvasElement | OffscreenCanvas, options?: PublishOptions): Promise<CanvasPublisher>;
+export function createTicket(stream: number, options?: { uses?: number; ttl_s?: number; connection?: SyncConnection }): Promise<Ticket>;
+export function subscribe(topic: 'pose', callback: (e: PoseEvent | PoseStatusEvent) => void, options?: { connection?: SyncConnection }): Unsubscribe;
+export function readAudio(options?: { maxFrames?: number; minFrames?: number; timeoutMs?: number; connection?: SyncConnection }): Promise<AudioPacket>;
+
+export interface ReceiveOptions {
+  /** Initial credit (default 2, at most 16). */
+  credit?: number;
+  connection?: SyncConnection;
+  /** syncd base URL (default: the connection's, else the page's origin). */
+  base?: string;
+  signal?: AbortSignal;
+  /** Grant 1 credit after each consumed frame (default true). */
+  autoCredit?: boolean;
+}
+
+export interface Frame {
+  sequence: number;
+  width: number;
+  height: number;
+  format: 'rgba8' | 'bgra8' | number;
+  flags: number;
+  contentHash: bigint | null;
+  captureTimeUs: number;
+  publishTimeNs: number;
+  droppedBefore: number;
+  /** Valid until the iterator advances (the buffer is reused). */
+  pixels: Uint8Array;
+  marker(): { sequence: number; valid: boolean };
+  drawTo(canvas: HTMLCanvasElement | OffscreenCanvas): void;
+}
+
+export interface FrameStream extends AsyncIterable<Frame> {
+  readonly name: string;
+  /** From X-Sync-Receiver, once open. */
+  receiver: number | string | null;
+  open(): Promise<Response>;
+  next(): Promise<IteratorResult<Frame>>;
+  close(): void;
+  stats(): { frames: number; bytes: number; droppedBefore: number; creditsGranted: number; reads: number; creditFailures: number; receiver: number | string | null };
+}
+
+export function receive(name: string, ticket: string, options?: ReceiveOptions): FrameStream;
