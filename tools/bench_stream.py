@@ -262,8 +262,8 @@ def run_paced(args, paths):
         producer_args=["--fps", str(args.fps), "--seconds", str(args.seconds)],
         receiver_args=[], live=True)
     per_second = rsum["per_second_unique_fps"]
-    accounting_ok = account["offered"] == account["sent"] + account["dropped_total"] + \
-        account["pending"]
+    accounting_ok = account["offered"] == account["completed"] + account["dropped_total"] + \
+        account["pending"] + account["in_flight"]
     return {
         "size": f"{args.width}x{args.height}",
         "nominal_fps": args.fps,

@@ -48,7 +48,8 @@ export function readMarker(pixels: Bytes, offset?: number): { sequence: number; 
 export interface RecordHeader {
   sequence: number;
   captureTimeUs: number;
-  /** syncd's CLOCK_MONOTONIC, ns (exact below 2^53, i.e. 104 days of uptime). */
+  /** When syncd had the whole frame (record offset 24, "accept timestamp"), syncd's
+   * CLOCK_MONOTONIC in ns (exact below 2^53, i.e. 104 days of uptime). */
   publishTimeNs: number;
   width: number;
   height: number;
@@ -263,6 +264,7 @@ export interface Frame {
   flags: number;
   contentHash: bigint | null;
   captureTimeUs: number;
+  /** syncd's accept time of the frame, CLOCK_MONOTONIC ns (record offset 24). */
   publishTimeNs: number;
   droppedBefore: number;
   /** Valid until the iterator advances (the buffer is reused). */

@@ -108,11 +108,16 @@ void StreamReceivers::on_frame(const media::Stream& stream, media::FrameSlot& sl
     if (r.pending) drop_pending(r);  // newest wins
     if (can_send(r)) {
       send(r, &slot, now, now);
-    } else {
+    } else if (r.bytes_in_flight + r.record_bytes <= r.record_bytes * max_frames_in_flight_) {
+      // Held as the one pending frame. What a receiver pins (in flight plus pending) stays
+      // within the source byte limit, so receivers cannot starve ingest of pool slots.
       media::FramePool::retain(&slot);
       r.pending = &slot;
       r.pending_offered_ns = now;
       r.pending_stage = r.credit == 0 ? kAdmission : kPreSend;
+    } else {
+      ++r.dropped[r.credit == 0 ? kAdmission : kPreSend];
+      ++r.dropped_since_sent;
     }
   }
 }
@@ -159,6 +164,7 @@ void StreamReceivers::send(Receiver& r, media::FrameSlot* slot, uint64_t offered
     w->busy = false;
     w->slot = nullptr;
     media::FramePool::release(slot);
+    ++r.sent;  // handed over and lost at once: a post-send drop, like a failed write
     ++r.dropped[kPostSend];
     ++r.dropped_since_sent;
     return;
@@ -188,6 +194,8 @@ void StreamReceivers::on_written(uv_write_t* req, int status) {
   if (r.unacked_count < r.unacked_ns.size()) {
     r.unacked_ns[(r.unacked_head + r.unacked_count) % r.unacked_ns.size()] = now;
     ++r.unacked_count;
+  } else {
+    ++r.ack_untimed;
   }
   r.owner->keep_if_slow(r, SlowRecord{sequence, w->submit_ns - w->offered_ns, now - w->submit_ns,
                                       now - w->offered_ns});
@@ -248,9 +256,11 @@ nlohmann::json StreamReceivers::receiver_json(const Receiver& r) const {
           {"offered", r.offered},
           {"sent", r.sent},
           {"completed", r.completed},
+          {"in_flight", r.sent - r.completed - r.dropped[kPostSend]},
           {"dropped", std::move(dropped)},
           {"dropped_total", dropped_total},
           {"pending", r.pending ? 1 : 0},
+          {"ack_untimed", r.ack_untimed},
           {"credit", r.credit},
           {"stages",
            {{"ingest_gap", stage_json(r.stages.ingest_gap)},

@@ -96,7 +96,10 @@ class StreamReceivers final : public media::Publisher {
     uint64_t last_receive_start_ns = 0;
     uint64_t offered = 0, sent = 0, completed = 0;
     std::array<uint64_t, kDropStages> dropped{};
-    std::array<uint64_t, 8> unacked_ns{};  // completion times awaiting credit, a small ring
+    // Completion times awaiting credit. Credit is capped at 64 and at most 16 writes complete
+    // uncredited beyond it, so 128 entries never overflow; an overflow would be counted.
+    std::array<uint64_t, 128> unacked_ns{};
+    uint64_t ack_untimed = 0;
     size_t unacked_head = 0, unacked_count = 0;
     Stages stages;
     std::array<SlowRecord, kSlowestKept> slowest{};

@@ -75,7 +75,9 @@ class StreamReceiver(unittest.TestCase):
             self.assertEqual(len(receivers), 1)
             rec = receivers[0]
             self.assertEqual(rec["receiver"], r["receiver"])
-            self.assertEqual(rec["offered"], rec["sent"] + rec["dropped_total"] + rec["pending"])
+            self.assertEqual(rec["offered"],
+                             rec["completed"] + rec["dropped_total"] + rec["pending"] +
+                             rec["in_flight"])
             self.assertEqual(rec["offered"], sent)
             self.assertEqual(rec["completed"], sent)
             self.assertEqual(rec["dropped_total"], 0)

@@ -147,7 +147,9 @@ class HttpStreams(unittest.TestCase):
             self.assertEqual(rec["offered"], 11)
             self.assertEqual(rec["completed"], 4)
             self.assertEqual(rec["dropped"]["admission"], 7)
-            self.assertEqual(rec["offered"], rec["sent"] + rec["dropped_total"] + rec["pending"])
+            self.assertEqual(rec["offered"],
+                             rec["completed"] + rec["dropped_total"] + rec["pending"] +
+                             rec["in_flight"])
             self.assertEqual(s["frames_verified"], 11)
             _, metrics = syncd.get("/metrics")
             self.assertIn('syncd_receiver_frames_dropped_total{stream="credit",stage="admission"} 7',

@@ -397,7 +397,8 @@ struct Counters {
   uint64_t dropped_reported = 0;  // sum of dropped_before, first record included
   uint64_t missing = 0;           // sequences skipped between consecutive records
   uint64_t gaps = 0;              // places where sequences were skipped
-  uint64_t gaps_unaccounted = 0;  // records whose dropped_before differs from the gap before them
+  uint64_t gaps_unaccounted = 0;  // records whose dropped_before exceeds the gap before them
+  uint64_t missing_upstream = 0;  // frames missing beyond dropped_before: refused at ingest
   uint64_t duplicates = 0;
   uint64_t reorders = 0;
   uint64_t geometry_changes = 0;
@@ -734,7 +735,11 @@ class Receiver {
             ++c_.gaps;
             c_.missing += gap;
           }
-          if (gap != dropped_before) ++c_.gaps_unaccounted;  // dropped somewhere unreported
+          // Frames dropped for this receiver are reported in dropped_before; frames refused at
+          // ingest never reached it and are counted by syncd per stream (upstream). Fewer
+          // missing than reported cannot happen honestly.
+          if (gap < dropped_before) ++c_.gaps_unaccounted;
+          if (gap > dropped_before) c_.missing_upstream += gap - dropped_before;
         } else {
           unique = false;
           if (sequence == previous)
@@ -838,6 +843,7 @@ class Receiver {
         {"missing_sequences", c_.missing},
         {"gaps", c_.gaps},
         {"gaps_unaccounted", c_.gaps_unaccounted},
+        {"missing_upstream", c_.missing_upstream},
         {"duplicates", c_.duplicates},
         {"reorders", c_.reorders},
         {"verify_failures", c_.verify_failures()},

@@ -111,8 +111,11 @@ test('page B receives with a ticket, verifies every frame; pairs/s vs no receive
     const s = await streamStats(syncd, 'main');
     const rec = s.publishers.http.receivers.find((x) => String(x.receiver) === String(r1.receiver));
     assert.ok(rec, 'receiver listed in /stats');
-    assert.equal(rec.offered, rec.sent + rec.dropped_total + rec.pending);
-    console.log(`# receiver ${rec.receiver} in syncd: offered ${rec.offered} sent ${rec.sent} dropped ${JSON.stringify(rec.dropped)} pending ${rec.pending}; B saw droppedBefore total ${r1.dropped}`);
+    // docs/protocol.md "Credit": offered = completed + dropped + pending + in flight (older
+    // syncd: offered = sent + dropped + pending).
+    if (rec.in_flight !== undefined) assert.equal(rec.offered, rec.completed + rec.dropped_total + rec.pending + rec.in_flight);
+    else assert.equal(rec.offered, rec.sent + rec.dropped_total + rec.pending);
+    console.log(`# receiver ${rec.receiver} in syncd: offered ${rec.offered} sent ${rec.sent} completed ${rec.completed} dropped ${JSON.stringify(rec.dropped)} pending ${rec.pending}; B saw droppedBefore total ${r1.dropped}`);
 
     // Closing A (its control connection goes, so does the stream) ends B's stream cleanly:
     // after the last complete record, with nothing lost in between.
@@ -125,10 +128,11 @@ test('page B receives with a ticket, verifies every frame; pairs/s vs no receive
     assert.equal(closed.open, false);
     const recEnd = closed.publishers.http.receivers.find((x) => String(x.receiver) === String(r1.receiver));
     if (recEnd) {
-      assert.equal(recEnd.sent, end.frames, 'every frame syncd sent reached B');
+      assert.equal(recEnd.dropped.post_send, 0);
+      assert.equal(recEnd.completed ?? recEnd.sent, end.frames, 'every frame syncd wrote reached B');
       assert.equal(end.dropped, recEnd.dropped_total - recEnd.dropped.post_send, 'droppedBefore adds up to syncd pre-write drops');
     }
-    console.log(`# A closed: B ended cleanly after ${end.frames} frames (last sequence ${end.lastSeq}); syncd sent ${recEnd?.sent ?? '?'}`);
+    console.log(`# A closed: B ended cleanly after ${end.frames} frames (last sequence ${end.lastSeq}); syncd wrote ${recEnd?.completed ?? recEnd?.sent ?? '?'}`);
   } finally {
     if (!a.isClosed()) await a.close();
     await b?.close();
