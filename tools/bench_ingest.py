@@ -37,6 +37,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+# Extra syncd arguments for experiments (SYNCD_ARGS="--read-turn-kb 65536"); empty normally.
+SYNCD_EXTRA_ARGS = os.environ.get("SYNCD_ARGS", "").split()
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SERVER_CORE = 0
 PRODUCER_CORE = 1
@@ -209,7 +212,7 @@ def find_stream(stats, name):
 
 def run_syncd_arm(args, paths):
     syncd = Child("syncd", pinned(SERVER_CORE, [
-        str(paths["syncd"]), "--port", "0", "--publisher", "test",
+        str(paths["syncd"]), "--port", "0", "--publisher", "test", *SYNCD_EXTRA_ARGS,
     ]))
     try:
         first = syncd.first_stdout_line(10)

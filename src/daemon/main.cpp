@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
   app.add_option("--handshake-timeout-ms", cfg.handshake_timeout_ms)->capture_default_str();
   app.add_option("--idle-timeout-s", idle_timeout_s, "Close WebSockets silent this long")
       ->capture_default_str();
+  size_t read_turn_kb = cfg.read_turn_bytes / 1024;
+  app.add_option("--read-turn-kb", read_turn_kb,
+                 "Bytes one connection may read per loop turn before others are served")
+      ->capture_default_str();
   app.add_option("--read-window-kb", read_window_kb, "Largest single read into a frame slot")
       ->capture_default_str();
   app.add_option("--headtracker", cfg.headtracker,
@@ -110,6 +114,7 @@ int main(int argc, char** argv) {
   cfg.stream_limits.max_frame_bytes = cfg.max_message_bytes;
   cfg.idle_timeout_ms = idle_timeout_s * 1000;
   cfg.read_window_bytes = std::max<size_t>(read_window_kb, 4) * 1024;
+  cfg.read_turn_bytes = std::max<size_t>(read_turn_kb, 64) * 1024;
   cfg.status_line = status == "on" || (status == "auto" && ::isatty(STDERR_FILENO));
 
   // A peer that vanishes must cost an error code, not the process.

@@ -220,7 +220,23 @@ void Connection::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
     } else {
       self->feed_websocket(data, size_t(nread));
     }
+    // libuv reads a readable socket up to 32 times per callback: 8 MB of frame in one turn of
+    // the loop, while an audio read or a pose waits. After a turn's budget the connection
+    // yields; the server resumes it after the loop has polled everyone else (uv_check).
+    self->turn_bytes_ += size_t(nread);
+    if (self->turn_bytes_ >= self->server_.config().read_turn_bytes && !self->closing_ &&
+        self->phase_ == Phase::kWebSocket) {
+      uv_read_stop(stream);
+      self->server_.resume_after_poll(self);
+    }
   }
+}
+
+void Connection::resume_reading() {
+  turn_bytes_ = 0;
+  if (closing_ || phase_ != Phase::kWebSocket) return;
+  uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), &Connection::on_alloc,
+                &Connection::on_read);
 }
 
 void Connection::feed_websocket(uint8_t* data, size_t size) {

@@ -48,6 +48,8 @@ class Connection final : public ws::DecoderSink {
   bool is_websocket() const { return phase_ == Phase::kWebSocket; }
   // The socket, for publishers that write to it directly (HTTP stream receivers).
   uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp_); }
+  // Reading was paused after a turn's budget of bytes (see on_read); picks it up again.
+  void resume_reading();
   // A control-protocol text message (dropped unless this is an open WebSocket).
   void send_text(std::string_view json) { send_ws(ws::Opcode::kText, json); }
 
@@ -120,6 +122,7 @@ class Connection final : public ws::DecoderSink {
   uint64_t last_receive_ns_ = 0;
   uint64_t last_ping_ns_ = 0;
   size_t pending_write_bytes_ = 0;
+  size_t turn_bytes_ = 0;  // bytes read since reading last (re)started
 
   std::unique_ptr<uint8_t[]> read_buffer_;
   http::RequestParser http_;

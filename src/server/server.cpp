@@ -94,6 +94,10 @@ int Server::start() {
   pattern_timer_.data = this;
   uv_timer_init(&loop_, &shutdown_timer_);
   shutdown_timer_.data = this;
+  uv_check_init(&loop_, &resume_check_);
+  resume_check_.data = this;
+  paused_.reserve(64);
+  resuming_.reserve(64);
 
   if (config_.pattern) {
     pattern_ = std::make_unique<media::PatternSource>(registry_, *config_.pattern);
@@ -141,7 +145,23 @@ void Server::on_connection(uv_stream_t* listener, int status) {
   c->start();
 }
 
+void Server::resume_after_poll(Connection* connection) {
+  if (paused_.empty()) uv_check_start(&resume_check_, &Server::on_check);
+  paused_.push_back(connection);
+}
+
+void Server::on_check(uv_check_t* check) {
+  auto* self = static_cast<Server*>(check->data);
+  uv_check_stop(check);
+  // Two reserved lists swapped, so pausing and resuming never allocate in steady state.
+  self->resuming_.swap(self->paused_);
+  for (Connection* c : self->resuming_) c->resume_reading();
+  self->resuming_.clear();
+}
+
 void Server::forget(Connection* connection) {
+  std::erase(paused_, connection);
+  std::erase(resuming_, connection);
   connections_.remove(connection);
   if (stopping_ && connections_.empty()) close_shutdown_timer();
 }
@@ -178,6 +198,8 @@ void Server::stop() {
   uv_timer_stop(&pattern_timer_);
   uv_close(reinterpret_cast<uv_handle_t*>(&tick_timer_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&pattern_timer_), nullptr);
+  uv_check_stop(&resume_check_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&resume_check_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigterm_), nullptr);
   // Peers get a second to read their Close; then whatever is left is closed regardless.

@@ -42,6 +42,7 @@ struct ServerConfig {
   uint32_t handshake_timeout_ms = 10'000;  // HTTP request head must complete within this
   uint32_t idle_timeout_ms = 120'000;      // WebSocket: nothing received (pings are sent at half)
   size_t read_window_bytes = 256 * 1024;   // largest read straight into a frame slot
+  size_t read_turn_bytes = 1024 * 1024;    // bytes one connection reads per loop turn
   size_t max_pending_write_bytes = 16ull << 20;  // a peer that reads slower is disconnected
   bool status_line = false;                // live status line on stderr
   std::string headtracker;                 // "", "auto", "/dev/hidrawN" or "replay:FILE"
@@ -108,12 +109,15 @@ class Server {
   std::string metrics_text();
   // Called by a connection from its close callback.
   void forget(Connection* connection);
+  // The connection paused its reading for this turn; resume it once the loop has polled.
+  void resume_after_poll(Connection* connection);
 
  private:
   static void on_connection(uv_stream_t* listener, int status);
   static void on_signal(uv_signal_t* handle, int signum);
   static void on_tick(uv_timer_t* timer);
   static void on_pattern_timer(uv_timer_t* timer);
+  static void on_check(uv_check_t* check);
   void sweep_connections(uint64_t now_ns);
   void print_status_line();
   void close_shutdown_timer();
@@ -126,6 +130,9 @@ class Server {
   uv_timer_t tick_timer_;
   uv_timer_t pattern_timer_;
   uv_timer_t shutdown_timer_;
+  uv_check_t resume_check_;
+  std::vector<Connection*> paused_;    // reading paused until the next check phase
+  std::vector<Connection*> resuming_;  // being resumed in on_check
   bool listening_ = false;
   bool stopping_ = false;
   bool shutdown_timer_closed_ = false;

@@ -158,7 +158,22 @@ class JackAudio(unittest.TestCase):
         self.procs.append(p)
         return p
 
+    @staticmethod
+    def clear_stale_jack_state():
+        """A jackd killed with SIGKILL (as the restart test does) leaves its entry in JACK's
+        shared-memory registry, and JACK refuses to start more than a few servers ("Too many
+        servers already active"). With no jackd running, every JACK file in /dev/shm is stale."""
+        if subprocess.run(["pgrep", "-x", "jackd"], capture_output=True).returncode == 0:
+            return
+        for name in os.listdir("/dev/shm"):
+            if name.startswith(("jack-", "jack_")):
+                try:
+                    os.unlink(os.path.join("/dev/shm", name))
+                except OSError:
+                    pass
+
     def start_jackd(self):
+        self.clear_stale_jack_state()
         self.jackd = self.spawn(["jackd", "-n", self.server, "-d", "dummy", "-r", "48000",
                                  "-p", "256", "-C", "32", "-P", "32"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

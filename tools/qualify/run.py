@@ -76,7 +76,12 @@ def monotonic_ns():
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
 
+REALTIME = False  # --realtime: syncd and the producer under SCHED_FIFO (chrt), see main()
+
+
 def pinned(core, argv):
+    if REALTIME and shutil.which("chrt"):
+        argv = ["chrt", "-f", "10", *argv]
     if shutil.which("taskset") and core in os.sched_getaffinity(0) and len(os.sched_getaffinity(0)) > 1:
         return ["taskset", "-c", str(core), *argv]
     return argv
@@ -302,7 +307,7 @@ def run_arm(name, seconds, readers, args, paths, caps, out_dir):
     width, height = (int(v) for v in args.size.lower().split("x"))
     meta = {
         "arm": name, "seconds": seconds, "fps": args.fps, "width": width, "height": height,
-        "readers": readers, "stream": STREAM, "cores": {"syncd": SYNCD_CORE,
+        "readers": readers, "realtime": REALTIME, "stream": STREAM, "cores": {"syncd": SYNCD_CORE,
                                                        "producer": PRODUCER_CORE},
         "sources": {}, "notes": [], "capabilities": caps,
     }
@@ -478,6 +483,9 @@ def parse_args(argv):
     ap.add_argument("--shm-slots", type=int, default=8, help="shm ring slots (syncd --shm-slots)")
     ap.add_argument("--build-dir", default="build/release")
     ap.add_argument("--out", help="report directory (default reports/YYYYmmdd-HHMMSS)")
+    ap.add_argument("--realtime", action="store_true",
+                    help="run syncd and the producer under SCHED_FIFO 10 (chrt; needs root): "
+                         "a diagnostic for machines loaded by other work, not the default")
     ap.add_argument("--no-analyze", action="store_true", help="only record")
     ap.add_argument("--quiet", action="store_true", help="no live line")
     args = ap.parse_args(argv)
@@ -490,6 +498,8 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
+    global REALTIME
+    REALTIME = args.realtime
     paths = resolve_paths(args.build_dir)
     caps = capabilities(paths)
     out = Path(args.out) if args.out else REPO_ROOT / "reports" / time.strftime("%Y%m%d-%H%M%S")
