@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "telemetry/stage_json.h"
+
 #include "core/clock.h"
 
 namespace syncd::media {
@@ -145,18 +147,6 @@ uint64_t StreamRegistry::total_dropped() const {
   return t;
 }
 
-namespace {
-nlohmann::json stage_json(const telemetry::StageStats& s) {
-  nlohmann::json buckets = nlohmann::json::array();
-  for (size_t i = 0; i < telemetry::StageStats::kBuckets; ++i) buckets.push_back(s.bucket(i));
-  return {{"count", s.count()},
-          {"total_us", double(s.total_ns()) / 1e3},
-          {"mean_us", s.count() ? double(s.total_ns()) / 1e3 / double(s.count()) : 0.0},
-          {"max_us", double(s.max_ns()) / 1e3},
-          {"histogram", std::move(buckets)}};
-}
-}  // namespace
-
 void StreamRegistry::write_stats(nlohmann::json& out) const {
   nlohmann::json bounds = nlohmann::json::array();
   for (uint64_t b : telemetry::StageStats::kBucketBoundsNs) bounds.push_back(double(b) / 1e3);
@@ -191,10 +181,10 @@ void StreamRegistry::write_stats(nlohmann::json& out) const {
         {"min_second_unique_fps", s->rate().min_complete_fps()},
         {"recent_seconds_unique_fps", std::move(recent)},
         {"stages",
-         {{"ingest_gap", stage_json(s->stages().ingest_gap)},
-          {"receive", stage_json(s->stages().receive)},
-          {"unmask", stage_json(s->stages().unmask)},
-          {"publish", stage_json(s->stages().publish)}}},
+         {{"ingest_gap", telemetry::stage_json(s->stages().ingest_gap)},
+          {"receive", telemetry::stage_json(s->stages().receive)},
+          {"unmask", telemetry::stage_json(s->stages().unmask)},
+          {"publish", telemetry::stage_json(s->stages().publish)}}},
     };
     nlohmann::json pubs = nlohmann::json::object();
     for (auto& p : publishers_) {

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "telemetry/stage_json.h"
+
 #include "core/clock.h"
 #include "server/connection.h"
 
@@ -17,15 +19,6 @@ namespace {
 // held read at most one synthetic period late and costs the loop 200 short wake-ups a second.
 constexpr uint64_t kTimerMs = 5;
 
-nlohmann::json rtt_json(const telemetry::StageStats& s) {
-  nlohmann::json buckets = nlohmann::json::array();
-  for (size_t i = 0; i < telemetry::StageStats::kBuckets; ++i) buckets.push_back(s.bucket(i));
-  return {{"count", s.count()},
-          {"total_us", double(s.total_ns()) / 1e3},
-          {"mean_us", s.count() ? double(s.total_ns()) / 1e3 / double(s.count()) : 0.0},
-          {"max_us", double(s.max_ns()) / 1e3},
-          {"histogram", std::move(buckets)}};
-}
 }  // namespace
 
 AudioService::AudioService(uv_loop_t* loop, audio::AudioSourceConfig config)
@@ -267,7 +260,7 @@ void AudioService::write_stats(nlohmann::json& out) const {
       {"reader_attaches", attaches_},
       {"reader_attached", attached_},
       {"bytes_sent", bytes_sent_},
-      {"read_rtt", rtt_json(read_rtt_)},
+      {"read_rtt", telemetry::stage_json(read_rtt_)},
   };
 }
 

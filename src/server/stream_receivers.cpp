@@ -4,6 +4,7 @@
 
 #include "core/clock.h"
 #include "server/connection.h"
+#include "telemetry/stage_json.h"
 
 namespace syncd::server {
 
@@ -16,14 +17,6 @@ void put(uint8_t* p, T v) {
   std::memcpy(p, &v, sizeof v);  // little-endian hosts only (see media/frame_header.cpp)
 }
 
-nlohmann::json stage_json(const telemetry::StageStats& s) {
-  nlohmann::json buckets = nlohmann::json::array();
-  for (size_t i = 0; i < telemetry::StageStats::kBuckets; ++i) buckets.push_back(s.bucket(i));
-  return {{"count", s.count()},
-          {"total_us", double(s.total_ns()) / 1e3},
-          {"max_us", double(s.max_ns()) / 1e3},
-          {"histogram", std::move(buckets)}};
-}
 }  // namespace
 
 StreamReceivers::StreamReceivers(uint32_t max_frames_in_flight)
@@ -263,12 +256,12 @@ nlohmann::json StreamReceivers::receiver_json(const Receiver& r) const {
           {"ack_untimed", r.ack_untimed},
           {"credit", r.credit},
           {"stages",
-           {{"ingest_gap", stage_json(r.stages.ingest_gap)},
-            {"tap", stage_json(r.stages.tap)},
-            {"publish", stage_json(r.stages.publish)},
-            {"write_submit", stage_json(r.stages.write_submit)},
-            {"write_complete", stage_json(r.stages.write_complete)},
-            {"ack", stage_json(r.stages.ack)}}},
+           {{"ingest_gap", telemetry::stage_json(r.stages.ingest_gap)},
+            {"tap", telemetry::stage_json(r.stages.tap)},
+            {"publish", telemetry::stage_json(r.stages.publish)},
+            {"write_submit", telemetry::stage_json(r.stages.write_submit)},
+            {"write_complete", telemetry::stage_json(r.stages.write_complete)},
+            {"ack", telemetry::stage_json(r.stages.ack)}}},
           {"slowest", std::move(slow)},
           {"slowest_not_kept", r.slow_not_kept}};
 }
