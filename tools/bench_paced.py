@@ -16,20 +16,12 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
+
+from bench_common import get_stats, least_squares_slope, pinned, rss_bytes
 
 
-def rss_bytes(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
-def get_stats(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=5) as r:
-        return json.loads(r.read())
 
 
 def stream_of(stats, name):
@@ -39,21 +31,8 @@ def stream_of(stats, name):
     return None
 
 
-def least_squares_slope(points):
-    """Slope of y over x by ordinary least squares; None with fewer than two points."""
-    n = len(points)
-    if n < 2:
-        return None
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    if sxx == 0:
-        return None
-    return sum((x - mx) * (y - my) for x, y in points) / sxx
 
 
-def pinned(core, argv):
-    return ["taskset", "-c", str(core), *argv] if os.cpu_count() and os.cpu_count() > 1 else argv
 
 
 def main():
