@@ -23,20 +23,22 @@ import time
 
 from bench_common import get_stats, least_squares_slope, pinned, rss_bytes
 
-
-
-
-
-
-
-
+# Where each process runs. The audio reader is the RTT's measuring instrument, so it shares
+# syncd's core rather than the producer's: there its wake-ups wait behind the kernel's copy of
+# the producer's 8 MB sends, and the RTT measures the producer (40 s arms, same machine: reader
+# beside the producer p99 1.1-2.6 ms under video, beside syncd 0.48-0.56 ms; idle 0.26-0.53 ms
+# either way). Beside syncd it also preempts the loop it measures: the harsher case for syncd.
+# The producer paces at SCHED_FIFO (--realtime) so that its own lateness is not counted as
+# syncd's (docs/decisions.md).
+SYNCD_CORE, READER_CORE, PRODUCER_CORE = 0, 0, 1
 
 
 def run_reader(reader_bin, port, seconds, channels, pin):
     """Starts sync-audio-reader; returns the Popen (JSON summary on its last stdout line)."""
     return subprocess.Popen(
-        pinned(1, [reader_bin, "--url", f"ws://127.0.0.1:{port}/ws", "--seconds", str(seconds),
-                   "--verify", "synthetic", "--quiet", "--realtime"], pin),
+        pinned(READER_CORE, [reader_bin, "--url", f"ws://127.0.0.1:{port}/ws",
+                             "--seconds", str(seconds), "--verify", "synthetic", "--quiet",
+                             "--realtime"], pin),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -61,6 +63,8 @@ def main():
     ap.add_argument("--size", default="1920x1080")
     ap.add_argument("--build-dir", default="build/release")
     ap.add_argument("--no-pin", action="store_true", help="do not taskset syncd and clients")
+    ap.add_argument("--syncd-arg", action="append", default=[],
+                    help="extra syncd argument (repeatable), e.g. --syncd-arg=--read-turn-kb=256")
     ap.add_argument("--out")
     args = ap.parse_args()
     pin = not args.no_pin
@@ -72,9 +76,9 @@ def main():
     width, height = (int(v) for v in args.size.split("x"))
 
     syncd = subprocess.Popen(
-        pinned(0, [syncd_bin, "--port", "0", "--status-line", "off", "--publisher", "test",
-                   "--audio-source", f"synthetic:{args.channels}@{args.rate}",
-                   "--audio-ring-ms", str(args.ring_ms)], pin),
+        pinned(SYNCD_CORE, [syncd_bin, "--port", "0", "--status-line", "off", "--publisher", "test",
+                            "--audio-source", f"synthetic:{args.channels}@{args.rate}",
+                            "--audio-ring-ms", str(args.ring_ms), *args.syncd_arg], pin),
         stdout=subprocess.PIPE, text=True)
     producer = None
     try:
@@ -100,9 +104,10 @@ def main():
             idle = reader_result(r, 30)
             summary["idle"] = idle
             producer = subprocess.Popen(
-                pinned(1, [producer_bin, "--url", f"ws://127.0.0.1:{port}/ws", "--stream", "video",
-                           "--width", str(width), "--height", str(height), "--fps", str(args.fps),
-                           "--seconds", str(args.seconds + 6), "--quiet"], pin),
+                pinned(PRODUCER_CORE,
+                       [producer_bin, "--url", f"ws://127.0.0.1:{port}/ws", "--stream", "video",
+                        "--width", str(width), "--height", str(height), "--fps", str(args.fps),
+                        "--seconds", str(args.seconds + 6), "--quiet", "--realtime"], pin),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             time.sleep(3)  # the stream is open and at rate before audio is measured
         memory_from = time.monotonic() - start
@@ -111,7 +116,9 @@ def main():
         audio = reader_result(r, 60)
         summary["audio"] = audio
         if producer is not None:
-            producer.wait(timeout=args.seconds + 60)
+            out, _ = producer.communicate(timeout=args.seconds + 60)
+            lines = out.strip().splitlines()
+            summary["producer"] = json.loads(lines[-1]) if lines else None
             time.sleep(0.5)
         stats = get_stats(port)
         summary["syncd_audio"] = {k: v for k, v in stats["audio"].items() if k != "read_rtt"}

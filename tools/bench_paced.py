@@ -55,7 +55,7 @@ def main():
     producer = subprocess.Popen(
         pinned(1, [producer_bin, "--url", f"ws://127.0.0.1:{port}/ws", "--stream", "paced",
                    "--width", str(width), "--height", str(height), "--fps", str(args.fps),
-                   "--seconds", str(args.seconds), "--quiet"]),
+                   "--seconds", str(args.seconds), "--quiet", "--realtime"]),
         stdout=subprocess.PIPE, text=True)
 
     start = time.monotonic()

@@ -259,7 +259,7 @@ def watch_paced(args, port, stream_name, producer):
 def run_paced(args, paths):
     rsum, psum, stream, account, cpu_ms, _ = run_syncd_pipeline(
         args, paths, publishers="test", stream_name="paced",
-        producer_args=["--fps", str(args.fps), "--seconds", str(args.seconds)],
+        producer_args=["--fps", str(args.fps), "--seconds", str(args.seconds), "--realtime"],
         receiver_args=[], live=True)
     per_second = rsum["per_second_unique_fps"]
     accounting_ok = account["offered"] == account["completed"] + account["dropped_total"] + \

@@ -4,6 +4,8 @@
 // Single-threaded: sleep until the frame is due (absolute CLOCK_MONOTONIC schedule, so pacing
 // never drifts), prepare it (FrameSource), send it, handle what the server said. Nothing is
 // allocated per frame. Exit codes: see tool_error.h.
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,6 +77,7 @@ struct Options {
   std::string events_path;
   std::string ticket_file;  // WebSocket only: where to write a receiver ticket for the stream
   bool quiet = false;
+  bool realtime = false;  // asked for; after start-up, whether SCHED_FIFO was granted
 };
 
 // Send timestamps per frame, kept in memory and written once at the end so that file I/O never
@@ -285,6 +288,7 @@ int run(const Options& opt) {
       {"fps", seconds > 0 ? totals.frames_sent / seconds : 0.0},
       {"bytes", totals.bytes},
       {"errors_received", transport->errors_received()},
+      {"realtime", opt.realtime},
   };
   std::printf("%s\n", summary.dump().c_str());
   std::fflush(stdout);
@@ -326,6 +330,10 @@ int main(int argc, char** argv) {
   app.add_option("--ticket-file", opt.ticket_file,
                  "after opening the stream, write a one-use receiver ticket (hex) to this file");
   app.add_flag("--quiet", opt.quiet, "no status line, no server error echo");
+  app.add_flag("--realtime", opt.realtime,
+               "pace at SCHED_FIFO when permitted: a qualification load generator keeps its "
+               "schedule, like a page paced by the display's vsync, so lateness measured at "
+               "syncd is syncd's");
   try {
     app.parse(argc, argv);
     if (app.count("--frames") == 0 && app.count("--seconds") == 0) {
@@ -340,6 +348,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
+  }
+  if (opt.realtime) {
+    // Below sync-audio-reader (50) and the audio capture thread (70): on a shared core those
+    // measure syncd and must not wait behind the producer's 8 MB sends.
+    sched_param param{};
+    param.sched_priority = 40;
+    opt.realtime = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0;
+    if (!opt.realtime && !opt.quiet)
+      std::fprintf(stderr, "sync-producer: --realtime not permitted; pacing at normal priority\n");
   }
   try {
     return run(opt);

@@ -373,6 +373,10 @@ def run_arm(name, seconds, readers, args, paths, caps, out_dir):
                          "--stream", STREAM, "--width", str(width), "--height", str(height),
                          "--fps", str(args.fps), "--seconds", str(seconds),
                          "--events", str(arm_dir / "producer_events.csv"), "--quiet"]
+        if not args.producer_normal_priority:
+            # The load generator keeps its schedule (SCHED_FIFO when permitted), as a page's
+            # frames keep the display's vsync: a frame late into syncd is then syncd's doing.
+            producer_argv.append("--realtime")
         meta["producer_argv"] = producer_argv
         producer = Child("sync-producer", pinned(PRODUCER_CORE, producer_argv))
         children.append(producer)
@@ -484,8 +488,10 @@ def parse_args(argv):
     ap.add_argument("--build-dir", default="build/release")
     ap.add_argument("--out", help="report directory (default reports/YYYYmmdd-HHMMSS)")
     ap.add_argument("--realtime", action="store_true",
-                    help="run syncd and the producer under SCHED_FIFO 10 (chrt; needs root): "
-                         "a diagnostic for machines loaded by other work, not the default")
+                    help="also run syncd under SCHED_FIFO 10 (chrt; needs root): a diagnostic "
+                         "for machines loaded by other work, not the default")
+    ap.add_argument("--producer-normal-priority", action="store_true",
+                    help="do not ask sync-producer for SCHED_FIFO pacing (its --realtime)")
     ap.add_argument("--no-analyze", action="store_true", help="only record")
     ap.add_argument("--quiet", action="store_true", help="no live line")
     args = ap.parse_args(argv)
