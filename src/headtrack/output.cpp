@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "headtrack/format_g9.h"
+
 namespace syncd::headtrack {
 
 void encode_opentrack(const double values[6], OpenTrackPacket& out) {
@@ -49,7 +51,7 @@ class Appender {
   }
   void g9(double v) {  // printf("%.9g")
     if (!std::isfinite(v)) return raw("null");
-    auto r = std::to_chars(p_, end_, v, std::chars_format::general, 9);
+    auto r = to_chars_g9(p_, end_, v);
     if (r.ec != std::errc())
       overflow_ = true;
     else

@@ -7,6 +7,7 @@ add_executable(headtrack_tests
   ${SYNC_ROOT}/tests/unit/headtrack_descriptor_test.cpp
   ${SYNC_ROOT}/tests/unit/headtrack_pose_test.cpp
   ${SYNC_ROOT}/tests/unit/headtrack_devices_test.cpp
+  ${SYNC_ROOT}/tests/unit/headtrack_format_test.cpp
 )
 target_include_directories(headtrack_tests PRIVATE ${SYNC_ROOT}/tests/unit)
 target_compile_definitions(headtrack_tests PRIVATE
