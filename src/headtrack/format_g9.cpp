@@ -1,5 +1,6 @@
 #include "headtrack/format_g9.h"
 
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -10,26 +11,15 @@ namespace {
 
 __extension__ typedef unsigned __int128 uint128;  // GCC and Clang; x86-64 and arm64
 
-constexpr uint64_t kPow10[20] = {1ull,
-                                 10ull,
-                                 100ull,
-                                 1000ull,
-                                 10000ull,
-                                 100000ull,
-                                 1000000ull,
-                                 10000000ull,
-                                 100000000ull,
-                                 1000000000ull,
-                                 10000000000ull,
-                                 100000000000ull,
-                                 1000000000000ull,
-                                 10000000000000ull,
-                                 100000000000000ull,
-                                 1000000000000000ull,
-                                 10000000000000000ull,
-                                 100000000000000000ull,
-                                 1000000000000000000ull,
-                                 10000000000000000000ull};
+constexpr auto kPow10 = [] {
+  std::array<uint64_t, 20> powers{};
+  uint64_t p = 1;
+  for (uint64_t& v : powers) {
+    v = p;
+    p *= 10;  // wraps once, after 10^19, harmlessly (unsigned)
+  }
+  return powers;
+}();
 
 // Nine significant digits of |v| (a positive normal double below 2^52) rounded half-to-even on
 // the exact binary value, and the decimal exponent of the first: |v| ~ digits * 10^(exp10 - 8).
