@@ -360,7 +360,8 @@ def analyze_arm(arm_dir):
                         "loop_cpu_seconds": rec.get("loop_cpu_seconds"),
                         "process_cpu_seconds": rec.get("process_cpu_seconds"),
                         "stream_open": (rec.get("stream") or {}).get("open"),
-                        "loadavg_1m": rec.get("loadavg_1m")})
+                        "loadavg_1m": rec.get("loadavg_1m"),
+                        "steal_seconds": rec.get("steal_seconds")})
         if t_stream is None and (rec.get("stream") or {}).get("open"):
             t_stream = rec.get("t_s")
     result["telemetry_samples"] = samples
@@ -393,6 +394,11 @@ def analyze_arm(arm_dir):
     if loads:
         cpu["loadavg_1m_mean"] = sum(loads) / len(loads)
         cpu["loadavg_1m_max"] = max(loads)
+    steal = [(s["t_s"], s["steal_seconds"]) for s in samples if s.get("steal_seconds") is not None]
+    if len(steal) >= 2:
+        deltas = [(b[1] - a[1], b[0]) for a, b in zip(steal, steal[1:])]
+        cpu["steal_seconds_total"] = steal[-1][1] - steal[0][1]
+        cpu["steal_seconds_max_sample"], cpu["steal_max_sample_t_s"] = max(deltas)
     result["cpu"] = cpu
 
     # ---- contract
@@ -586,6 +592,11 @@ def summary_markdown(report):
     row("syncd process CPU (fraction of a core)", lambda a: a["cpu"]["process_cpu_fraction"])
     row("machine load avg 1 min, mean / max (2 cores)",
         lambda a: f"{a['cpu']['loadavg_1m_mean']:.2f} / {a['cpu']['loadavg_1m_max']:.2f}")
+    row("hypervisor steal, total s / most in one 5-s sample (at t s)",
+        lambda a: (f"{a['cpu']['steal_seconds_total']:.2f} / "
+                   f"{a['cpu']['steal_seconds_max_sample']:.2f} "
+                   f"(t {a['cpu']['steal_max_sample_t_s']:.0f})")
+        if "steal_seconds_total" in a["cpu"] else "-")
     row("contract met", lambda a: "yes" if a["contract_met"] else
         "NO: " + ", ".join(k for k, v in a["contract"].items() if not v))
     if report.get("writer_cpu_4_over_1_reader") is not None:

@@ -112,6 +112,17 @@ def proc_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def steal_seconds():
+    """Machine-wide CPU time the hypervisor gave to others (/proc/stat "steal"), seconds; None
+    where the kernel does not count it. Tells a host stall from syncd's own."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def http_get(port, path, timeout=5.0):
     """(status, headers, body bytes); status 0 when the connection failed."""
     try:
@@ -353,6 +364,7 @@ def run_arm(name, seconds, readers, args, paths, caps, out_dir):
                     "resident_memory_bytes"),
                 # Context on a shared 2-core machine: other work running meanwhile.
                 "loadavg_1m": os.getloadavg()[0],
+                "steal_seconds": steal_seconds(),
             }
             rec["rss_kib"] = rec["proc"].get("VmRSS")
             if s:
