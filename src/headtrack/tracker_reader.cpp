@@ -166,25 +166,35 @@ void TrackerReader::run_replay() {
   const int64_t t0 = int64_t(core::monotonic_ns());
   TrackerEvent e;
   e.kind = TrackerEvent::Kind::kSample;
-  for (const ReplayReport& r : replay_.reports) {
-    if (stopping_.load(std::memory_order_acquire)) break;
-    if (config_.replay_realtime) {
-      const int64_t due = t0 + int64_t(r.t_ms * 1e6);
-      for (;;) {
-        const int64_t now = int64_t(core::monotonic_ns());
-        if (now >= due) break;
-        if (!wait(int((due - now + 999'999) / 1'000'000))) break;
-      }
+  // A looped pass starts one report interval after the previous one's last report, so file
+  // time (and with it the filter's dt) keeps going forward.
+  const double pass_ms =
+      replay_.reports.empty() ? 0 : replay_.reports.back().t_ms + config_.interval_ms;
+  double offset_ms = 0;
+  do {
+    for (const ReplayReport& r : replay_.reports) {
       if (stopping_.load(std::memory_order_acquire)) break;
+      const double t_ms = offset_ms + r.t_ms;
+      if (config_.replay_realtime) {
+        const int64_t due = t0 + int64_t(t_ms * 1e6);
+        for (;;) {
+          const int64_t now = int64_t(core::monotonic_ns());
+          if (now >= due) break;
+          if (!wait(int((due - now + 999'999) / 1'000'000))) break;
+        }
+        if (stopping_.load(std::memory_order_acquire)) break;
+      }
+      reports_.fetch_add(1, std::memory_order_relaxed);
+      recorder_.write(t_ms, r.bytes);
+      const DecodeStatus st = decoder_.decode(r.bytes, e.sample);
+      count_decode(st);
+      if (st != DecodeStatus::kOk) continue;
+      e.sample.t_ns = int64_t(t_ms * 1e6);  // file time: dt is deterministic in any mode
+      if (push(e, true)) samples_.fetch_add(1, std::memory_order_relaxed);
     }
-    reports_.fetch_add(1, std::memory_order_relaxed);
-    recorder_.write(r.t_ms, r.bytes);
-    const DecodeStatus st = decoder_.decode(r.bytes, e.sample);
-    count_decode(st);
-    if (st != DecodeStatus::kOk) continue;
-    e.sample.t_ns = int64_t(r.t_ms * 1e6);  // file time: dt is deterministic in any mode
-    if (push(e, true)) samples_.fetch_add(1, std::memory_order_relaxed);
-  }
+    offset_ms += pass_ms;
+  } while (config_.replay_loop && config_.replay_realtime && pass_ms > 0 &&
+           !stopping_.load(std::memory_order_acquire));
   recorder_.close();
   connected_.store(false);
   disconnects_.fetch_add(1, std::memory_order_relaxed);

@@ -31,8 +31,11 @@ struct ReaderConfig {
   // "auto" (first head tracker found), "/dev/hidrawN", or "replay:FILE".
   std::string source = "auto";
   bool replay_realtime = true;  // false: as fast as the consumer drains
-  double interval_ms = 20;      // report interval requested from the device
-  std::string record_path;      // when set, every report read is appended in replay format
+  // Play a replay file again and again, as a device keeps reporting (syncd's pose topic); off,
+  // the reader ends with "end of replay" (the bridge exits then). Real-time replays only.
+  bool replay_loop = false;
+  double interval_ms = 20;  // report interval requested from the device
+  std::string record_path;  // when set, every report read is appended in replay format
   EnumerateOptions enumerate;
   int reenumerate_ms = 2000;
 };

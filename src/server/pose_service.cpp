@@ -21,6 +21,7 @@ void append_uint(std::string& out, uint64_t v) {
 headtrack::ReaderConfig reader_config(const std::string& source) {
   headtrack::ReaderConfig c;
   c.source = source;
+  c.replay_loop = true;  // a replay stands in for a device, which keeps reporting
   return c;
 }
 }  // namespace
