@@ -20,17 +20,24 @@ async def hello(ws):
     return json.loads(await ws.recv())
 
 
+async def subscribe_and_read(ws, count):
+    """Subscribes to pose; returns (the subscribe reply, the first count poses, other messages)."""
+    await ws.send(json.dumps({"type": "subscribe", "topic": "pose"}))
+    reply = json.loads(await ws.recv())
+    poses, others = [], []
+    while len(poses) < count:
+        msg = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        (poses if msg["type"] == "pose" else others).append(msg)
+    return reply, poses, others
+
+
 class PoseTopic(unittest.TestCase):
     def test_subscriber_receives_poses(self):
         async def scenario(url):
             async with websockets.connect(url) as ws:
                 await hello(ws)
-                await ws.send(json.dumps({"type": "subscribe", "topic": "pose"}))
-                self.assertEqual(json.loads(await ws.recv())["type"], "subscribed")
-                poses, statuses = [], []
-                while len(poses) < 40:
-                    msg = json.loads(await asyncio.wait_for(ws.recv(), 10))
-                    (poses if msg["type"] == "pose" else statuses).append(msg)
+                reply, poses, statuses = await subscribe_and_read(ws, 40)
+                self.assertEqual(reply["type"], "subscribed")
                 self.assertTrue(any(s["type"] == "pose.status" for s in statuses))
                 seqs = [p["seq"] for p in poses]
                 self.assertEqual(seqs, sorted(seqs))
@@ -58,12 +65,9 @@ class PoseTopic(unittest.TestCase):
         async def scenario(url):
             async with websockets.connect(url) as ws:
                 await hello(ws)
-                await ws.send(json.dumps({"type": "subscribe", "topic": "pose"}))
-                seqs = []
-                while len(seqs) < 20:
-                    msg = json.loads(await asyncio.wait_for(ws.recv(), 10))
-                    if msg["type"] == "pose":
-                        seqs.append(msg["seq"])
+                reply, poses, _ = await subscribe_and_read(ws, 20)
+                self.assertEqual(reply["type"], "subscribed")
+                seqs = [p["seq"] for p in poses]
                 self.assertEqual(seqs, sorted(seqs))
 
         with Syncd("--headtracker", "replay:" + REPLAY) as syncd:
