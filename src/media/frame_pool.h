@@ -49,6 +49,18 @@ class PoolBacking {
   virtual void on_acquire(FrameSlot& slot) { (void)slot; }
 };
 
+// Which free slot acquire() hands out.
+enum class SlotReuse : uint8_t {
+  // The slot released most recently. It is the one most likely still in the CPU's caches, so the
+  // kernel's copy into it and the publisher's pass over it hit L2/L3 rather than DRAM: with a
+  // test publisher at max rate this took the kernel copy from ~0.99 to ~0.74 ms a 1080p frame
+  // (docs/benchmarks.md). For pools only this process reads.
+  kMostRecent,
+  // The slot released longest ago, so the newest frame, the one a shared-memory reader in
+  // another process is most likely still reading, is the last to be overwritten.
+  kLeastRecent,
+};
+
 struct FrameSlot {
   uint8_t* pixels = nullptr;
   FrameInfo info;
@@ -60,12 +72,14 @@ struct FrameSlot {
 class FramePool {
  public:
   // Creates a pool of slot_count slots of slot_bytes each (rounded up to whole pages) in an
-  // anonymous mapping. Returns nullptr if the memory cannot be had. The caller owns one pool
-  // reference.
+  // anonymous mapping backed by transparent huge pages where the kernel allows them, reusing
+  // the most recently released slot first. Returns nullptr if the memory cannot be had. The
+  // caller owns one pool reference.
   static FramePool* create(size_t slot_bytes, uint32_t slot_count);
   // A pool over memory the backing owns: slot i starts at first_slot + i * slot_stride.
   static FramePool* create_in(uint8_t* first_slot, size_t slot_stride, uint32_t slot_count,
-                              size_t slot_bytes, std::unique_ptr<PoolBacking> backing);
+                              size_t slot_bytes, std::unique_ptr<PoolBacking> backing,
+                              SlotReuse reuse);
 
   // A free slot with one reference (the caller's), or nullptr when every slot is in use.
   FrameSlot* acquire();
@@ -90,9 +104,9 @@ class FramePool {
   size_t mapped_bytes_ = 0;
   size_t slot_bytes_ = 0;
   std::vector<FrameSlot> slots_;
-  // Free slot indices in release order (a FIFO ring of capacity slot_count): the slot taken next
-  // is the one released longest ago, so the frame a shared-memory reader is most likely still
-  // reading (the newest) is the last to be overwritten.
+  SlotReuse reuse_ = SlotReuse::kLeastRecent;
+  // Free slot indices in release order, a ring of capacity slot_count: released slots go in at
+  // the tail; acquire() takes from the head (kLeastRecent) or the tail (kMostRecent).
   std::vector<uint32_t> free_;
   size_t free_head_ = 0;
   size_t free_count_ = 0;

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+
 using syncd::media::FramePool;
 using syncd::media::FrameSlot;
 
@@ -57,9 +60,11 @@ TEST(FramePool, SlotsAreDistinctAndPageAligned) {
   pool->drop_ref();
 }
 
-TEST(FramePool, ReusesTheSlotReleasedLongestAgo) {
+TEST(FramePool, LeastRecentReuseTakesTheSlotReleasedLongestAgo) {
   // Shared-memory readers read the newest frame in place; it must be the last slot rewritten.
-  FramePool* pool = FramePool::create(64, 3);
+  alignas(64) static uint8_t memory[3 * 64];
+  FramePool* pool = FramePool::create_in(memory, 64, 3, 64, nullptr,
+                                         syncd::media::SlotReuse::kLeastRecent);
   FrameSlot* a = pool->acquire();
   FramePool::release(a);
   FrameSlot* b = pool->acquire();
@@ -72,5 +77,39 @@ TEST(FramePool, ReusesTheSlotReleasedLongestAgo) {
   FrameSlot* again = pool->acquire();
   EXPECT_EQ(again, a);  // now the oldest release
   FramePool::release(again);
+  pool->drop_ref();
+}
+
+TEST(FramePool, AnonymousPoolReusesTheSlotReleasedLast) {
+  // The slot still in cache is the one handed out again, even with others free.
+  FramePool* pool = FramePool::create(64, 3);
+  FrameSlot* a = pool->acquire();
+  FrameSlot* b = pool->acquire();
+  FramePool::release(a);
+  FramePool::release(b);
+  FrameSlot* next = pool->acquire();
+  EXPECT_EQ(next, b);
+  FrameSlot* after = pool->acquire();
+  EXPECT_EQ(after, a);
+  FrameSlot* last = pool->acquire();
+  EXPECT_NE(last, a);
+  EXPECT_NE(last, b);
+  EXPECT_EQ(pool->acquire(), nullptr);
+  FramePool::release(next);
+  FramePool::release(after);
+  FramePool::release(last);
+  pool->drop_ref();
+}
+
+TEST(FramePool, AnonymousPoolIsAlignedForHugePages) {
+  FramePool* pool = FramePool::create(8294400, 2);
+  FrameSlot* a = pool->acquire();
+  FrameSlot* b = pool->acquire();
+  const uint8_t* first = std::min(a->pixels, b->pixels);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % (2u << 20), 0u);
+  EXPECT_EQ(pool->mapped_bytes() % (2u << 20), 0u);
+  EXPECT_GE(pool->mapped_bytes(), size_t(2 * 8294400));
+  FramePool::release(a);
+  FramePool::release(b);
   pool->drop_ref();
 }

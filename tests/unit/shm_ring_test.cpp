@@ -23,7 +23,7 @@ struct Ring : ::testing::Test {
     ASSERT_TRUE(region) << error;
     writer = region.get();
     pool = FramePool::create_in(writer->first_slot(), writer->slot_stride(), kSlots, 8 * 4 * 4,
-                                std::move(region));
+                                std::move(region), syncd::media::SlotReuse::kLeastRecent);
     ASSERT_EQ(sync_shm_open(path.c_str(), &reader), SYNC_SHM_OK);
   }
   void TearDown() override {

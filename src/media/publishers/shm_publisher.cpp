@@ -25,7 +25,7 @@ FramePool* ShmPublisher::create_pool(const StreamConfig& config, size_t frame_by
   }
   ShmRegion* raw = region.get();
   pending_pool_ = FramePool::create_in(raw->first_slot(), raw->slot_stride(), slots, frame_bytes,
-                                       std::move(region));
+                                       std::move(region), SlotReuse::kLeastRecent);
   region_ = raw;
   return pending_pool_;
 }
