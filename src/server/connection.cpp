@@ -222,12 +222,21 @@ void Connection::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
     }
     // libuv reads a readable socket up to 32 times per callback: 8 MB of frame in one turn of
     // the loop, while an audio read or a pose waits. After a turn's budget the connection
-    // yields; the server resumes it after the loop has polled everyone else (uv_check).
+    // yields if anyone else is waiting; the server resumes it after the loop has polled
+    // everyone else (uv_check). With nobody waiting it reads on.
     self->turn_bytes_ += size_t(nread);
     if (self->turn_bytes_ >= self->server_.config().read_turn_bytes && !self->closing_ &&
         self->phase_ == Phase::kWebSocket) {
-      uv_read_stop(stream);
-      self->server_.resume_after_poll(self);
+      self->turn_bytes_ = 0;
+      uv_os_fd_t fd = -1;
+      uv_fileno(reinterpret_cast<uv_handle_t*>(stream), &fd);
+      if (self->server_.others_waiting(fd)) {
+        ++self->server_.counters().read_turns_yielded;
+        uv_read_stop(stream);
+        self->server_.resume_after_poll(self);
+      } else {
+        ++self->server_.counters().read_turns_continued;
+      }
     }
   }
 }

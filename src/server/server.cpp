@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -150,6 +151,20 @@ void Server::resume_after_poll(Connection* connection) {
   paused_.push_back(connection);
 }
 
+bool Server::others_waiting(int own_fd) {
+  uv_update_time(&loop_);
+  if (uv_backend_timeout(&loop_) == 0) return true;  // a timer is due, or callbacks are pending
+  // libuv's epoll set is level-triggered, so a zero-timeout peek consumes nothing: the loop's
+  // own epoll_wait sees the same events. libuv keys each event by descriptor (data.fd); if that
+  // ever changed, every event would look foreign and this would simply always yield.
+  epoll_event ready[16];
+  const int n = ::epoll_wait(uv_backend_fd(&loop_), ready, 16, 0);
+  if (n < 0) return true;  // cannot tell: yield, as before
+  for (int i = 0; i < n; ++i)
+    if (ready[i].data.fd != own_fd) return true;
+  return false;
+}
+
 void Server::on_check(uv_check_t* check) {
   auto* self = static_cast<Server*>(check->data);
   uv_check_stop(check);
@@ -295,6 +310,7 @@ std::string Server::stats_json() {
       {"control_errors", c.control_errors},
       {"frames_rejected", {{"unknown_stream", c.frames_rejected_unknown_stream},
                            {"bad_header", c.frames_rejected_bad_header}}},
+      {"read_turns", {{"yielded", c.read_turns_yielded}, {"continued", c.read_turns_continued}}},
   };
   j["process"] = {{"resident_memory_bytes", core::resident_memory_bytes()},
                   {"loop_cpu_seconds", double(core::thread_cpu_ns()) / 1e9},
@@ -324,6 +340,10 @@ std::string Server::metrics_text() {
   out.family("syncd_connections_total", "counter", "Connections by outcome.");
   out.sample("syncd_connections_total", "outcome=\"accepted\"", c.connections_accepted);
   out.sample("syncd_connections_total", "outcome=\"refused_limit\"", c.connections_refused);
+  out.family("syncd_read_turns_total", "counter",
+             "Read turns that used up --read-turn-kb, by outcome (yielded to others or went on).");
+  out.sample("syncd_read_turns_total", "outcome=\"yielded\"", c.read_turns_yielded);
+  out.sample("syncd_read_turns_total", "outcome=\"continued\"", c.read_turns_continued);
   out.family("syncd_connection_closes_total", "counter", "Connections closed by syncd, by cause.");
   out.sample("syncd_connection_closes_total", "cause=\"handshake_timeout\"", c.handshake_timeouts);
   out.sample("syncd_connection_closes_total", "cause=\"idle_timeout\"", c.idle_timeouts);

@@ -5,7 +5,8 @@
 // copy), then XXH3-64 over every pixel byte against the header's content_hash. That is the least
 // work any verifying receiver must do, so its CPU per frame is the floor for syncd's.
 //
-// Prints {"frames","hash_failures","seq_gaps","seconds","fps","cpu_seconds","cpu_ms_per_frame",...}
+// Prints {"frames","hash_failures","seq_gaps","seconds","fps","cpu_seconds","cpu_ms_per_frame",
+// "steady_cpu_ms_per_frame",...}
 // on stdout at the end; cpu_seconds is getrusage(RUSAGE_SELF) user+system from accept() on. Exit
 // codes: 0 ok, 1 usage, 3 socket error, bad header or EOF mid-frame.
 #include <arpa/inet.h>
@@ -25,6 +26,7 @@
 
 #include "core/content_hash.h"
 #include "media/frame_header.h"
+#include "media/frame_pool.h"
 
 namespace {
 
@@ -46,7 +48,12 @@ struct Options {
   uint64_t frames = 0;  // 0: until EOF
   uint32_t width = 1920;
   uint32_t height = 1080;
+  // Read into a buffer from syncd's own frame pool (huge pages) instead of a std::vector (small
+  // pages): shows how much of a syncd/sink ratio is memory layout rather than protocol work.
+  bool huge_pages = false;
+  uint64_t warmup_frames = 0;  // steady_cpu_ms_per_frame counts CPU from the end of this frame
 };
+
 
 struct Counters {
   uint64_t frames = 0;
@@ -129,17 +136,52 @@ ReadResult read_exact(int fd, uint8_t* out, size_t size, Counters& counters) {
   return ReadResult::kComplete;
 }
 
+// The one buffer frames are read into.
+class FrameBuffer {
+ public:
+  FrameBuffer(bool huge_pages, size_t bytes) : huge_pages_(huge_pages) { grow(bytes); }
+  ~FrameBuffer() { release(); }
+  uint8_t* data() { return pool_ ? slot_->pixels : vector_.data(); }
+  size_t size() const { return size_; }
+  void grow(size_t bytes) {
+    if (bytes <= size_) return;
+    if (!huge_pages_) {
+      vector_.resize(bytes);
+    } else {
+      release();
+      pool_ = media::FramePool::create(bytes, 1);
+      if (!pool_) die("cannot map a " + std::to_string(bytes) + "-byte frame buffer");
+      slot_ = pool_->acquire();
+    }
+    size_ = bytes;
+  }
+
+ private:
+  void release() {
+    if (!pool_) return;
+    media::FramePool::release(slot_);
+    pool_->drop_ref();
+    pool_ = nullptr;
+  }
+  bool huge_pages_;
+  std::vector<uint8_t> vector_;
+  media::FramePool* pool_ = nullptr;
+  media::FrameSlot* slot_ = nullptr;
+  size_t size_ = 0;
+};
+
 int run(const Options& opt) {
   const int listener = listen_on(opt);
   // Allocated and touched before the connection arrives, so neither page faults nor allocation
   // land in the measured interval. It only grows if a frame is larger than --width x --height.
-  std::vector<uint8_t> pixels(size_t{opt.width} * opt.height * 4);
+  FrameBuffer pixels(opt.huge_pages, size_t{opt.width} * opt.height * 4);
   uint8_t header_bytes[media::kFrameHeaderBytes];
 
   const int conn = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
   if (conn < 0) die("accept: " + errno_text(errno));
   ::close(listener);
   const double cpu_at_accept = cpu_seconds();
+  double cpu_after_warmup = cpu_at_accept;  // stays so with --warmup-frames 0
 
   Counters counters;
   uint64_t expected_sequence = 0;
@@ -173,7 +215,7 @@ int run(const Options& opt) {
       exit_code = kExitIo;
       break;
     }
-    if (frame_bytes > pixels.size()) pixels.resize(frame_bytes);
+    pixels.grow(frame_bytes);
 
     if (read_exact(conn, pixels.data(), frame_bytes, counters) != ReadResult::kComplete) {
       std::fprintf(stderr, "sync-tcp-sink: EOF inside the pixels of frame %llu\n",
@@ -194,8 +236,12 @@ int run(const Options& opt) {
     expected_sequence = header.sequence + 1;
     ++counters.frames;
     counters.last_frame_ns = now_ns();
+    if (counters.frames == opt.warmup_frames) cpu_after_warmup = cpu_seconds();
   }
-  const double cpu = cpu_seconds() - cpu_at_accept;
+  const double cpu_end = cpu_seconds();
+  const double cpu = cpu_end - cpu_at_accept;
+  const uint64_t steady_frames =
+      counters.frames > opt.warmup_frames ? counters.frames - opt.warmup_frames : 0;
   ::close(conn);
 
   const double seconds =
@@ -209,6 +255,10 @@ int run(const Options& opt) {
       {"fps", seconds > 0 ? counters.frames / seconds : 0.0},
       {"cpu_seconds", cpu},
       {"cpu_ms_per_frame", counters.frames > 0 ? cpu * 1e3 / counters.frames : 0.0},
+      {"warmup_frames", opt.warmup_frames},
+      // Over the frames after the warm-up: the steady state, without connection set-up.
+      {"steady_cpu_ms_per_frame",
+       steady_frames > 0 ? (cpu_end - cpu_after_warmup) * 1e3 / steady_frames : 0.0},
       // CLOCK_MONOTONIC, system-wide: lets a script relate them to when it started the producer.
       {"first_byte_monotonic_ns", counters.first_byte_ns},
       {"last_frame_monotonic_ns", counters.last_frame_ns},
@@ -235,6 +285,11 @@ int main(int argc, char** argv) {
   app.add_option("--height", opt.height, "height, likewise")
       ->capture_default_str()
       ->check(CLI::Range(1u, 16384u));
+  app.add_option("--warmup-frames", opt.warmup_frames,
+                 "frames before steady_cpu_ms_per_frame starts counting")
+      ->capture_default_str();
+  app.add_flag("--huge-pages", opt.huge_pages,
+               "read into a huge-page buffer from syncd's frame pool instead of a std::vector");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
