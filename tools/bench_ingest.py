@@ -167,7 +167,7 @@ def http_get_json(url, timeout=2.0):
 def run_producer(args, paths, target_args):
     argv = pinned(PRODUCER_CORE, [
         str(paths["producer"]), *target_args,
-        "--frames", str(args.frames), "--fps", "0",
+        "--frames", str(args.frames), "--fps", str(args.fps),
         "--width", str(args.width), "--height", str(args.height), "--quiet",
     ])
     producer = Child("sync-producer", argv)
@@ -256,7 +256,7 @@ def wait_for_warmup(stats_url, args):
         if stream is not None and stream.get("frames_verified", 0) >= args.warmup_frames:
             return {"cpu_s": snapshot["process"]["loop_cpu_seconds"],
                     "verified": stream["frames_verified"]}
-        time.sleep(0.002)
+        time.sleep(0.01)  # seldom: each poll costs this script CPU on the producer's machine
     raise BenchError(f"syncd did not verify {args.warmup_frames} warm-up frames in time")
 
 
@@ -362,33 +362,41 @@ def summarize(runs, arms):
     for arm in arms:
         rows = [r[arm] for r in runs]
         median[arm] = {m: statistics.median(row[m] for row in rows) for m in METRICS}
-    ratio = {}
+    # Two ratios per baseline: of the medians, and the median of each round's own ratio. The
+    # second pairs arms that ran seconds apart, so drifts slower than a round cancel out.
+    ratio, paired = {}, {}
     for baseline in ("tcp", "tcp-huge"):
         if baseline in median and "syncd" in median:
             ratio[baseline] = {m: median["syncd"][m] / median[baseline][m] for m in METRICS}
-    return median, ratio
+            paired[baseline] = {
+                m: statistics.median(r["syncd"][m] / r[baseline][m] for r in runs)
+                for m in METRICS}
+    return median, ratio, paired
 
 
-def print_table(args, median, ratio):
+def print_table(args, median, ratio, paired):
     print(f"\nIngest of {args.width}x{args.height} rgba8 at max rate, {args.frames} frames per arm, "
           f"median of {args.rounds} round(s); server on core {SERVER_CORE}, producer on core "
           f"{PRODUCER_CORE}")
-    header = f"{'':10} {'frames/s (wall)':>16} {'frames/s (producer)':>20} {'server CPU ms/frame':>20}"
+    header = f"{'':21} {'frames/s (wall)':>16} {'frames/s (producer)':>20} {'server CPU ms/frame':>20}"
     print(header)
     print("-" * len(header))
     for arm, row in median.items():
-        print(f"{arm:10} {row['fps_wall']:16.1f} {row['fps_producer']:20.1f} "
+        print(f"{arm:21} {row['fps_wall']:16.1f} {row['fps_producer']:20.1f} "
               f"{row['server_cpu_ms_per_frame']:20.3f}")
-    for baseline, row in ratio.items():
-        label = f"syncd/{baseline}"
-        print(f"{label:14} {row['fps_wall']:11.2f}x {row['fps_producer']:19.2f}x "
-              f"{row['server_cpu_ms_per_frame']:19.2f}x")
+    for kind, table in (("", ratio), (" paired", paired)):
+        for baseline, row in table.items():
+            label = f"syncd/{baseline}{kind}"
+            print(f"{label:21} {row['fps_wall']:15.2f}x {row['fps_producer']:19.2f}x "
+                  f"{row['server_cpu_ms_per_frame']:19.2f}x")
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="A/B rounds (default 3)")
     parser.add_argument("--frames", type=int, default=600, help="frames per arm and round")
+    parser.add_argument("--fps", type=float, default=0,
+                        help="producer rate; 0 (default) sends as fast as the sink takes frames")
     parser.add_argument("--warmup-frames", type=int, default=30,
                         help="frames before the CPU-per-frame interval starts (default 30)")
     parser.add_argument("--width", type=int, default=1920)
@@ -433,8 +441,8 @@ def main(argv):
         print(f"bench_ingest: {e}", file=sys.stderr)
         return 1
 
-    median, ratio = summarize(runs, args.arm_list)
-    print_table(args, median, ratio)
+    median, ratio, paired = summarize(runs, args.arm_list)
+    print_table(args, median, ratio, paired)
     if args.out:
         report = {
             "benchmark": "ingest",
@@ -449,6 +457,8 @@ def main(argv):
             "median": median,
             "ratio_syncd_over_tcp": ratio.get("tcp"),
             "ratio_syncd_over_tcp_huge": ratio.get("tcp-huge"),
+            "paired_ratio_syncd_over_tcp": paired.get("tcp"),
+            "paired_ratio_syncd_over_tcp_huge": paired.get("tcp-huge"),
             "runs": runs,
         }
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
