@@ -14,12 +14,14 @@ drift from day to day; the ratios syncd/tcp are the result.
                frame pool is; the ratio syncd/tcp-huge is what remains once memory layout is
                equal.
 
-Per arm and round it records frames/s two ways, both for the two arms alike:
-  fps_wall      frames / (last frame received or verified - producer process start), i.e. with
-                the producer's connection set-up included;
+Per arm and round it records frames/s three ways, for every arm alike:
+  fps_steady    frames after the --warmup-frames'th / the time from its end to the last frame's,
+                as the server stamped them (the sink; syncd: publication, on /stats): the rate
+                the server takes frames at, without set-up;
+  fps_wall      frames / (last frame as the server stamped it - producer process start), i.e.
+                with the producer's start, connection and stream set-up included;
   fps_producer  the producer's own figure: frames / (last send end - first send start);
-and the server's CPU per frame in the steady state, from the end of the --warmup-frames'th frame to
-the last (tcp: the sink's getrusage; syncd: its loop thread's CPU clock from /stats, the thread
+and the server's CPU per frame in the steady state, over the same frames as fps_steady (tcp: the sink's getrusage; syncd: its loop thread's CPU clock from /stats, the thread
 that does all of its work here). Connection and stream set-up stay out of it: syncd maps and
 faults in its frame pool at stream setup (~60 ms for 4 slots), the sink before accept(). The
 figure with set-up included (tcp: from accept; syncd: /proc/PID/stat from producer start) is kept
@@ -204,6 +206,7 @@ def run_tcp_arm(args, paths, huge_pages=False):
                          f"failures, {result['seq_gaps']} sequence gaps")
     wall_s = (result["last_frame_monotonic_ns"] - start_ns) / 1e9
     return {
+        "fps_steady": result["steady_fps"],
         "fps_wall": args.frames / wall_s,
         "fps_producer": producer["fps"],
         "fps_server": result["fps"],
@@ -255,7 +258,8 @@ def wait_for_warmup(stats_url, args):
         stream = find_stream(snapshot, STREAM_NAME)
         if stream is not None and stream.get("frames_verified", 0) >= args.warmup_frames:
             return {"cpu_s": snapshot["process"]["loop_cpu_seconds"],
-                    "verified": stream["frames_verified"]}
+                    "verified": stream["frames_verified"],
+                    "last_publish_ns": stream["last_publish_monotonic_ns"]}
         time.sleep(0.01)  # seldom: each poll costs this script CPU on the producer's machine
     raise BenchError(f"syncd did not verify {args.warmup_frames} warm-up frames in time")
 
@@ -272,7 +276,7 @@ def run_syncd_arm(args, paths):
         stats_url = f"http://127.0.0.1:{port}/stats"
 
         ticks_before = cpu_ticks(syncd.pid)
-        start = time.monotonic()
+        start_ns = time.monotonic_ns()  # CLOCK_MONOTONIC, the clock syncd stamps with
         producer = background(run_producer, args, paths, [
             "--url", f"ws://127.0.0.1:{port}/ws", "--stream", STREAM_NAME,
         ])
@@ -313,8 +317,12 @@ def run_syncd_arm(args, paths):
                          f"{stream.get('frames_dropped_total', 0)} dropped)")
     cpu_ms = (ticks_after - ticks_before) * 1000.0 / CLOCK_TICKS_PER_SECOND
     steady_cpu_ms = (snapshot["process"]["loop_cpu_seconds"] - warm["cpu_s"]) * 1000.0
+    steady_s = (stream["last_publish_monotonic_ns"] - warm["last_publish_ns"]) / 1e9
     return {
-        "fps_wall": verified / (done - start),
+        "fps_steady": (verified - warm["verified"]) / steady_s,
+        # Up to the last frame's publication as syncd stamped it, as the sinks stamp theirs,
+        # rather than to when a poll noticed it.
+        "fps_wall": verified / ((stream["last_publish_monotonic_ns"] - start_ns) / 1e9),
         "fps_producer": producer["fps"],
         "server_cpu_ms_per_frame": steady_cpu_ms / (verified - warm["verified"]),
         "server_cpu_ms_per_frame_with_setup": cpu_ms / verified,
@@ -329,7 +337,7 @@ ARMS = {
     "tcp-huge": lambda args, paths: run_tcp_arm(args, paths, huge_pages=True),
     "syncd": run_syncd_arm,
 }
-METRICS = ("fps_wall", "fps_producer", "server_cpu_ms_per_frame",
+METRICS = ("fps_steady", "fps_wall", "fps_producer", "server_cpu_ms_per_frame",
            "server_cpu_ms_per_frame_with_setup")
 
 
@@ -378,17 +386,18 @@ def print_table(args, median, ratio, paired):
     print(f"\nIngest of {args.width}x{args.height} rgba8 at max rate, {args.frames} frames per arm, "
           f"median of {args.rounds} round(s); server on core {SERVER_CORE}, producer on core "
           f"{PRODUCER_CORE}")
-    header = f"{'':21} {'frames/s (wall)':>16} {'frames/s (producer)':>20} {'server CPU ms/frame':>20}"
+    header = (f"{'':21} {'frames/s (steady)':>18} {'frames/s (wall)':>16} "
+              f"{'frames/s (producer)':>20} {'server CPU ms/frame':>20}")
     print(header)
     print("-" * len(header))
     for arm, row in median.items():
-        print(f"{arm:21} {row['fps_wall']:16.1f} {row['fps_producer']:20.1f} "
-              f"{row['server_cpu_ms_per_frame']:20.3f}")
+        print(f"{arm:21} {row['fps_steady']:18.1f} {row['fps_wall']:16.1f} "
+              f"{row['fps_producer']:20.1f} {row['server_cpu_ms_per_frame']:20.3f}")
     for kind, table in (("", ratio), (" paired", paired)):
         for baseline, row in table.items():
             label = f"syncd/{baseline}{kind}"
-            print(f"{label:21} {row['fps_wall']:15.2f}x {row['fps_producer']:19.2f}x "
-                  f"{row['server_cpu_ms_per_frame']:19.2f}x")
+            print(f"{label:21} {row['fps_steady']:17.2f}x {row['fps_wall']:15.2f}x "
+                  f"{row['fps_producer']:19.2f}x {row['server_cpu_ms_per_frame']:19.2f}x")
 
 
 def parse_args(argv):
@@ -433,7 +442,8 @@ def main(argv):
             for arm in order:
                 r = ARMS[arm](args, paths)
                 results[arm] = r
-                print(f"round {round_index + 1} {arm:8} fps_wall {r['fps_wall']:7.1f}  "
+                print(f"round {round_index + 1} {arm:8} fps_steady {r['fps_steady']:7.1f}  "
+                      f"fps_wall {r['fps_wall']:7.1f}  "
                       f"fps_producer {r['fps_producer']:7.1f}  "
                       f"server CPU {r['server_cpu_ms_per_frame']:.3f} ms/frame", flush=True)
             runs.append(results)

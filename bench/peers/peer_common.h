@@ -39,6 +39,10 @@ class PeerSession {
  public:
   explicit PeerSession(std::string server) : server_(std::move(server)) {}
 
+  // steady_cpu_ms_per_frame counts CPU from the end of this frame on (the runner's
+  // --warmup-frames), so that connection and buffer set-up stay out of it, as for syncd.
+  void set_warmup_frames(uint64_t frames) { warmup_frames_ = frames; }
+
   // Answers one control (text) message; returns the reply, or "" when none is due.
   std::string on_text(const std::string& text) {
     const auto message = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -97,10 +101,14 @@ class PeerSession {
     expected_sequence_ = header.sequence + 1;
     ++frames_;
     last_frame_ns_ = now_ns();
+    if (frames_ == warmup_frames_) {
+      cpu_after_warmup_ = cpu_seconds();
+      warmup_end_ns_ = last_frame_ns_;
+    }
   }
 
   // Call when the connection is accepted, so CPU is counted from there.
-  void start_cpu() { cpu_at_accept_ = cpu_seconds(); }
+  void start_cpu() { cpu_at_accept_ = cpu_after_warmup_ = cpu_seconds(); }
   void note_first_byte() {
     if (first_byte_ns_ == 0) first_byte_ns_ = now_ns();
   }
@@ -109,7 +117,9 @@ class PeerSession {
   uint64_t frames() const { return frames_; }
 
   void print_summary(const std::string& extra_key = "", const std::string& extra_value = "") const {
-    const double cpu = cpu_seconds() - cpu_at_accept_;
+    const double cpu_end = cpu_seconds();
+    const double cpu = cpu_end - cpu_at_accept_;
+    const uint64_t steady_frames = frames_ > warmup_frames_ ? frames_ - warmup_frames_ : 0;
     const double seconds = frames_ > 0 ? (last_frame_ns_ - first_byte_ns_) / 1e9 : 0.0;
     nlohmann::ordered_json summary = {
         {"server", server_},
@@ -122,6 +132,12 @@ class PeerSession {
         {"fps", seconds > 0 ? frames_ / seconds : 0.0},
         {"cpu_seconds", cpu},
         {"cpu_ms_per_frame", frames_ > 0 ? cpu * 1e3 / frames_ : 0.0},
+        {"warmup_frames", warmup_frames_},
+        {"steady_cpu_ms_per_frame",
+         steady_frames > 0 ? (cpu_end - cpu_after_warmup_) * 1e3 / steady_frames : 0.0},
+        {"steady_fps", steady_frames > 0 && warmup_end_ns_ > 0
+                           ? steady_frames / ((last_frame_ns_ - warmup_end_ns_) / 1e9)
+                           : 0.0},
         {"first_byte_monotonic_ns", first_byte_ns_},
         {"last_frame_monotonic_ns", last_frame_ns_},
     };
@@ -148,6 +164,9 @@ class PeerSession {
   int64_t first_byte_ns_ = 0;
   int64_t last_frame_ns_ = 0;
   double cpu_at_accept_ = 0;
+  double cpu_after_warmup_ = 0;
+  uint64_t warmup_frames_ = 0;
+  int64_t warmup_end_ns_ = 0;
 };
 
 }  // namespace syncd::peers

@@ -87,6 +87,7 @@ class Stream {
   StreamStages& stages() { return stages_; }
   const StreamStages& stages() const { return stages_; }
   uint64_t last_accept_start_ns = 0;  // receive start of the previous accepted frame
+  uint64_t last_publish_ns = 0;       // when the publishers last handed back a frame
 
  private:
   uint32_t id_;

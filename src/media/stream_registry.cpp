@@ -126,6 +126,7 @@ void StreamRegistry::admit(Stream& stream, FrameSlot* slot, uint64_t now_ns) {
   for (auto& p : publishers_) p->on_frame(stream, *slot);
   const uint64_t published_ns = core::monotonic_ns();
   stream.stages().publish.record(published_ns - now_ns);
+  stream.last_publish_ns = published_ns;
   events_.record({stream.id(), 0, info.sequence, info.receive_start_ns, now_ns, published_ns});
   FramePool::release(slot);
 }
@@ -180,6 +181,8 @@ void StreamRegistry::write_stats(nlohmann::json& out) const {
         {"last_second_unique_fps", s->rate().last_complete_fps()},
         {"min_second_unique_fps", s->rate().min_complete_fps()},
         {"recent_seconds_unique_fps", std::move(recent)},
+        // CLOCK_MONOTONIC: a harness on this machine relates it to its own clock.
+        {"last_publish_monotonic_ns", s->last_publish_ns},
         {"stages",
          {{"ingest_gap", telemetry::stage_json(s->stages().ingest_gap)},
           {"receive", telemetry::stage_json(s->stages().receive)},

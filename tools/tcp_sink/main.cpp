@@ -6,7 +6,7 @@
 // work any verifying receiver must do, so its CPU per frame is the floor for syncd's.
 //
 // Prints {"frames","hash_failures","seq_gaps","seconds","fps","cpu_seconds","cpu_ms_per_frame",
-// "steady_cpu_ms_per_frame",...}
+// "steady_cpu_ms_per_frame","steady_fps",...}
 // on stdout at the end; cpu_seconds is getrusage(RUSAGE_SELF) user+system from accept() on. Exit
 // codes: 0 ok, 1 usage, 3 socket error, bad header or EOF mid-frame.
 #include <arpa/inet.h>
@@ -182,6 +182,7 @@ int run(const Options& opt) {
   ::close(listener);
   const double cpu_at_accept = cpu_seconds();
   double cpu_after_warmup = cpu_at_accept;  // stays so with --warmup-frames 0
+  int64_t warmup_end_ns = 0;
 
   Counters counters;
   uint64_t expected_sequence = 0;
@@ -236,7 +237,10 @@ int run(const Options& opt) {
     expected_sequence = header.sequence + 1;
     ++counters.frames;
     counters.last_frame_ns = now_ns();
-    if (counters.frames == opt.warmup_frames) cpu_after_warmup = cpu_seconds();
+    if (counters.frames == opt.warmup_frames) {
+      cpu_after_warmup = cpu_seconds();
+      warmup_end_ns = counters.last_frame_ns;
+    }
   }
   const double cpu_end = cpu_seconds();
   const double cpu = cpu_end - cpu_at_accept;
@@ -259,6 +263,9 @@ int run(const Options& opt) {
       // Over the frames after the warm-up: the steady state, without connection set-up.
       {"steady_cpu_ms_per_frame",
        steady_frames > 0 ? (cpu_end - cpu_after_warmup) * 1e3 / steady_frames : 0.0},
+      {"steady_fps", steady_frames > 0 && warmup_end_ns > 0
+                         ? steady_frames / ((counters.last_frame_ns - warmup_end_ns) / 1e9)
+                         : 0.0},
       // CLOCK_MONOTONIC, system-wide: lets a script relate them to when it started the producer.
       {"first_byte_monotonic_ns", counters.first_byte_ns},
       {"last_frame_monotonic_ns", counters.last_frame_ns},

@@ -31,9 +31,13 @@ int main(int argc, char** argv) {
   app.add_option("--host", host)->capture_default_str();
   app.add_option("--port", port, "0 picks a free one, printed first")->capture_default_str();
   app.add_option("--reserve-mb", reserve_mb, "initial read buffer")->capture_default_str();
+  uint64_t warmup_frames = 0;
+  app.add_option("--warmup-frames", warmup_frames, "frames before steady CPU counting starts")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   syncd::peers::PeerSession session("beast/" + std::to_string(BOOST_BEAST_VERSION));
+  session.set_warmup_frames(warmup_frames);
   try {
     net::io_context ioc{1};
     const tcp::endpoint endpoint{net::ip::make_address(host), port};

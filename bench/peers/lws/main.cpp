@@ -106,7 +106,11 @@ int main(int argc, char** argv) {
   app.add_option("--rx-buffer-kb", rx_buffer_kb,
                  "protocol rx buffer and per-thread service buffer; 0 = lws defaults (4 KiB)")
       ->capture_default_str();
+  uint64_t warmup_frames = 0;
+  app.add_option("--warmup-frames", warmup_frames, "frames before steady CPU counting starts")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  g_state.session.set_warmup_frames(warmup_frames);
 
   lws_set_log_level(LLL_ERR, nullptr);
   g_state.message.resize(9u << 20);

@@ -9,7 +9,7 @@
 // unmodified sync-producer works. Prints "listening on HOST:PORT" first and a JSON summary when
 // the producer closes.
 //
-// Usage: node sink.js [--host 127.0.0.1] [--port 0]
+// Usage: node sink.js [--host 127.0.0.1] [--port 0] [--warmup-frames 0]
 'use strict';
 const { WebSocketServer } = require('ws');
 const { xxh3 } = require('@node-rs/xxhash');
@@ -43,6 +43,8 @@ try {
 
 const host = arg('--host', '127.0.0.1');
 const port = Number(arg('--port', '0'));
+// Steady CPU per frame counts from the end of this frame on, as for syncd (run.py --warmup-frames).
+const warmupFrames = Number(arg('--warmup-frames', '0'));
 const stats = {
   frames: 0, hash_failures: 0, seq_gaps: 0, bad_frames: 0, unhashed_frames: 0,
 };
@@ -51,6 +53,8 @@ let expected = 0n;
 let firstByteNs = 0n;
 let lastFrameNs = 0n;
 let cpuAtAccept = 0;
+let cpuAfterWarmup = 0;
+let warmupEndNs = 0n;
 
 const wss = new WebSocketServer({
   host, port, maxPayload: 64 * 1024 * 1024, perMessageDeflate: false, clientTracking: false,
@@ -107,17 +111,23 @@ function onFrame(data) {
   expected = sequence + 1n;
   stats.frames++;
   lastFrameNs = nowNs();
+  if (stats.frames === warmupFrames) {
+    cpuAfterWarmup = cpuSeconds();
+    warmupEndNs = lastFrameNs;
+  }
 }
 
 wss.on('connection', (ws, request) => {
-  cpuAtAccept = cpuSeconds();
+  cpuAtAccept = cpuAfterWarmup = cpuSeconds();
   request.socket.setNoDelay(true);
   ws.on('message', (data, isBinary) => {
     if (isBinary) onFrame(data);
     else onText(ws, data.toString('utf8'));
   });
   ws.on('close', () => {
-    const cpu = cpuSeconds() - cpuAtAccept;
+    const cpuEnd = cpuSeconds();
+    const cpu = cpuEnd - cpuAtAccept;
+    const steadyFrames = stats.frames - warmupFrames;
     const seconds = stats.frames > 0 ? Number(lastFrameNs - firstByteNs) / 1e9 : 0;
     process.stdout.write(JSON.stringify({
       server: `node/${process.versions.node} ws${bufferutil ? '+bufferutil' : ''}`,
@@ -126,6 +136,10 @@ wss.on('connection', (ws, request) => {
       fps: seconds > 0 ? stats.frames / seconds : 0,
       cpu_seconds: cpu,
       cpu_ms_per_frame: stats.frames > 0 ? cpu * 1e3 / stats.frames : 0,
+      warmup_frames: warmupFrames,
+      steady_cpu_ms_per_frame: steadyFrames > 0 ? (cpuEnd - cpuAfterWarmup) * 1e3 / steadyFrames : 0,
+      steady_fps: steadyFrames > 0 && warmupEndNs > 0n
+        ? steadyFrames / (Number(lastFrameNs - warmupEndNs) / 1e9) : 0,
       first_byte_monotonic_ns: Number(firstByteNs),
       last_frame_monotonic_ns: Number(lastFrameNs),
       bufferutil,
