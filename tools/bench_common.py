@@ -1,8 +1,16 @@
-"""Helpers shared by the benchmark scripts in tools/: syncd's resident memory, its /stats, the
-least-squares memory slope, and core pinning."""
+"""Helpers shared by the benchmark scripts in tools/ and bench/: child processes with drained
+pipes, core pinning, syncd's /stats, resident memory and CPU ticks, and the least-squares memory
+slope."""
 import json
 import os
+import shutil
+import subprocess
+import threading
+import time
 import urllib.request
+
+CLOCK_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
+
 
 
 def rss_bytes(pid):
@@ -33,7 +41,127 @@ def least_squares_slope(points):
 
 
 def pinned(core, argv, pin=True):
-    """argv run on one core with taskset, when pinning is wanted and there is more than one."""
-    if pin and os.cpu_count() and os.cpu_count() > 1:
+    """argv run on one core with taskset, when pinning is wanted and can be had: taskset exists,
+    the core is ours, and we have more than one."""
+    allowed = os.sched_getaffinity(0)
+    if pin and shutil.which("taskset") and core in allowed and len(allowed) > 1:
         return ["taskset", "-c", str(core), *argv]
     return argv
+
+
+def find_stream(stats, name):
+    """The last stream called name in a /stats document (a name can be reused), or None."""
+    matches = [s for s in (stats or {}).get("streams", []) if s.get("name") == name]
+    return matches[-1] if matches else None
+
+
+def http_get_json(url, timeout=2.0):
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.load(response)
+
+
+class BenchError(Exception):
+    """A run that cannot be counted; the message says why."""
+
+
+class Child:
+    """A child process whose stdout and stderr are drained by threads.
+
+    Draining matters: a server that logs to a pipe nobody reads blocks once the pipe's 64 KiB
+    fill up, which would stall the very loop being measured.
+    """
+
+    def __init__(self, name, argv):
+        self.name = name
+        self.argv = argv
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, text=True, bufsize=1)
+        self.stdout_lines = []
+        self.stderr_lines = []
+        self._line_ready = threading.Condition()
+        self._threads = [
+            threading.Thread(target=self._drain, args=(self.proc.stdout, self.stdout_lines),
+                             daemon=True),
+            threading.Thread(target=self._drain, args=(self.proc.stderr, self.stderr_lines),
+                             daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _drain(self, stream, lines):
+        for line in stream:
+            with self._line_ready:
+                # Live lines are "\r"-rewritten; keep only the last state of each.
+                lines.append(line.rstrip("\n").split("\r")[-1])
+                self._line_ready.notify_all()
+        with self._line_ready:
+            self._line_ready.notify_all()
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def first_stdout_line(self, timeout):
+        deadline = time.monotonic() + timeout
+        with self._line_ready:
+            while not self.stdout_lines:
+                left = deadline - time.monotonic()
+                if self.proc.poll() is not None and not self._threads[0].is_alive():
+                    raise BenchError(f"{self.name} exited with {self.proc.returncode} before "
+                                     f"printing its address: {self.stderr_tail()}")
+                if left <= 0:
+                    raise BenchError(f"{self.name} printed nothing within {timeout} s")
+                self._line_ready.wait(min(left, 0.1))
+            return self.stdout_lines[0]
+
+    def wait(self, timeout):
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise BenchError(f"{self.name} did not finish within {timeout} s") from None
+        for t in self._threads:
+            t.join(timeout=5)
+        return code
+
+    def last_json(self, required=True):
+        """The last stdout line that parses as a JSON object; without one, BenchError, or None
+        when not required (a child that crashed is still worth recording)."""
+        for line in reversed(self.stdout_lines):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                return value
+        if not required:
+            return None
+        raise BenchError(f"{self.name} printed no JSON summary: {self.stderr_tail()}")
+
+    def stderr_tail(self, lines=5):
+        return " | ".join(self.stderr_lines[-lines:]) or "(no stderr)"
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def port_from_line(line, name):
+    # "listening on 127.0.0.1:PORT" / "syncd listening on 127.0.0.1:PORT": the port follows the
+    # last ':' (an IPv6 host has colons of its own).
+    try:
+        return int(line.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        raise BenchError(f"cannot find a port in {name}'s first line: {line!r}") from None
+
+
+def cpu_ticks(pid):
+    """utime + stime of a process, in clock ticks (/proc/PID/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    # The command name (field 2) is in parentheses and may contain spaces: split after it.
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[11]) + int(fields[12])
+
+

@@ -39,12 +39,13 @@ import platform
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
+
+from bench_common import (CLOCK_TICKS_PER_SECOND, BenchError, Child, cpu_ticks, find_stream,
+                          http_get_json, pinned, port_from_line)
 
 # Extra syncd arguments for experiments (SYNCD_ARGS="--read-turn-kb 65536"); empty normally.
 SYNCD_EXTRA_ARGS = os.environ.get("SYNCD_ARGS", "").split()
@@ -53,117 +54,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SERVER_CORE = 0
 PRODUCER_CORE = 1
 STREAM_NAME = "bench"
-CLOCK_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
-
-
-class BenchError(Exception):
-    """A run that cannot be counted; the message says why."""
-
-
-class Child:
-    """A child process whose stdout and stderr are drained by threads.
-
-    Draining matters: a server that logs to a pipe nobody reads blocks once the pipe's 64 KiB
-    fill up, which would stall the very loop being measured.
-    """
-
-    def __init__(self, name, argv):
-        self.name = name
-        self.argv = argv
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, text=True, bufsize=1)
-        self.stdout_lines = []
-        self.stderr_lines = []
-        self._line_ready = threading.Condition()
-        self._threads = [
-            threading.Thread(target=self._drain, args=(self.proc.stdout, self.stdout_lines),
-                             daemon=True),
-            threading.Thread(target=self._drain, args=(self.proc.stderr, self.stderr_lines),
-                             daemon=True),
-        ]
-        for t in self._threads:
-            t.start()
-
-    def _drain(self, stream, lines):
-        for line in stream:
-            with self._line_ready:
-                lines.append(line.rstrip("\n"))
-                self._line_ready.notify_all()
-        with self._line_ready:
-            self._line_ready.notify_all()
-
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    def first_stdout_line(self, timeout):
-        deadline = time.monotonic() + timeout
-        with self._line_ready:
-            while not self.stdout_lines:
-                left = deadline - time.monotonic()
-                if self.proc.poll() is not None and not self._threads[0].is_alive():
-                    raise BenchError(f"{self.name} exited with {self.proc.returncode} before "
-                                     f"printing its address: {self.stderr_tail()}")
-                if left <= 0:
-                    raise BenchError(f"{self.name} printed nothing within {timeout} s")
-                self._line_ready.wait(min(left, 0.1))
-            return self.stdout_lines[0]
-
-    def wait(self, timeout):
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise BenchError(f"{self.name} did not finish within {timeout} s") from None
-        for t in self._threads:
-            t.join(timeout=5)
-        return code
-
-    def last_json(self):
-        """The last stdout line that parses as a JSON object."""
-        for line in reversed(self.stdout_lines):
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                return value
-        raise BenchError(f"{self.name} printed no JSON summary: {self.stderr_tail()}")
-
-    def stderr_tail(self, lines=5):
-        return " | ".join(self.stderr_lines[-lines:]) or "(no stderr)"
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def pinned(core, argv):
-    return ["taskset", "-c", str(core)] + argv
-
-
-def port_from_line(line, name):
-    # "listening on 127.0.0.1:PORT" / "syncd listening on 127.0.0.1:PORT": the port follows the
-    # last ':' (an IPv6 host has colons of its own).
-    try:
-        return int(line.rsplit(":", 1)[1])
-    except (IndexError, ValueError):
-        raise BenchError(f"cannot find a port in {name}'s first line: {line!r}") from None
-
-
-def cpu_ticks(pid):
-    """utime + stime of a process, in clock ticks (/proc/PID/stat fields 14 and 15)."""
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    # The command name (field 2) is in parentheses and may contain spaces: split after it.
-    fields = stat[stat.rindex(")") + 2:].split()
-    return int(fields[11]) + int(fields[12])
-
-
-def http_get_json(url, timeout=2.0):
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        return json.load(response)
 
 
 def run_producer(args, paths, target_args):
@@ -216,11 +106,6 @@ def run_tcp_arm(args, paths, huge_pages=False):
         "producer": producer,
         "server": result,
     }
-
-
-def find_stream(stats, name):
-    matches = [s for s in stats.get("streams", []) if s.get("name") == name]
-    return matches[-1] if matches else None
 
 
 class background:

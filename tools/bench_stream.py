@@ -36,121 +36,17 @@ import platform
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
 from pathlib import Path
+
+from bench_common import (CLOCK_TICKS_PER_SECOND, BenchError, Child, cpu_ticks, find_stream,
+                          http_get_json, pinned, port_from_line)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SERVER_CORE = 0
 CLIENT_CORE = 1
-CLOCK_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
-
-
-class BenchError(Exception):
-    """A run that cannot be counted; the message says why."""
-
-
-class Child:
-    """A child process whose stdout and stderr are drained by threads (a full pipe would stall
-    the very process being measured)."""
-
-    def __init__(self, name, argv):
-        self.name = name
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, text=True, bufsize=1)
-        self.stdout_lines, self.stderr_lines = [], []
-        self._cv = threading.Condition()
-        self._threads = [threading.Thread(target=self._drain, args=(s, l), daemon=True)
-                         for s, l in ((self.proc.stdout, self.stdout_lines),
-                                      (self.proc.stderr, self.stderr_lines))]
-        for t in self._threads:
-            t.start()
-
-    def _drain(self, stream, lines):
-        for line in stream:
-            with self._cv:
-                lines.append(line.rstrip("\n"))
-                self._cv.notify_all()
-        with self._cv:
-            self._cv.notify_all()
-
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    def first_stdout_line(self, timeout):
-        deadline = time.monotonic() + timeout
-        with self._cv:
-            while not self.stdout_lines:
-                if self.proc.poll() is not None and not self._threads[0].is_alive():
-                    raise BenchError(f"{self.name} exited with {self.proc.returncode} before "
-                                     f"printing its address: {self.stderr_tail()}")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise BenchError(f"{self.name} printed nothing within {timeout} s")
-                self._cv.wait(min(left, 0.1))
-            return self.stdout_lines[0]
-
-    def wait(self, timeout):
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise BenchError(f"{self.name} did not finish within {timeout} s") from None
-        for t in self._threads:
-            t.join(timeout=5)
-        return code
-
-    def last_json(self):
-        for line in reversed(self.stdout_lines):
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                return value
-        raise BenchError(f"{self.name} printed no JSON summary: {self.stderr_tail()}")
-
-    def stderr_tail(self, lines=5):
-        return " | ".join(self.stderr_lines[-lines:]) or "(no stderr)"
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def pinned(core, argv):
-    return ["taskset", "-c", str(core)] + argv
-
-
-def port_from_line(line, name):
-    try:
-        return int(line.rsplit(":", 1)[1])
-    except (IndexError, ValueError):
-        raise BenchError(f"cannot find a port in {name}'s first line: {line!r}") from None
-
-
-def cpu_ticks(pid):
-    """utime + stime of a process, in clock ticks (/proc/PID/stat fields 14 and 15)."""
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    fields = stat[stat.rindex(")") + 2:].split()
-    return int(fields[11]) + int(fields[12])
-
-
-def http_get_json(url, timeout=5.0):
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        return json.load(response)
-
-
-def find_stream(stats, name):
-    matches = [s for s in stats.get("streams", []) if s.get("name") == name]
-    return matches[-1] if matches else None
 
 
 def start_syncd(paths, publishers, max_frames):

@@ -39,7 +39,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 import bench_ingest  # noqa: E402  (Child, run_producer, the tcp and syncd arms)
-from bench_ingest import BenchError, Child, pinned, port_from_line  # noqa: E402
+from bench_common import BenchError, Child, pinned, port_from_line  # noqa: E402
 
 NODE_DIR = REPO_ROOT / "bench" / "peers" / "node"
 ALL_ARMS = ["tcp", "syncd", "beast", "lws", "lws-default", "node", "node-nobu"]

@@ -31,14 +31,12 @@ Python 3 standard library; the analysis needs python3-numpy and python3-matplotl
 """
 import argparse
 import csv
-import io
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -46,6 +44,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))
+import bench_common  # noqa: E402  (core pinning, shared with the benchmarks)
 SYNCD_CORE = 0
 PRODUCER_CORE = 1
 STREAM = "qual"
@@ -61,8 +61,8 @@ ARMS = {
 }
 
 
-class ArmError(Exception):
-    """An arm that could not run; the message says why."""
+# An arm that could not run; the message says why. The shared Child raises it too.
+ArmError = bench_common.BenchError
 
 
 class Unavailable(ArmError):
@@ -82,9 +82,7 @@ REALTIME = False  # --realtime: syncd and the producer under SCHED_FIFO (chrt), 
 def pinned(core, argv):
     if REALTIME and shutil.which("chrt"):
         argv = ["chrt", "-f", "10", *argv]
-    if shutil.which("taskset") and core in os.sched_getaffinity(0) and len(os.sched_getaffinity(0)) > 1:
-        return ["taskset", "-c", str(core), *argv]
-    return argv
+    return bench_common.pinned(core, argv)
 
 
 def proc_status(pid):
@@ -139,72 +137,7 @@ def find_stream(stats, name):
     return matches[-1] if matches else None
 
 
-class Child:
-    """A child process whose stdout/stderr are drained by threads (a full pipe would block it)."""
-
-    def __init__(self, name, argv, stdout_file=None):
-        self.name = name
-        self.argv = argv
-        self.stdout_lines = []
-        self.stderr_lines = []
-        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, bufsize=1)
-        self._first = threading.Event()
-        self._threads = [threading.Thread(target=self._drain, args=(self.proc.stdout,
-                                                                    self.stdout_lines, True),
-                                          daemon=True),
-                         threading.Thread(target=self._drain, args=(self.proc.stderr,
-                                                                    self.stderr_lines, False),
-                                          daemon=True)]
-        for t in self._threads:
-            t.start()
-
-    def _drain(self, stream, lines, is_stdout):
-        for line in stream:
-            # Live lines are "\r"-rewritten; keep only the last state of each.
-            lines.append(line.rstrip("\n").split("\r")[-1])
-            if is_stdout:
-                self._first.set()
-        if is_stdout:
-            self._first.set()
-
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    def first_line(self, timeout):
-        if not self._first.wait(timeout) or not self.stdout_lines:
-            raise ArmError(f"{self.name} printed nothing within {timeout} s "
-                           f"(exit {self.proc.poll()}): {self.stderr_tail()}")
-        return self.stdout_lines[0]
-
-    def wait(self, timeout):
-        try:
-            code = self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise ArmError(f"{self.name} did not finish within {timeout:.0f} s") from None
-        for t in self._threads:
-            t.join(timeout=5)
-        return code
-
-    def last_json(self):
-        for line in reversed(self.stdout_lines):
-            try:
-                value = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                return value
-        return None
-
-    def stderr_tail(self, n=5):
-        return " | ".join(self.stderr_lines[-n:]) or "(no stderr)"
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+Child = bench_common.Child
 
 
 # --------------------------------------------------------------------------------------------
@@ -343,7 +276,7 @@ def run_arm(name, seconds, readers, args, paths, caps, out_dir):
     telemetry_file = open(arm_dir / "telemetry.jsonl", "w")
     poller = None
     try:
-        first = syncd.first_line(10)
+        first = syncd.first_stdout_line(10)
         if "listening on" not in first:
             raise ArmError(f"unexpected first line from syncd: {first!r}")
         port = int(first.strip().rsplit(":", 1)[1])
@@ -443,14 +376,14 @@ def run_arm(name, seconds, readers, args, paths, caps, out_dir):
         live.finish()
         producer_code = producer.wait(10)
         meta["producer_exit_code"] = producer_code
-        meta["producer_summary"] = producer.last_json()
+        meta["producer_summary"] = producer.last_json(required=False)
         meta["producer_stderr"] = producer.stderr_lines[-5:]
         meta["producer_end_ns"] = monotonic_ns()
         time.sleep(0.5)  # let syncd finish the last frame and close the stream
 
         for i, child in enumerate(reader_children):
             code = child.wait(seconds + 60)
-            summary = child.last_json()
+            summary = child.last_json(required=False)
             (arm_dir / f"reader{i}.json").write_text(json.dumps(
                 {"exit_code": code, "summary": summary, "stderr": child.stderr_lines[-5:]},
                 indent=1) + "\n")
