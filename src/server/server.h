@@ -43,6 +43,7 @@ struct ServerConfig {
   uint32_t idle_timeout_ms = 120'000;      // WebSocket: nothing received (pings are sent at half)
   size_t read_window_bytes = 256 * 1024;   // largest read straight into a frame slot
   size_t read_turn_bytes = 1024 * 1024;    // bytes one connection reads per loop turn
+  size_t receive_low_water_bytes = 256 * 1024;  // SO_RCVLOWAT while a frame's payload arrives
   size_t max_pending_write_bytes = 16ull << 20;  // a peer that reads slower is disconnected
   bool status_line = false;                // live status line on stderr
   std::string headtracker;                 // "", "auto", "/dev/hidrawN" or "replay:FILE"
