@@ -174,12 +174,6 @@ void Connection::on_alloc(uv_handle_t* handle, size_t /*suggested*/, uv_buf_t* b
     Ingest& in = self->ingest_;
     if (remaining > 0 && in.active && in.header_have == media::kFrameHeaderBytes) {
       const size_t window = self->server_.config().read_window_bytes;
-      // While a large payload streams in, the socket wakes the loop only once this many of its
-      // bytes are queued (never more than the payload still owed, so the last bytes are not
-      // held back). At 1080p it took the loop's wake-ups from ~15 to ~6 a frame, and with them
-      // the producer's cross-core wake-ups: CPU per frame 1.12x -> ~0.9x the raw TCP sink's
-      // (docs/benchmarks.md). Everything else reads with the default of 1 byte.
-      const size_t low_water = self->server_.config().receive_low_water_bytes;
       if (in.slot) {
         const size_t room = in.slot->pool->slot_bytes() - in.filled;
         // A frame that carries more bytes than its slot holds is refused at message end; the
@@ -188,25 +182,34 @@ void Connection::on_alloc(uv_handle_t* handle, size_t /*suggested*/, uv_buf_t* b
           const size_t n = std::min<uint64_t>({window, remaining, room});
           uint8_t* dst = in.slot->pixels + in.filled;
           self->direct_read_ = dst;
-          self->set_receive_low_water(std::min<uint64_t>(remaining, low_water));
           *buf = uv_buf_init(reinterpret_cast<char*>(dst), unsigned(n));
           return;
         }
       }
       if (in.discarding || in.slot) {
         const size_t n = std::min<uint64_t>(self->server_.discard_buffer_bytes(), remaining);
-        self->set_receive_low_water(std::min<uint64_t>(remaining, low_water));
         *buf = uv_buf_init(reinterpret_cast<char*>(self->server_.discard_buffer()), unsigned(n));
         return;
       }
     }
   }
-  self->set_receive_low_water(1);
   *buf = uv_buf_init(reinterpret_cast<char*>(self->read_buffer_.get()), kReadBufferBytes);
 }
 
-// One setsockopt per change, about three a frame: at its pixels, at its last window, after it.
-void Connection::set_receive_low_water(size_t bytes) {
+// While a frame's payload streams in, the socket wakes the loop only once this many of its bytes
+// are queued, and never more than the payload still owed, so the last bytes (and a control
+// message after them) are not held back. At 1080p it took the loop's wake-ups from ~15 to ~6 a
+// frame, and with them the producer's cross-core wake-ups: CPU per frame 1.12x -> ~0.9x the raw
+// TCP sink's (docs/benchmarks.md). Set after every read, so the value epoll waits on is never
+// stale; everything but frame payload reads with the default of 1 byte. One setsockopt per
+// change: about four a frame.
+void Connection::update_receive_low_water() {
+  size_t bytes = 1;
+  const uint64_t remaining = decoder_.data_payload_remaining();
+  if (phase_ == Phase::kWebSocket && !closing_ && remaining > 0 && ingest_.active &&
+      ingest_.header_have == media::kFrameHeaderBytes) {
+    bytes = size_t(std::min<uint64_t>(remaining, server_.config().receive_low_water_bytes));
+  }
   if (bytes == receive_low_water_) return;
   uv_os_fd_t fd = -1;
   if (uv_fileno(reinterpret_cast<uv_handle_t*>(&tcp_), &fd) != 0) return;
@@ -240,6 +243,7 @@ void Connection::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
     } else {
       self->feed_websocket(data, size_t(nread));
     }
+    self->update_receive_low_water();
     // libuv reads a readable socket up to 32 times per callback: 8 MB of frame in one turn of
     // the loop, while an audio read or a pose waits. After a turn's budget the connection
     // yields if anyone else is waiting; the server resumes it after the loop has polled

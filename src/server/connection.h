@@ -132,7 +132,7 @@ class Connection final : public ws::DecoderSink {
   Ingest ingest_;
   uint8_t* direct_read_ = nullptr;  // where on_alloc pointed the last read, if into a slot
   size_t receive_low_water_ = 1;    // the socket's SO_RCVLOWAT, as last set
-  void set_receive_low_water(size_t bytes);
+  void update_receive_low_water();
 };
 
 }  // namespace syncd::server

@@ -114,13 +114,18 @@ class HttpStreams(unittest.TestCase):
             ws, sid, ticket = await source(syncd.url, "credit")
             r = Receiver(syncd.port, "credit", ticket, credit=2)
             await asyncio.sleep(0.1)
-            for seq in range(10):  # no credit after the first two: newest wins
+            for seq in range(2):  # the receiver's two frames of credit
                 await ws.send(frame_message(sid, seq, marker_pixels(FRAME_BYTES, seq, seq)))
-            await ws.send(json.dumps({"type": "ping", "id": 1}))
-            await ws.recv()
             first, second = r.record(), r.record()
             self.assertEqual((first["sequence"], second["sequence"]), (0, 1))
             self.assertEqual(first["pixels"], marker_pixels(FRAME_BYTES, 0, 0))
+            # Read first, so that 0 and 1 no longer count against the receiver's byte limit (2
+            # frames): what happens to 2..9 then depends on credit alone, not on when syncd's
+            # writes of 0 and 1 complete.
+            for seq in range(2, 10):  # no credit left: newest wins
+                await ws.send(frame_message(sid, seq, marker_pixels(FRAME_BYTES, seq, seq)))
+            await ws.send(json.dumps({"type": "ping", "id": 1}))
+            await ws.recv()
             # Grant one more: the newest pending frame (9) comes, 2..8 were dropped.
             await ws.send(json.dumps({"type": "credit", "receiver": r.id, "frames": 1}))
             third = r.record()
