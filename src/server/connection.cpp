@@ -199,10 +199,10 @@ void Connection::on_alloc(uv_handle_t* handle, size_t /*suggested*/, uv_buf_t* b
 // While a frame's payload streams in, the socket wakes the loop only once this many of its bytes
 // are queued, and never more than the payload still owed, so the last bytes (and a control
 // message after them) are not held back. At 1080p it took the loop's wake-ups from ~15 to ~6 a
-// frame, and with them the producer's cross-core wake-ups: CPU per frame 1.12x -> ~0.9x the raw
-// TCP sink's (docs/benchmarks.md). Set after every read, so the value epoll waits on is never
-// stale; everything but frame payload reads with the default of 1 byte. One setsockopt per
-// change: about four a frame.
+// frame, and with them the producer's cross-core wake-ups: CPU per frame 1.12x -> 0.90-1.00x the
+// raw TCP sink's (paired, docs/benchmarks.md). Set after every read, so the value epoll waits on
+// is never stale; everything but frame payload reads with the default of 1 byte. One setsockopt
+// per change: about four a frame.
 void Connection::update_receive_low_water() {
   size_t bytes = 1;
   const uint64_t remaining = decoder_.data_payload_remaining();
