@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
   size_t low_water_kb = cfg.receive_low_water_bytes / 1024;
   app.add_option("--receive-low-water-kb", low_water_kb,
                  "Bytes queued before a socket filling a frame slot wakes the loop (SO_RCVLOWAT)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{64} * 1024));
   app.add_option("--read-window-kb", read_window_kb, "Largest single read into a frame slot")
       ->capture_default_str();
   app.add_option("--headtracker", cfg.headtracker,
@@ -119,7 +120,7 @@ int main(int argc, char** argv) {
   cfg.idle_timeout_ms = idle_timeout_s * 1000;
   cfg.read_window_bytes = std::max<size_t>(read_window_kb, 4) * 1024;
   cfg.read_turn_bytes = std::max<size_t>(read_turn_kb, 64) * 1024;
-  cfg.receive_low_water_bytes = std::max<size_t>(low_water_kb, 1) * 1024;
+  cfg.receive_low_water_bytes = low_water_kb * 1024;  // 1..65536, checked above
   cfg.status_line = status == "on" || (status == "auto" && ::isatty(STDERR_FILENO));
 
   // A peer that vanishes must cost an error code, not the process.
