@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from bench_common import get_stats, least_squares_slope, pinned, rss_bytes
+from bench_common import get_stats, least_squares_slope, pinned, rss_bytes, stage_delta
 
 # Where each process runs. The audio reader is the RTT's measuring instrument, so it shares
 # syncd's core rather than the producer's: there its wake-ups wait behind the kernel's copy of
@@ -111,6 +111,7 @@ def main():
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             time.sleep(3)  # the stream is open and at rate before audio is measured
         memory_from = time.monotonic() - start
+        before = get_stats(port)
         r = run_reader(reader_bin, port, args.seconds, args.channels, pin)
         sample_until(r)
         audio = reader_result(r, 60)
@@ -123,6 +124,15 @@ def main():
         stats = get_stats(port)
         summary["syncd_audio"] = {k: v for k, v in stats["audio"].items() if k != "read_rtt"}
         summary["syncd_audio"]["read_rtt_max_us"] = stats["audio"]["read_rtt"]["max_us"]
+        # syncd's side of the reads (request parsed to reply written) while the reader measured.
+        summary["syncd_read_rtt"] = stage_delta(before["audio"]["read_rtt"],
+                                                stats["audio"]["read_rtt"],
+                                                stats["stage_histogram_bounds_us"])
+        # How long syncd's loop stayed away from epoll at a time while the reader measured.
+        if "loop_iteration_busy" in stats["process"]:
+            summary["syncd_loop_iteration_busy"] = stage_delta(
+                before["process"]["loop_iteration_busy"], stats["process"]["loop_iteration_busy"],
+                stats["stage_histogram_bounds_us"])
         ok = (audio["dropped_frames"] == 0 and audio["first_frame_gaps"] == 0 and
               abs(audio["continuity"] - 1.0) <= 0.001 and
               audio["verify"]["mismatched_frames"] == 0 and stats["audio"]["frames_dropped"] == 0)

@@ -40,6 +40,30 @@ def least_squares_slope(points):
     return sum((x - mx) * (y - my) for x, y in points) / sxx
 
 
+def stage_delta(before, after, bounds_us):
+    """What a syncd stage aggregate (count, total_us, histogram) gained between two /stats
+    documents, with upper bounds on its p99 and p99.9 from the histogram (None: the +Inf bucket
+    or no events). The lifetime max cannot be differenced; it is reported as max_us_lifetime."""
+    buckets = [a - b for a, b in zip(after["histogram"], before["histogram"])]
+    count = after["count"] - before["count"]
+
+    def bound(q):
+        if count == 0:
+            return None
+        seen = 0
+        for i, n in enumerate(buckets):
+            seen += n
+            if seen >= q * count:
+                return bounds_us[i] if i < len(bounds_us) else None
+        return None
+
+    return {"count": count,
+            "mean_us": (after["total_us"] - before["total_us"]) / count if count else None,
+            "p99_at_most_us": bound(0.99), "p999_at_most_us": bound(0.999),
+            "max_us_lifetime": after["max_us"], "histogram": buckets,
+            "bounds_us": bounds_us}
+
+
 def pinned(core, argv, pin=True):
     """argv run on one core with taskset, when pinning is wanted and can be had: taskset exists,
     the core is ours, and we have more than one."""

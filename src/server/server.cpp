@@ -13,6 +13,7 @@
 #include "server/audio_service.h"
 #include "server/connection.h"
 #include "telemetry/prometheus.h"
+#include "telemetry/stage_json.h"
 
 namespace syncd::server {
 
@@ -25,6 +26,8 @@ Server::Server(ServerConfig config)
       registry_(config_.stream_limits),
       discard_(new uint8_t[config_.read_window_bytes]) {
   uv_loop_init(&loop_);
+  // libuv then accounts the time it waits in epoll, which the loop's busy time excludes.
+  uv_loop_configure(&loop_, UV_METRICS_IDLE_TIME);
   loop_.data = this;
   for (const std::string& name : config_.publishers) {
     if (name == "test") registry_.add_publisher(std::make_unique<media::TestPublisher>());
@@ -99,6 +102,9 @@ int Server::start() {
   resume_check_.data = this;
   paused_.reserve(64);
   resuming_.reserve(64);
+  uv_prepare_init(&loop_, &busy_prepare_);
+  busy_prepare_.data = this;
+  uv_prepare_start(&busy_prepare_, &Server::on_prepare);
 
   if (config_.pattern) {
     pattern_ = std::make_unique<media::PatternSource>(registry_, *config_.pattern);
@@ -174,6 +180,19 @@ void Server::on_check(uv_check_t* check) {
   self->resuming_.clear();
 }
 
+void Server::on_prepare(uv_prepare_t* prepare) {
+  auto* self = static_cast<Server*>(prepare->data);
+  const uint64_t now = core::monotonic_ns();
+  const uint64_t idle = uv_metrics_idle_time(&self->loop_);
+  if (self->last_prepare_ns_ != 0) {
+    const uint64_t elapsed = now - self->last_prepare_ns_;
+    const uint64_t waited = idle - self->last_idle_ns_;
+    self->loop_busy_.record(elapsed > waited ? elapsed - waited : 0);
+  }
+  self->last_prepare_ns_ = now;
+  self->last_idle_ns_ = idle;
+}
+
 void Server::forget(Connection* connection) {
   std::erase(paused_, connection);
   std::erase(resuming_, connection);
@@ -215,6 +234,8 @@ void Server::stop() {
   uv_close(reinterpret_cast<uv_handle_t*>(&pattern_timer_), nullptr);
   uv_check_stop(&resume_check_);
   uv_close(reinterpret_cast<uv_handle_t*>(&resume_check_), nullptr);
+  uv_prepare_stop(&busy_prepare_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&busy_prepare_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigterm_), nullptr);
   // Peers get a second to read their Close; then whatever is left is closed regardless.
@@ -314,6 +335,7 @@ std::string Server::stats_json() {
   };
   j["process"] = {{"resident_memory_bytes", core::resident_memory_bytes()},
                   {"loop_cpu_seconds", double(core::thread_cpu_ns()) / 1e9},
+                  {"loop_iteration_busy", telemetry::stage_json(loop_busy_)},
                   {"pool_bytes", registry_.pool_bytes()}};
   if (pattern_) {
     j["source"] = {{"kind", "pattern"},
@@ -333,6 +355,9 @@ std::string Server::metrics_text() {
   out.sample("syncd_resident_memory_bytes", "", core::resident_memory_bytes());
   out.family("syncd_loop_cpu_seconds_total", "counter", "CPU time of the event-loop thread.");
   out.sample("syncd_loop_cpu_seconds_total", "", double(core::thread_cpu_ns()) / 1e9);
+  out.family("syncd_loop_iteration_busy_seconds", "histogram",
+             "Busy time of each event-loop iteration, time waiting in epoll excluded.");
+  out.histogram("syncd_loop_iteration_busy_seconds", "", loop_busy_);
   out.family("syncd_frame_pool_bytes", "gauge", "Memory mapped for frame pools.");
   out.sample("syncd_frame_pool_bytes", "", uint64_t(registry_.pool_bytes()));
   out.family("syncd_connections_open", "gauge", "Open client connections.");

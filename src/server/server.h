@@ -21,6 +21,7 @@
 #include "server/stream_receivers.h"
 #include "server/ticket_store.h"
 #include "media/stream_registry.h"
+#include "telemetry/stage_stats.h"
 
 namespace syncd::server {
 
@@ -127,6 +128,7 @@ class Server {
   static void on_tick(uv_timer_t* timer);
   static void on_pattern_timer(uv_timer_t* timer);
   static void on_check(uv_check_t* check);
+  static void on_prepare(uv_prepare_t* prepare);
   void sweep_connections(uint64_t now_ns);
   void print_status_line();
   void close_shutdown_timer();
@@ -140,6 +142,13 @@ class Server {
   uv_timer_t pattern_timer_;
   uv_timer_t shutdown_timer_;
   uv_check_t resume_check_;
+  // Runs once per loop iteration, right before the loop polls: measures the iteration's busy time.
+  uv_prepare_t busy_prepare_;
+  uint64_t last_prepare_ns_ = 0;
+  uint64_t last_idle_ns_ = 0;
+  // Busy time of each loop iteration (timers, I/O callbacks, check and close phases; the time
+  // spent waiting in epoll excluded): how long a ready socket can wait for the loop.
+  telemetry::StageStats loop_busy_;
   std::vector<Connection*> paused_;    // reading paused until the next check phase
   std::vector<Connection*> resuming_;  // being resumed in on_check
   bool listening_ = false;

@@ -27,10 +27,24 @@ class HttpEndpoints(unittest.TestCase):
         self.assertIn("streams", stats)
         self.assertGreater(stats["process"]["resident_memory_bytes"], 0)
 
+    def test_loop_iteration_busy_counts_iterations(self):
+        # Every request is served in at least one loop iteration of its own, each of which
+        # spends some time away from epoll.
+        first = self.syncd.stats()["process"]["loop_iteration_busy"]
+        time.sleep(0.6)  # a few 250 ms ticks, each an iteration that waited in epoll first
+        stats = self.syncd.stats()
+        second = stats["process"]["loop_iteration_busy"]
+        self.assertGreater(second["count"], first["count"])
+        self.assertGreater(second["total_us"], first["total_us"])
+        self.assertEqual(sum(second["histogram"]), second["count"])
+        # Busy time excludes the epoll wait: a mostly idle syncd is busy a small part of its life.
+        self.assertLess(second["total_us"], 0.5 * stats["server"]["uptime_s"] * 1e6)
+
     def test_metrics_names(self):
         status, body = self.syncd.get("/metrics")
         self.assertEqual(status, 200)
         for name in ["syncd_resident_memory_bytes", "syncd_loop_cpu_seconds_total",
+                     "syncd_loop_iteration_busy_seconds",
                      "syncd_frames_offered_total", "syncd_frames_accepted_total",
                      "syncd_frames_dropped_total", "syncd_frames_verified_total",
                      "syncd_frames_verify_failed_total", "syncd_low_rate_seconds_total"]:

@@ -260,6 +260,11 @@ int main(int argc, char** argv) {
     std::vector<float> aligned;
     std::vector<uint32_t> rtt_us;
     rtt_us.reserve(size_t(seconds * 1000.0 / std::max(1u, interval_ms)) + 1024);
+    // Index of the first read of each 10-second window, so a tail can be placed in time (a
+    // burst of slow seconds reads differently from latency spread evenly over the run).
+    constexpr uint64_t kWindowNs = 10'000'000'000ull;
+    std::vector<size_t> window_starts;
+    window_starts.reserve(size_t(seconds / 10.0) + 2);
     uint64_t packets = 0, frames = 0, gaps = 0, missing = 0, flagged = 0, busy = 0;
     uint64_t dropped = 0, gap_frames = 0, xruns = 0, next_frame = 0;
     bool started = false;
@@ -270,6 +275,7 @@ int main(int argc, char** argv) {
     for (;;) {
       const uint64_t t0 = now_ns();
       const bool final_read = t0 >= t_end;
+      if (t0 - t_start >= window_starts.size() * kWindowNs) window_starts.push_back(rtt_us.size());
       client.send_text(request);
       if (!client.next_message(5000, op, payload, size))
         throw producer::ToolError(producer::kExitIo, "audio.read: " + client.failure());
@@ -339,6 +345,18 @@ int main(int argc, char** argv) {
                           {"p95", percentile(sorted, 95)},
                           {"p99", percentile(sorted, 99)},
                           {"max", sorted.empty() ? 0.0 : double(*std::max_element(sorted.begin(), sorted.end())) / 1000.0}};
+    nlohmann::json windows = nlohmann::json::array();
+    for (size_t w = 0; w < window_starts.size(); ++w) {
+      const size_t end = w + 1 < window_starts.size() ? window_starts[w + 1] : rtt_us.size();
+      std::vector<uint32_t> part(rtt_us.begin() + long(window_starts[w]), rtt_us.begin() + long(end));
+      if (part.empty()) continue;
+      windows.push_back({{"start_s", double(w * kWindowNs) / 1e9},
+                         {"count", part.size()},
+                         {"p50", percentile(part, 50)},
+                         {"p99", percentile(part, 99)},
+                         {"max", double(*std::max_element(part.begin(), part.end())) / 1000.0}});
+    }
+    rtt["windows_10s"] = std::move(windows);
     const bool verify_ok = verifier.mode == Verifier::kNone ||
                            (verifier.mismatched_frames == 0 && verifier.exact_frames > 0);
     const bool ok = gaps == 0 && dropped == 0 && verify_ok && std::abs(continuity - 1.0) <= 0.001;
