@@ -28,6 +28,11 @@ struct FrameInfo {
   uint64_t sequence = 0;
   uint64_t capture_time_us = 0;   // producer's clock, as sent
   uint64_t content_hash = 0;      // as sent, valid when flags has kHasContentHash
+  // XXH3-64 of the slot's pixels, computed by the ingest as each window landed in the slot in
+  // order (core::ContentHasher); valid when received_hash_valid. A verifying publisher compares
+  // it with content_hash rather than hashing the frame again.
+  uint64_t received_hash = 0;
+  bool received_hash_valid = false;
   uint64_t receive_start_ns = 0;  // first byte of the message (CLOCK_MONOTONIC)
   uint64_t accept_ns = 0;         // last byte received, frame admitted to publishers
   uint32_t width = 0;

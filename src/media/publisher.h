@@ -34,6 +34,9 @@ class Publisher {
   // The registry has forgotten the stream (after it closed and aged out of the stats).
   virtual void on_stream_forget(uint32_t stream_id) = 0;
   virtual void on_frame(const Stream& stream, FrameSlot& slot) = 0;
+  // Whether this publisher checks frames against their content hash: the ingest then hashes
+  // each frame that carries one as it arrives (FrameInfo::received_hash).
+  virtual bool verifies_content() const { return false; }
   // Adds this publisher's per-stream figures to a stream's stats object.
   virtual void write_stream_stats(uint32_t stream_id, nlohmann::json& out) const = 0;
   // Adds this publisher's metric families, with samples for each of the given streams.

@@ -55,6 +55,7 @@ struct StreamStages {
   telemetry::StageStats ingest_gap;  // message start to message start of consecutive frames
   telemetry::StageStats receive;     // first to last byte of a frame's message
   telemetry::StageStats unmask;      // decoder time over the frame's in-slot bytes
+  telemetry::StageStats hash;        // ingest hashing the frame's pixels as they land
   telemetry::StageStats publish;     // fan-out to every publisher, verification included
 };
 

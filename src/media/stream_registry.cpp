@@ -33,6 +33,7 @@ StreamRegistry::~StreamRegistry() {
 }
 
 void StreamRegistry::add_publisher(std::unique_ptr<Publisher> publisher) {
+  verifies_content_ = verifies_content_ || publisher->verifies_content();
   publishers_.push_back(std::move(publisher));
 }
 
@@ -187,6 +188,7 @@ void StreamRegistry::write_stats(nlohmann::json& out) const {
          {{"ingest_gap", telemetry::stage_json(s->stages().ingest_gap)},
           {"receive", telemetry::stage_json(s->stages().receive)},
           {"unmask", telemetry::stage_json(s->stages().unmask)},
+          {"hash", telemetry::stage_json(s->stages().hash)},
           {"publish", telemetry::stage_json(s->stages().publish)}}},
     };
     nlohmann::json pubs = nlohmann::json::object();
@@ -242,12 +244,13 @@ void StreamRegistry::write_metrics(telemetry::PrometheusText& out) const {
   out.family("syncd_stream_open", "gauge", "1 while the stream is open.");
   for (const Stream* s : streams) out.sample("syncd_stream_open", label(s), uint64_t(s->open()));
 
-  const char* stage_names[] = {"ingest_gap", "receive", "unmask", "publish"};
+  const char* stage_names[] = {"ingest_gap", "receive", "unmask", "hash", "publish"};
   out.family("syncd_stage_seconds", "histogram", "Per-frame time in each pipeline stage.");
   for (const Stream* s : streams) {
     const telemetry::StageStats* stages[] = {&s->stages().ingest_gap, &s->stages().receive,
-                                             &s->stages().unmask, &s->stages().publish};
-    for (size_t i = 0; i < 4; ++i)
+                                             &s->stages().unmask, &s->stages().hash,
+                                             &s->stages().publish};
+    for (size_t i = 0; i < std::size(stages); ++i)
       out.histogram("syncd_stage_seconds", label(s) + ",stage=\"" + stage_names[i] + "\"",
                     *stages[i]);
   }

@@ -43,6 +43,8 @@ class StreamRegistry {
 
   void add_publisher(std::unique_ptr<Publisher> publisher);
   const std::vector<std::unique_ptr<Publisher>>& publishers() const { return publishers_; }
+  // Whether any publisher verifies frames by their content hash (Publisher::verifies_content).
+  bool verifies_content() const { return verifies_content_; }
 
   // Control plane: validates the configuration and allocates the stream's pool.
   Stream* open(const StreamConfig& config, uint64_t owner, OpenError& error);
@@ -75,6 +77,7 @@ class StreamRegistry {
   std::deque<std::unique_ptr<Stream>> closed_;
   uint32_t next_id_ = 1;
   size_t pool_bytes_ = 0;
+  bool verifies_content_ = false;
   telemetry::FrameEventLog events_;
 };
 

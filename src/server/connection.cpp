@@ -236,10 +236,13 @@ void Connection::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
   } else if (self->phase_ == Phase::kWebSocket) {
     uint8_t* data = reinterpret_cast<uint8_t*>(buf->base);
     if (data == self->direct_read_) {
-      // Bytes the kernel put straight into the slot: the decoder only unmasks them in place.
+      // Bytes the kernel put straight into the slot: the decoder only unmasks them in place
+      // (and the ingest hashes them, timed apart).
       const uint64_t t0 = self->last_receive_ns_;
+      const uint64_t hashed_before = self->ingest_.hash_ns;
       self->feed_websocket(data, size_t(nread));
-      self->ingest_.unmask_ns += core::monotonic_ns() - t0;
+      self->ingest_.unmask_ns +=
+          core::monotonic_ns() - t0 - (self->ingest_.hash_ns - hashed_before);
     } else {
       self->feed_websocket(data, size_t(nread));
     }
@@ -645,6 +648,13 @@ void Connection::on_message_data(uint8_t* data, size_t size) {
   // Payload that arrived in the read buffer (the first bytes after the header) is copied;
   // payload read straight into the slot is already in place.
   if (data != dst) std::memcpy(dst, data, size);
+  // Hashed from the slot, at the slot's own offset, while the window is still in cache: the
+  // digest covers what the slot holds, so a window placed at the wrong offset fails to verify.
+  if (in.hashing) {
+    const uint64_t t0 = core::monotonic_ns();
+    frame_hasher_.update(dst, size);
+    in.hash_ns += core::monotonic_ns() - t0;
+  }
   in.filled += size;
 }
 
@@ -707,6 +717,8 @@ void Connection::begin_frame() {
   info.format = sc.format;
   info.bytes = stream->frame_bytes();
   in.slot = slot;
+  in.hashing = (h.flags & media::frame_flag::kHasContentHash) && server_.registry().verifies_content();
+  if (in.hashing) frame_hasher_.reset();
 }
 
 void Connection::refuse_frame(const char* code, std::string message) {
@@ -762,6 +774,11 @@ void Connection::on_message_end() {
     return;
   }
   stream->stages().unmask.record(in.unmask_ns);
+  if (in.hashing) {
+    slot->info.received_hash = frame_hasher_.digest();
+    slot->info.received_hash_valid = true;
+    stream->stages().hash.record(in.hash_ns);
+  }
   server_.registry().admit(*stream, slot, core::monotonic_ns());
 }
 

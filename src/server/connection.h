@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/content_hash.h"
 #include "media/frame_header.h"
 #include "media/frame_pool.h"
 #include "net/http/request_parser.h"
@@ -70,6 +71,8 @@ class Connection final : public ws::DecoderSink {
     size_t filled = 0;  // pixel bytes written into the slot
     uint64_t start_ns = 0;
     uint64_t unmask_ns = 0;
+    bool hashing = false;  // the frame carries a content hash and a publisher verifies it
+    uint64_t hash_ns = 0;
   };
 
   static void on_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
@@ -130,6 +133,9 @@ class Connection final : public ws::DecoderSink {
   ws::Opcode message_opcode_ = ws::Opcode::kContinuation;
   std::string text_;  // text message being assembled (control plane)
   Ingest ingest_;
+  // Hashes the frame in ingest_ window by window as it lands (Ingest::hashing). Outside Ingest
+  // so that starting a frame resets 576 bytes of state only when the frame is hashed.
+  core::ContentHasher frame_hasher_;
   uint8_t* direct_read_ = nullptr;  // where on_alloc pointed the last read, if into a slot
   size_t receive_low_water_ = 1;    // the socket's SO_RCVLOWAT, as last set
   void update_receive_low_water();

@@ -2,8 +2,10 @@
 //
 // Accepts one connection and reads frames as sync-producer --raw-tcp sends them: the 56-byte frame
 // header, then the pixels, straight from the socket into one preallocated buffer (no intermediate
-// copy), then XXH3-64 over every pixel byte against the header's content_hash. That is the least
-// work any verifying receiver must do, so its CPU per frame is the floor for syncd's.
+// copy), hashing each --hash-window-kb window with XXH3-64 as soon as it has landed (while it is
+// in cache, as syncd's ingest does), and the digest against the header's content_hash. That is
+// the least work any verifying receiver must do, so its CPU per frame is the floor for syncd's.
+// --hash-window-kb 0 reads the whole frame first and hashes it after.
 //
 // Prints {"frames","hash_failures","seq_gaps","seconds","fps","cpu_seconds","cpu_ms_per_frame",
 // "steady_cpu_ms_per_frame","steady_fps",...}
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -52,6 +55,7 @@ struct Options {
   // pages): shows how much of a syncd/sink ratio is memory layout rather than protocol work.
   bool huge_pages = false;
   uint64_t warmup_frames = 0;  // steady_cpu_ms_per_frame counts CPU from the end of this frame
+  uint32_t hash_window_kb = 256;  // syncd's default --read-window-kb; 0: hash the whole frame
 };
 
 
@@ -176,6 +180,7 @@ int run(const Options& opt) {
   // land in the measured interval. It only grows if a frame is larger than --width x --height.
   FrameBuffer pixels(opt.huge_pages, size_t{opt.width} * opt.height * 4);
   uint8_t header_bytes[media::kFrameHeaderBytes];
+  syncd::core::ContentHasher hasher;
 
   const int conn = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
   if (conn < 0) die("accept: " + errno_text(errno));
@@ -218,16 +223,26 @@ int run(const Options& opt) {
     }
     pixels.grow(frame_bytes);
 
-    if (read_exact(conn, pixels.data(), frame_bytes, counters) != ReadResult::kComplete) {
+    const bool hashed = header.flags & media::frame_flag::kHasContentHash;
+    const size_t window = opt.hash_window_kb && hashed ? size_t{opt.hash_window_kb} * 1024
+                                                       : size_t(frame_bytes);
+    if (hashed) hasher.reset();
+    bool complete = true;
+    for (size_t at = 0; at < frame_bytes && complete; at += window) {
+      const size_t n = std::min<size_t>(window, frame_bytes - at);
+      complete = read_exact(conn, pixels.data() + at, n, counters) == ReadResult::kComplete;
+      if (complete && hashed) hasher.update(pixels.data() + at, n);
+    }
+    if (!complete) {
       std::fprintf(stderr, "sync-tcp-sink: EOF inside the pixels of frame %llu\n",
                    static_cast<unsigned long long>(counters.frames));
       exit_code = kExitIo;
       break;
     }
-    if (header.flags & media::frame_flag::kHasContentHash) {
-      if (syncd::core::content_hash(pixels.data(), frame_bytes) != header.content_hash) ++counters.hash_failures;
-    } else {
+    if (!hashed) {
       ++counters.unhashed_frames;
+    } else if (hasher.digest() != header.content_hash) {
+      ++counters.hash_failures;
     }
     if (counters.frames > 0 && header.sequence > expected_sequence) {
       counters.seq_gaps += header.sequence - expected_sequence;
@@ -295,6 +310,10 @@ int main(int argc, char** argv) {
   app.add_option("--warmup-frames", opt.warmup_frames,
                  "frames before steady_cpu_ms_per_frame starts counting")
       ->capture_default_str();
+  app.add_option("--hash-window-kb", opt.hash_window_kb,
+                 "read and hash the pixels in windows of this size (0: whole frame, then hash)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1u << 20));
   app.add_flag("--huge-pages", opt.huge_pages,
                "read into a huge-page buffer from syncd's frame pool instead of a std::vector");
   try {

@@ -1,10 +1,13 @@
 // The verifying test publisher: checks every byte of every accepted frame against what its
 // producer put in, and the order of the frames.
 //
-// A frame carrying a content hash is verified by XXH3-64 over all of its pixels (~0.2 ms for a
-// 1080p frame here, well inside the 16.7 ms budget, so nothing is sampled). A frame without one
-// (a browser canvas) is checked by its sequence marker instead and counted apart, so the two
-// strengths of evidence are never mixed. Sequence checks: duplicates, gaps and reordering.
+// A frame carrying a content hash is verified by XXH3-64 over all of its pixels, so nothing is
+// sampled. For a frame that came in over a WebSocket the ingest has already hashed the slot's
+// bytes, in slot order, as each window landed (FrameInfo::received_hash, asked for by
+// verifies_content()); this publisher compares the two. Any other frame (the pattern source's)
+// it hashes itself (~0.2 ms for a 1080p frame). A frame without a content hash (a browser
+// canvas) is checked by its sequence marker instead and counted apart, so the two strengths of
+// evidence are never mixed. Sequence checks: duplicates, gaps and reordering.
 //
 // Thread: the loop thread (see Publisher).
 #pragma once
@@ -36,6 +39,7 @@ class TestPublisher final : public Publisher {
   void on_stream_open(const Stream& stream) override;
   void on_stream_forget(uint32_t stream_id) override;
   void on_frame(const Stream& stream, FrameSlot& slot) override;
+  bool verifies_content() const override { return true; }
   void write_stream_stats(uint32_t stream_id, nlohmann::json& out) const override;
   void write_metrics(telemetry::PrometheusText& out,
                      const std::vector<const Stream*>& streams) const override;
