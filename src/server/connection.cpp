@@ -641,7 +641,8 @@ void Connection::on_message_data(uint8_t* data, size_t size) {
     // total is not known from the first header).
     media::Stream* stream = server_.registry().find(in.stream_id);
     if (stream) stream->count_dropped(media::DropReason::kSizeMismatch);
-    refuse_frame(control::error_code::kFrameSizeMismatch, "frame carries more bytes than its stream's frame size");
+    refuse_frame(control::error_code::kFrameSizeMismatch,
+                 "frame carries more bytes than its stream's frame size");
     return;
   }
   uint8_t* dst = in.slot->pixels + in.filled;
@@ -717,7 +718,8 @@ void Connection::begin_frame() {
   info.format = sc.format;
   info.bytes = stream->frame_bytes();
   in.slot = slot;
-  in.hashing = (h.flags & media::frame_flag::kHasContentHash) && server_.registry().verifies_content();
+  in.hashing =
+      (h.flags & media::frame_flag::kHasContentHash) && server_.registry().verifies_content();
   if (in.hashing) frame_hasher_.reset();
 }
 

@@ -224,8 +224,8 @@ int run(const Options& opt) {
     pixels.grow(frame_bytes);
 
     const bool hashed = header.flags & media::frame_flag::kHasContentHash;
-    const size_t window = opt.hash_window_kb && hashed ? size_t{opt.hash_window_kb} * 1024
-                                                       : size_t(frame_bytes);
+    const size_t window =
+        opt.hash_window_kb && hashed ? size_t{opt.hash_window_kb} * 1024 : size_t(frame_bytes);
     if (hashed) hasher.reset();
     bool complete = true;
     for (size_t at = 0; at < frame_bytes && complete; at += window) {
