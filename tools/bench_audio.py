@@ -21,7 +21,8 @@ import subprocess
 import sys
 import time
 
-from bench_common import get_stats, least_squares_slope, pinned, rss_bytes, stage_delta
+from bench_common import (find_stream, get_stats, least_squares_slope, pinned, rss_bytes,
+                          stage_delta)
 
 # Where each process runs. The audio reader is the RTT's measuring instrument, so it shares
 # syncd's core rather than the producer's: there its wake-ups wait behind the kernel's copy of
@@ -129,15 +130,14 @@ def main():
                                                 stats["audio"]["read_rtt"],
                                                 stats["stage_histogram_bounds_us"])
         # How long syncd's loop stayed away from epoll at a time while the reader measured.
-        if "loop_iteration_busy" in stats["process"]:
-            summary["syncd_loop_iteration_busy"] = stage_delta(
-                before["process"]["loop_iteration_busy"], stats["process"]["loop_iteration_busy"],
-                stats["stage_histogram_bounds_us"])
+        summary["syncd_loop_iteration_busy"] = stage_delta(
+            before["process"]["loop_iteration_busy"], stats["process"]["loop_iteration_busy"],
+            stats["stage_histogram_bounds_us"])
         ok = (audio["dropped_frames"] == 0 and audio["first_frame_gaps"] == 0 and
               abs(audio["continuity"] - 1.0) <= 0.001 and
               audio["verify"]["mismatched_frames"] == 0 and stats["audio"]["frames_dropped"] == 0)
         if args.arm == "av-concurrent":
-            video = next((s for s in stats["streams"] if s["name"] == "video"), None)
+            video = find_stream(stats, "video")
             if video is None:
                 raise RuntimeError("the video stream never opened")
             recent = video["recent_seconds_unique_fps"]

@@ -17,22 +17,7 @@ import subprocess
 import sys
 import time
 
-from bench_common import get_stats, least_squares_slope, pinned, rss_bytes
-
-
-
-
-
-
-def stream_of(stats, name):
-    for s in stats["streams"]:
-        if s["name"] == name:
-            return s
-    return None
-
-
-
-
+from bench_common import find_stream, get_stats, least_squares_slope, pinned, rss_bytes
 
 
 def main():
@@ -67,7 +52,7 @@ def main():
         stats = get_stats(port)
         if record_memory:  # only while the stream runs: its pool is freed when it closes
             memory.append((time.monotonic() - start, rss_bytes(syncd.pid)))
-        s = stream_of(stats, "paced")
+        s = find_stream(stats, "paced")
         if s:
             recent = s["recent_seconds_unique_fps"]
             first = s["complete_seconds"] - len(recent)

@@ -132,11 +132,7 @@ def http_get(port, path, timeout=5.0):
         return 0, {}, b""
 
 
-def find_stream(stats, name):
-    matches = [s for s in (stats or {}).get("streams", []) if s.get("name") == name]
-    return matches[-1] if matches else None
-
-
+find_stream = bench_common.find_stream
 Child = bench_common.Child
 
 
