@@ -176,6 +176,32 @@ class FrameIngest(unittest.TestCase):
             syncd.wait_for(lambda: syncd.stream_stats("frag")["frames_verified"] == 1)
             ws.close()
 
+    def test_oversized_fragmented_frame_refused_next_frame_verifies(self):
+        # The first message's fragments carry more pixels than the stream's frame: syncd refuses
+        # it part-way, after hashing some of it. The next frame must verify on its own bytes,
+        # so the ingest's hash starts over with every frame.
+        with Syncd() as syncd:
+            ws = RawWebSocket(syncd.port)
+            ws.send_text(json.dumps({"type": "hello", "protocol": 1}))
+            ws.recv_json()
+            ws.send_text(json.dumps({"type": "stream.open", "name": "big", "width": W,
+                                     "height": H}))
+            sid = ws.recv_json()["stream"]
+            msg = frame_message(sid, 0, marker_pixels(FRAME_BYTES, 0))
+            ws.send(client_frame(2, msg[:4000], fin=False))
+            ws.send(client_frame(0, msg[4000:], fin=False))
+            ws.send(client_frame(0, b"\x55" * 4096, fin=True))
+            err = ws.recv_json()
+            self.assertEqual(err["code"], "frame_size_mismatch")
+            ws.send(client_frame(2, frame_message(sid, 1, marker_pixels(FRAME_BYTES, 1))))
+            s = syncd.wait_for(lambda: (lambda s: s if s and s["frames_accepted"] == 1 else None)(
+                syncd.stream_stats("big")))
+            self.assertEqual(s["frames_verified"], 1)
+            self.assertEqual(s["frames_verify_failed"], 0)
+            self.assertEqual(s["frames_dropped"]["size_mismatch"], 1)
+            self.assertTrue(accounting_holds(s))
+            ws.close()
+
 
 if __name__ == "__main__":
     unittest.main()
