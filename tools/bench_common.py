@@ -43,7 +43,8 @@ def least_squares_slope(points):
 def stage_delta(before, after, bounds_us):
     """What a syncd stage aggregate (count, total_us, histogram) gained between two /stats
     documents, with upper bounds on its p99 and p99.9 from the histogram (None: the +Inf bucket
-    or no events). The lifetime max cannot be differenced; it is reported as max_us_lifetime."""
+    or no events) and the number of events over 1 ms. The lifetime max cannot be differenced; it
+    is reported as max_us_lifetime."""
     buckets = [a - b for a, b in zip(after["histogram"], before["histogram"])]
     count = after["count"] - before["count"]
 
@@ -57,9 +58,12 @@ def stage_delta(before, after, bounds_us):
                 return bounds_us[i] if i < len(bounds_us) else None
         return None
 
+    # Bucket i + 1 holds the events above bounds_us[i].
+    over_1ms = sum(n for n, lower in zip(buckets[1:], bounds_us) if lower >= 1000.0)
     return {"count": count,
             "mean_us": (after["total_us"] - before["total_us"]) / count if count else None,
             "p99_at_most_us": bound(0.99), "p999_at_most_us": bound(0.999),
+            "over_1ms": over_1ms,
             "max_us_lifetime": after["max_us"], "histogram": buckets,
             "bounds_us": bounds_us}
 

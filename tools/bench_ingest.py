@@ -6,13 +6,15 @@ tcp, ...), so that the noise of a shared 2-core machine falls on both alike. Abs
 drift from day to day; the ratios syncd/tcp are the result.
 
   arm "tcp":   sync-tcp-sink (core 0)  <- sync-producer --raw-tcp (core 1)
-               the sink reads each frame straight into one buffer and XXH3-hashes it: the floor
-               for any verifying receiver.
+               the sink reads each frame straight into one buffer, XXH3-hashing each 256 KiB
+               window as it lands, as syncd's ingest does: the floor for any verifying receiver.
   arm "syncd": syncd --publisher test (core 0)  <- sync-producer over WebSocket (core 1)
                the test publisher verifies every frame's hash and sequence marker.
   arm "tcp-huge" (opt-in): the tcp arm with the sink reading into a huge-page buffer, as syncd's
                frame pool is; the ratio syncd/tcp-huge is what remains once memory layout is
                equal.
+  arm "tcp-whole" (opt-in): the tcp arm reading the whole frame first and hashing it after
+               (--hash-window-kb 0): what hashing windows while they are in cache saves.
 
 Per arm and round it records frames/s three ways, for every arm alike:
   fps_steady    frames after the --warmup-frames'th / the time from its end to the last frame's,
@@ -74,12 +76,12 @@ def run_producer(args, paths, target_args):
     return summary
 
 
-def run_tcp_arm(args, paths, huge_pages=False):
+def run_tcp_arm(args, paths, sink_args=()):
     sink = Child("sync-tcp-sink", pinned(SERVER_CORE, [
         str(paths["sink"]), "--port", "0", "--frames", str(args.frames),
         "--width", str(args.width), "--height", str(args.height),
         "--warmup-frames", str(args.warmup_frames),
-        *(["--huge-pages"] if huge_pages else []),
+        *sink_args,
     ]))
     try:
         port = port_from_line(sink.first_stdout_line(10), "sync-tcp-sink")
@@ -219,9 +221,11 @@ def run_syncd_arm(args, paths):
 
 ARMS = {
     "tcp": run_tcp_arm,
-    "tcp-huge": lambda args, paths: run_tcp_arm(args, paths, huge_pages=True),
+    "tcp-huge": lambda args, paths: run_tcp_arm(args, paths, ["--huge-pages"]),
+    "tcp-whole": lambda args, paths: run_tcp_arm(args, paths, ["--hash-window-kb", "0"]),
     "syncd": run_syncd_arm,
 }
+BASELINES = ("tcp", "tcp-huge", "tcp-whole")  # the arms syncd's figures are divided by
 METRICS = ("fps_steady", "fps_wall", "fps_producer", "server_cpu_ms_per_frame",
            "server_cpu_ms_per_frame_with_setup")
 
@@ -258,7 +262,7 @@ def summarize(runs, arms):
     # Two ratios per baseline: of the medians, and the median of each round's own ratio. The
     # second pairs arms that ran seconds apart, so drifts slower than a round cancel out.
     ratio, paired = {}, {}
-    for baseline in ("tcp", "tcp-huge"):
+    for baseline in BASELINES:
         if baseline in median and "syncd" in median:
             ratio[baseline] = {m: median["syncd"][m] / median[baseline][m] for m in METRICS}
             paired[baseline] = {
@@ -271,17 +275,17 @@ def print_table(args, median, ratio, paired):
     print(f"\nIngest of {args.width}x{args.height} rgba8 at max rate, {args.frames} frames per arm, "
           f"median of {args.rounds} round(s); server on core {SERVER_CORE}, producer on core "
           f"{PRODUCER_CORE}")
-    header = (f"{'':21} {'frames/s (steady)':>18} {'frames/s (wall)':>16} "
+    header = (f"{'':23} {'frames/s (steady)':>18} {'frames/s (wall)':>16} "
               f"{'frames/s (producer)':>20} {'server CPU ms/frame':>20}")
     print(header)
     print("-" * len(header))
     for arm, row in median.items():
-        print(f"{arm:21} {row['fps_steady']:18.1f} {row['fps_wall']:16.1f} "
+        print(f"{arm:23} {row['fps_steady']:18.1f} {row['fps_wall']:16.1f} "
               f"{row['fps_producer']:20.1f} {row['server_cpu_ms_per_frame']:20.3f}")
     for kind, table in (("", ratio), (" paired", paired)):
         for baseline, row in table.items():
             label = f"syncd/{baseline}{kind}"
-            print(f"{label:21} {row['fps_steady']:17.2f}x {row['fps_wall']:15.2f}x "
+            print(f"{label:23} {row['fps_steady']:17.2f}x {row['fps_wall']:15.2f}x "
                   f"{row['fps_producer']:19.2f}x {row['server_cpu_ms_per_frame']:19.2f}x")
 
 
@@ -298,7 +302,8 @@ def parse_args(argv):
     parser.add_argument("--build-dir", default="build/release",
                         help="CMake build tree holding syncd and the tools (default build/release)")
     parser.add_argument("--arms", default="tcp,syncd",
-                        help="comma-separated subset of tcp,tcp-huge,syncd (default tcp,syncd)")
+                        help="comma-separated subset of " + ",".join(ARMS) +
+                        " (default tcp,syncd)")
     parser.add_argument("--timeout", type=float, default=120,
                         help="seconds one producer run may take before the run fails")
     parser.add_argument("--out", help="also write the results as JSON here")
@@ -306,7 +311,7 @@ def parse_args(argv):
     args.arm_list = [a.strip() for a in args.arms.split(",") if a.strip()]
     unknown = [a for a in args.arm_list if a not in ARMS]
     if unknown or not args.arm_list:
-        parser.error(f"--arms takes tcp, tcp-huge and/or syncd, got {args.arms!r}")
+        parser.error(f"--arms takes some of {', '.join(ARMS)}, got {args.arms!r}")
     if args.rounds < 1 or args.frames < 1:
         parser.error("--rounds and --frames must be positive")
     if not 1 <= args.warmup_frames < args.frames:
@@ -350,10 +355,8 @@ def main(argv):
             "cores": {"server": SERVER_CORE, "producer": PRODUCER_CORE},
             "host": {"kernel": platform.release(), "cpus": os.cpu_count()},
             "median": median,
-            "ratio_syncd_over_tcp": ratio.get("tcp"),
-            "ratio_syncd_over_tcp_huge": ratio.get("tcp-huge"),
-            "paired_ratio_syncd_over_tcp": paired.get("tcp"),
-            "paired_ratio_syncd_over_tcp_huge": paired.get("tcp-huge"),
+            **{f"ratio_syncd_over_{b.replace('-', '_')}": ratio.get(b) for b in BASELINES},
+            **{f"paired_ratio_syncd_over_{b.replace('-', '_')}": paired.get(b) for b in BASELINES},
             "runs": runs,
         }
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")

@@ -17,7 +17,8 @@ import subprocess
 import sys
 import time
 
-from bench_common import find_stream, get_stats, least_squares_slope, pinned, rss_bytes
+from bench_common import (find_stream, get_stats, least_squares_slope, pinned, rss_bytes,
+                          stage_delta)
 
 
 def main():
@@ -37,6 +38,7 @@ def main():
                              stdout=subprocess.PIPE, text=True)
     line = syncd.stdout.readline()
     port = int(line.strip().rsplit(":", 1)[1])
+    before = get_stats(port)
     producer = subprocess.Popen(
         pinned(1, [producer_bin, "--url", f"ws://127.0.0.1:{port}/ws", "--stream", "paced",
                    "--width", str(width), "--height", str(height), "--fps", str(args.fps),
@@ -58,13 +60,13 @@ def main():
             first = s["complete_seconds"] - len(recent)
             for i, fps in enumerate(recent):
                 bins[first + i] = fps
-        return s
+        return stats, s
 
     s = None
     next_sample = time.monotonic()
     while producer.poll() is None:
         if time.monotonic() >= next_sample:
-            s = sample()
+            _, s = sample()
             next_sample += 5
             if live and s:
                 print(f"\r{time.monotonic() - start:6.0f}s  fps {s['last_second_unique_fps']:3d}"
@@ -76,11 +78,14 @@ def main():
         print(file=sys.stderr)
     producer_summary = json.loads(producer.stdout.read().strip().splitlines()[-1])
     time.sleep(0.5)
-    s = sample(record_memory=False)
+    final, s = sample(record_memory=False)
     syncd.send_signal(signal.SIGTERM)
     exit_code = syncd.wait(timeout=10)
 
     per_second = [bins[k] for k in sorted(bins)]
+    loop_busy = stage_delta(before["process"]["loop_iteration_busy"],
+                            final["process"]["loop_iteration_busy"],
+                            final["stage_histogram_bounds_us"])
     slope_points = [(t / 60.0, b / 1024.0) for t, b in memory if t >= 60.0]
     slope = least_squares_slope(slope_points)
     summary = {
@@ -103,13 +108,20 @@ def main():
         "rss_mib_last": memory[-1][1] / 2**20 if memory else None,
         "rss_slope_kib_per_min": slope,
         "memory_samples": [{"t": round(t, 1), "rss": b} for t, b in memory],
+        # Where a frame's time goes in syncd (the /stats stages: mean per frame), and how long
+        # its loop stayed away from epoll at a time over the run (set-up included).
+        "stage_mean_us": {name: st["total_us"] / st["count"] if st["count"] else None
+                          for name, st in s["stages"].items()},
+        "loop_iteration_busy": loop_busy,
+        "loop_iterations_over_1ms_per_s": loop_busy["over_1ms"] / args.seconds,
         "syncd_exit_code": exit_code,
     }
     if args.out:
         with open(args.out, "w") as f:
             json.dump(summary, f, indent=1)
     brief = {k: v for k, v in summary.items() if k not in ("per_second_unique_fps",
-                                                             "memory_samples")}
+                                                             "memory_samples",
+                                                             "loop_iteration_busy")}
     print(json.dumps(brief, indent=1))
     ok = (summary["low_rate_seconds"] == 0 and s["frames_dropped_total"] == 0 and
           summary["frames_verify_failed"] == 0 and exit_code == 0)
