@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "media/publisher_factory.h"
 #include "server/server.h"
 
 namespace {
@@ -34,7 +35,8 @@ int main(int argc, char** argv) {
   size_t read_window_kb = cfg.read_window_bytes / 1024;
   app.add_option("--host", cfg.host, "Address to listen on")->capture_default_str();
   app.add_option("--port", cfg.port, "TCP port (0 = pick a free one)")->capture_default_str();
-  app.add_option("--publisher", publishers, "Publishers, comma-separated: test, shm")
+  app.add_option("--publisher", publishers,
+                 "Publishers, comma-separated: " + syncd::media::publisher_names())
       ->capture_default_str();
   app.add_option("--shm-path", cfg.shm.path,
                  "Shared-memory ring file (default /dev/shm/sync-<uid>.frames)");
@@ -67,6 +69,23 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--headtracker", cfg.headtracker,
                  "Head tracker for the pose topic: auto, /dev/hidrawN or replay:FILE");
+  size_t max_queued_kb = cfg.writer.max_queued_bytes / 1024;
+  app.add_option("--max-queued-kb", max_queued_kb,
+                 "Per connection: bytes copied for a peer and not yet written")
+      ->check(CLI::Range(size_t{16}, size_t{1} << 20))
+      ->capture_default_str();
+  size_t output_budget_mb = cfg.output_budget_bytes >> 20;
+  app.add_option("--output-budget-mb", output_budget_mb,
+                 "All connections: bytes copied for peers and not yet written")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 14))
+      ->capture_default_str();
+  app.add_option("--max-pinned-frames", cfg.writer.max_pinned_slots,
+                 "Per connection: frame slots its writes may hold")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
+  app.add_option("--write-timeout-ms", cfg.writer.write_timeout_ms,
+                 "Close a connection whose writes make no progress this long (0: never)")
+      ->capture_default_str();
   app.add_option("--receiver-max-frames", cfg.receiver_max_frames,
                  "HTTP stream receivers: frames in flight per receiver at most")
       ->check(CLI::Range(1, 16))
@@ -99,8 +118,9 @@ int main(int argc, char** argv) {
 
   cfg.publishers = split_commas(publishers);
   for (const std::string& p : cfg.publishers) {
-    if (p != "test" && p != "shm") {
-      std::fprintf(stderr, "syncd: unknown publisher '%s' (available: test, shm)\n", p.c_str());
+    if (!syncd::media::find_publisher(p)) {
+      std::fprintf(stderr, "syncd: unknown publisher '%s' (available: %s)\n", p.c_str(),
+                   syncd::media::publisher_names().c_str());
       return 2;
     }
   }
@@ -115,6 +135,8 @@ int main(int argc, char** argv) {
   }
   for (const std::string& o : origins)
     for (const std::string& item : split_commas(o)) cfg.allowed_origins.push_back(item);
+  cfg.writer.max_queued_bytes = max_queued_kb * 1024;
+  cfg.output_budget_bytes = output_budget_mb << 20;
   cfg.max_message_bytes = max_message_mb << 20;
   cfg.stream_limits.max_frame_bytes = cfg.max_message_bytes;
   cfg.idle_timeout_ms = idle_timeout_s * 1000;

@@ -37,7 +37,7 @@ FrameHeaderError parse_frame_header(const uint8_t* data, FrameHeader& out) {
   if (out.magic != kFrameMagic) return FrameHeaderError::kBadMagic;
   if (out.version != kFrameHeaderVersion) return FrameHeaderError::kBadVersion;
   if (out.header_bytes != kFrameHeaderBytes) return FrameHeaderError::kBadHeaderBytes;
-  if (out.format > static_cast<uint32_t>(PixelFormat::kBgra8)) return FrameHeaderError::kBadFormat;
+  if (out.format > kPixelFormatMax) return FrameHeaderError::kBadFormat;
   return FrameHeaderError::kNone;
 }
 

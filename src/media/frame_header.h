@@ -8,13 +8,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "media/pixel_format.h"
+
 namespace syncd::media {
 
 inline constexpr uint32_t kFrameMagic = 0x464E5953;  // "SYNF" on the wire
 inline constexpr uint16_t kFrameHeaderVersion = 1;
 inline constexpr size_t kFrameHeaderBytes = 56;
-
-enum class PixelFormat : uint32_t { kStreamDefault = 0, kRgba8 = 1, kBgra8 = 2 };
 
 namespace frame_flag {
 inline constexpr uint32_t kHasContentHash = 1u << 0;  // content_hash holds XXH3-64 of the pixels

@@ -20,7 +20,7 @@ class AnonymousMapping final : public PoolBacking {
 }  // namespace
 
 FramePool* FramePool::create(size_t slot_bytes, uint32_t slot_count) {
-  if (slot_count == 0 || slot_bytes == 0) return nullptr;
+  if (slot_count == 0 || slot_count > kMaxSlots || slot_bytes == 0) return nullptr;
   const size_t page = size_t(::sysconf(_SC_PAGESIZE));
   const size_t stride = (slot_bytes + page - 1) / page * page;
   // A 1080p frame spans 2025 small pages; the kernel's copy into a slot and every pass over it
@@ -55,55 +55,84 @@ FramePool* FramePool::create(size_t slot_bytes, uint32_t slot_count) {
 FramePool* FramePool::create_in(uint8_t* first_slot, size_t slot_stride, uint32_t slot_count,
                                 size_t slot_bytes, std::unique_ptr<PoolBacking> backing,
                                 SlotReuse reuse) {
+  if (slot_count == 0 || slot_count > kMaxSlots) return nullptr;
   auto* pool = new FramePool();
   pool->reuse_ = reuse;
   pool->backing_ = std::move(backing);
   pool->mapped_bytes_ = slot_stride * slot_count;
   pool->slot_bytes_ = slot_bytes;
-  pool->slots_.resize(slot_count);
-  pool->free_.resize(slot_count);
+  pool->slot_count_ = slot_count;
+  pool->slots_ = std::make_unique<FrameSlot[]>(slot_count);
   for (uint32_t i = 0; i < slot_count; ++i) {
     FrameSlot& s = pool->slots_[i];
     s.pixels = first_slot + size_t(i) * slot_stride;
     s.index = i;
     s.pool = pool;
-    pool->free_[i] = i;
+    s.released_at = i;  // first use in index order
   }
-  pool->free_count_ = slot_count;
+  pool->release_clock_.store(slot_count, std::memory_order_relaxed);
+  pool->free_mask_.store(slot_count == 64 ? ~uint64_t(0) : (uint64_t(1) << slot_count) - 1,
+                         std::memory_order_release);
   return pool;
 }
 
 FramePool::~FramePool() = default;  // the backing releases the memory
 
 FrameSlot* FramePool::acquire() {
-  if (free_count_ == 0) return nullptr;
-  FrameSlot* slot;
-  if (reuse_ == SlotReuse::kMostRecent) {
-    slot = &slots_[free_[(free_head_ + free_count_ - 1) % free_.size()]];
-  } else {
-    slot = &slots_[free_[free_head_]];
-    free_head_ = (free_head_ + 1) % free_.size();
+  // Only this thread clears bits, so the set seen here can only grow until the fetch_and below.
+  uint64_t mask = free_mask_.load(std::memory_order_acquire);
+  if (mask == 0) return nullptr;
+  FrameSlot* best = nullptr;
+  for (uint64_t m = mask; m != 0; m &= m - 1) {
+    FrameSlot* s = &slots_[__builtin_ctzll(m)];
+    if (!best || (reuse_ == SlotReuse::kMostRecent ? s->released_at > best->released_at
+                                                   : s->released_at < best->released_at))
+      best = s;
   }
-  --free_count_;
-  slot->refs = 1;
-  slot->info = FrameInfo{};
-  ++refs_;
-  if (backing_) backing_->on_acquire(*slot);
-  return slot;
+  free_mask_.fetch_and(~(uint64_t(1) << best->index), std::memory_order_relaxed);
+  best->refs.store(1, std::memory_order_relaxed);
+  best->info = FrameInfo{};
+  refs_.fetch_add(1, std::memory_order_relaxed);
+  if (backing_) backing_->on_acquire(*best);
+  return best;
 }
 
 void FramePool::release(FrameSlot* slot) {
-  if (--slot->refs == 0) slot->pool->give_back(slot);
+  // acq_rel: the thread that frees the slot sees every write other holders made to it.
+  if (slot->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) slot->pool->give_back(slot);
+}
+
+bool FramePool::try_pin(FrameSlot* slot) {
+  FramePool* pool = slot->pool;
+  uint32_t pins = pool->pins_.load(std::memory_order_relaxed);
+  do {
+    if (pins >= pool->pin_cap()) {
+      pool->pins_refused_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+  } while (!pool->pins_.compare_exchange_weak(pins, pins + 1, std::memory_order_relaxed));
+  retain(slot);
+  return true;
+}
+
+void FramePool::unpin(FrameSlot* slot) {
+  FramePool* pool = slot->pool;
+  pool->pins_.fetch_sub(1, std::memory_order_relaxed);
+  release(slot);  // may free the pool: nothing after this touches it
+}
+
+uint32_t FramePool::slots_in_use() const {
+  return slot_count_ - uint32_t(__builtin_popcountll(free_mask_.load(std::memory_order_relaxed)));
 }
 
 void FramePool::give_back(FrameSlot* slot) {
-  free_[(free_head_ + free_count_) % free_.size()] = slot->index;
-  ++free_count_;
+  slot->released_at = release_clock_.fetch_add(1, std::memory_order_relaxed) + 1;
+  free_mask_.fetch_or(uint64_t(1) << slot->index, std::memory_order_release);
   drop_ref();
 }
 
 void FramePool::drop_ref() {
-  if (--refs_ == 0) delete this;
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
 }
 
 }  // namespace syncd::media

@@ -1,21 +1,29 @@
 // A fixed pool of frame slots for one stream, allocated once at stream setup.
 //
-// Slots are reference-counted: the writer holds one reference while the socket fills the slot,
-// and every publisher that keeps the frame past on_frame() takes another. When the last reference
-// goes the slot returns to the free list. A pool with no free slot refuses at acquire(), which is
-// how the newest frame is dropped at admission instead of queueing.
+// Slots are reference-counted: the writer holds one reference while it fills the slot, and every
+// consumer that keeps the frame past on_frame() takes another. When the last reference goes the
+// slot returns to the free set. A pool with no free slot refuses at acquire(), which is how the
+// newest frame is dropped at admission instead of queueing.
+//
+// Consumers that keep frames (a socket write in flight, a worker converting or verifying) pin
+// them with try_pin(). Pins are capped per pool at slot_count - 1, so whatever consumers do, the
+// next frame always finds a free slot and ingest goes on at full rate; a consumer refused a pin
+// drops the frame and counts it (docs/architecture.md, "Who may hold a frame").
 //
 // The pool's memory is one mapping, touched at setup so that resident memory is flat from the
 // first frame on. The pool itself is reference-counted too (one reference per slot in use plus
-// the owning stream's), so a stream may close while a publisher still holds one of its frames.
+// the owning stream's), so a stream may close while a consumer still holds one of its frames.
 //
-// Thread: the loop thread only (acquire, retain, release, and the pool references).
+// Threads: acquire() and pin accounting's cap belong to one thread, the pool's writer (syncd's
+// loop thread). retain(), release(), unpin() and drop_ref() are safe on any thread that holds a
+// reference: a worker may drop the last one, and the slot (or the pool) is freed there. Reference
+// counts and the free set are atomics; nothing here locks or allocates after create().
 #pragma once
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <vector>
 
 #include "media/frame_header.h"
 
@@ -38,7 +46,7 @@ struct FrameInfo {
   uint32_t width = 0;
   uint32_t height = 0;
   PixelFormat format = PixelFormat::kRgba8;
-  size_t bytes = 0;
+  size_t bytes = 0;               // the frame's bytes (all planes), from the stream's layout
 };
 
 class FramePool;
@@ -70,16 +78,22 @@ struct FrameSlot {
   uint8_t* pixels = nullptr;
   FrameInfo info;
   uint32_t index = 0;
-  uint32_t refs = 0;
+  std::atomic<uint32_t> refs{0};
+  // Order of the last release (the pool's release clock), written before the slot's free bit is
+  // published: acquire() picks the most or least recent by it.
+  uint64_t released_at = 0;
   FramePool* pool = nullptr;
 };
 
 class FramePool {
  public:
+  // Slots a pool may have: the free set is one 64-bit word.
+  static constexpr uint32_t kMaxSlots = 64;
+
   // Creates a pool of slot_count slots of slot_bytes each (rounded up to whole pages) in an
   // anonymous mapping backed by transparent huge pages where the kernel allows them, reusing
   // the most recently released slot first. Returns nullptr if the memory cannot be had. The
-  // caller owns one pool reference.
+  // caller owns one pool reference. Control plane (may take milliseconds: it faults in pages).
   static FramePool* create(size_t slot_bytes, uint32_t slot_count);
   // A pool over memory the backing owns: slot i starts at first_slot + i * slot_stride.
   static FramePool* create_in(uint8_t* first_slot, size_t slot_stride, uint32_t slot_count,
@@ -87,17 +101,28 @@ class FramePool {
                               SlotReuse reuse);
 
   // A free slot with one reference (the caller's), or nullptr when every slot is in use.
+  // The writer's thread only.
   FrameSlot* acquire();
-  static void retain(FrameSlot* slot) { ++slot->refs; }
-  // Drops a reference; the slot is free again at zero.
+  // Any thread holding a reference.
+  static void retain(FrameSlot* slot) { slot->refs.fetch_add(1, std::memory_order_relaxed); }
+  // Drops a reference; the slot is free again at zero. Any thread holding a reference.
   static void release(FrameSlot* slot);
 
-  void add_ref() { ++refs_; }
+  // A consumer keeps the frame past on_frame(): takes a reference if the pool's pin cap allows
+  // it (false: the consumer drops the frame). Any thread holding a reference.
+  static bool try_pin(FrameSlot* slot);
+  // Gives a pin back (and its reference). Any thread.
+  static void unpin(FrameSlot* slot);
+
+  void add_ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void drop_ref();
 
   size_t slot_bytes() const { return slot_bytes_; }
-  uint32_t slot_count() const { return uint32_t(slots_.size()); }
-  uint32_t slots_in_use() const { return uint32_t(slots_.size() - free_count_); }
+  uint32_t slot_count() const { return slot_count_; }
+  uint32_t slots_in_use() const;
+  uint32_t pins() const { return pins_.load(std::memory_order_relaxed); }
+  uint32_t pin_cap() const { return slot_count_ > 1 ? slot_count_ - 1 : 1; }
+  uint64_t pins_refused() const { return pins_refused_.load(std::memory_order_relaxed); }
   size_t mapped_bytes() const { return mapped_bytes_; }
 
  private:
@@ -108,14 +133,14 @@ class FramePool {
   std::unique_ptr<PoolBacking> backing_;
   size_t mapped_bytes_ = 0;
   size_t slot_bytes_ = 0;
-  std::vector<FrameSlot> slots_;
+  uint32_t slot_count_ = 0;
+  std::unique_ptr<FrameSlot[]> slots_;
   SlotReuse reuse_ = SlotReuse::kLeastRecent;
-  // Free slot indices in release order, a ring of capacity slot_count: released slots go in at
-  // the tail; acquire() takes from the head (kLeastRecent) or the tail (kMostRecent).
-  std::vector<uint32_t> free_;
-  size_t free_head_ = 0;
-  size_t free_count_ = 0;
-  uint32_t refs_ = 1;
+  std::atomic<uint64_t> free_mask_{0};      // bit i set: slot i is free
+  std::atomic<uint64_t> release_clock_{0};  // orders releases for SlotReuse
+  std::atomic<uint32_t> pins_{0};
+  std::atomic<uint64_t> pins_refused_{0};
+  std::atomic<uint32_t> refs_{1};
 };
 
 }  // namespace syncd::media

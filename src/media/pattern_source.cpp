@@ -104,25 +104,19 @@ uint64_t PatternSource::produce_due(uint64_t now_ns) {
   while (now_ns >= due_ns(tick_)) {
     ++tick_;
     const uint64_t sequence = sequence_++;
-    stream_->count_offered();
-    FrameSlot* slot = stream_->pool()->acquire();
-    if (!slot) {
-      stream_->count_dropped(DropReason::kPoolFull);
-      continue;
-    }
-    render(slot->pixels, sequence);
-    FrameInfo& info = slot->info;
-    info.stream_id = stream_->id();
-    info.flags = frame_flag::kHasContentHash;
-    info.sequence = sequence;
-    info.capture_time_us = now_ns / 1000;
-    info.width = config_.width;
-    info.height = config_.height;
-    info.format = PixelFormat::kRgba8;
-    info.bytes = stream_->frame_bytes();
-    info.content_hash = core::content_hash(slot->pixels, info.bytes);
-    info.receive_start_ns = now_ns;
-    registry_.admit(*stream_, slot, now_ns);
+    IngestRequest request;
+    request.stream_id = stream_->id();
+    request.owner = kOwner;
+    request.flags = frame_flag::kHasContentHash;
+    request.sequence = sequence;
+    request.capture_time_us = now_ns / 1000;
+    request.start_ns = now_ns;
+    IngestRefusal refusal;
+    SlotLease lease = registry_.begin(request, refusal);
+    if (!lease) continue;  // pool full: counted by the registry
+    render(lease.pixels(), sequence);
+    lease.info().content_hash = core::content_hash(lease.pixels(), lease.frame_bytes());
+    lease.commit(lease.frame_bytes(), now_ns);
   }
   return due_ns(tick_) - now_ns;
 }

@@ -20,6 +20,8 @@ class Publisher {
  public:
   virtual ~Publisher() = default;
   virtual std::string_view name() const = 0;
+  // syncd is stopping: finish or drop what is in flight and stop any thread of the publisher.
+  virtual void stop() {}
   // Control plane: may allocate per-stream state.
   virtual void on_stream_open(const Stream& stream) = 0;
   // The stream is closing: no more frames will come (its pool may outlive it while held).
@@ -39,6 +41,12 @@ class Publisher {
   virtual bool verifies_content() const { return false; }
   // Adds this publisher's per-stream figures to a stream's stats object.
   virtual void write_stream_stats(uint32_t stream_id, nlohmann::json& out) const = 0;
+  // Adds stream-level fields that this publisher is the authority for (the test publisher's
+  // frames_verified), beside the stream's own counters.
+  virtual void write_stream_summary(uint32_t stream_id, nlohmann::json& stream) const {
+    (void)stream_id;
+    (void)stream;
+  }
   // Adds this publisher's metric families, with samples for each of the given streams.
   virtual void write_metrics(telemetry::PrometheusText& out,
                              const std::vector<const Stream*>& streams) const = 0;

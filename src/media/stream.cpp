@@ -18,35 +18,12 @@ const char* drop_reason_name(DropReason r) {
   return "?";
 }
 
-const char* pixel_format_name(PixelFormat f) {
-  switch (f) {
-    case PixelFormat::kRgba8:
-      return "rgba8";
-    case PixelFormat::kBgra8:
-      return "bgra8";
-    case PixelFormat::kStreamDefault:
-      break;
-  }
-  return "?";
-}
-
-bool parse_pixel_format(std::string_view name, PixelFormat& out) {
-  if (name == "rgba8") {
-    out = PixelFormat::kRgba8;
-    return true;
-  }
-  if (name == "bgra8") {
-    out = PixelFormat::kBgra8;
-    return true;
-  }
-  return false;
-}
-
-Stream::Stream(uint32_t id, StreamConfig config, uint64_t owner, FramePool* pool)
+Stream::Stream(uint32_t id, StreamConfig config, const FrameLayout& layout, uint64_t owner,
+               FramePool* pool)
     : id_(id),
       config_(std::move(config)),
       owner_(owner),
-      frame_bytes_(size_t(config_.width) * config_.height * 4),
+      layout_(layout),
       pool_(pool) {}
 
 Stream::~Stream() {

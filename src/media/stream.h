@@ -11,6 +11,7 @@
 
 #include "media/frame_header.h"
 #include "media/frame_pool.h"
+#include "media/pixel_format.h"
 #include "telemetry/rate_bins.h"
 #include "telemetry/stage_stats.h"
 
@@ -21,7 +22,7 @@ enum class DropReason : uint8_t {
   kPoolFull,          // every slot held by publishers: the newest frame is refused
   kSizeMismatch,      // payload length differs from the stream's frame size
   kGeometryMismatch,  // header width/height/format differ from the stream's
-  kDisconnected,      // producer went away mid-frame
+  kDisconnected,      // producer went away mid-frame, or its stream closed under the frame
   kCount,
 };
 const char* drop_reason_name(DropReason r);
@@ -35,9 +36,6 @@ struct StreamConfig {
   uint32_t slots = 4;
 };
 
-const char* pixel_format_name(PixelFormat f);
-bool parse_pixel_format(std::string_view name, PixelFormat& out);
-
 struct StreamCounters {
   uint64_t offered = 0;
   uint64_t accepted = 0;
@@ -50,18 +48,21 @@ struct StreamCounters {
   }
 };
 
-// Per-stage timing (see docs/protocol.md, "Telemetry").
+// Per-stage timing of the frames a source commits (see docs/protocol.md, "Telemetry"). The
+// stages are the source's, whatever its transport: a WebSocket producer's decode time is its
+// unmasking, a decoder's would be decoding.
 struct StreamStages {
-  telemetry::StageStats ingest_gap;  // message start to message start of consecutive frames
-  telemetry::StageStats receive;     // first to last byte of a frame's message
-  telemetry::StageStats unmask;      // decoder time over the frame's in-slot bytes
+  telemetry::StageStats ingest_gap;  // start to start of consecutive accepted frames
+  telemetry::StageStats receive;     // a frame's start to its commit
+  telemetry::StageStats decode;      // the source's own work on the frame's bytes (unmasking)
   telemetry::StageStats hash;        // ingest hashing the frame's pixels as they land
-  telemetry::StageStats publish;     // fan-out to every publisher, verification included
+  telemetry::StageStats publish;     // fan-out to every publisher
 };
 
 class Stream {
  public:
-  Stream(uint32_t id, StreamConfig config, uint64_t owner, FramePool* pool);
+  Stream(uint32_t id, StreamConfig config, const FrameLayout& layout, uint64_t owner,
+         FramePool* pool);
   ~Stream();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -69,16 +70,12 @@ class Stream {
   uint32_t id() const { return id_; }
   const StreamConfig& config() const { return config_; }
   uint64_t owner() const { return owner_; }
-  size_t frame_bytes() const { return frame_bytes_; }
+  size_t frame_bytes() const { return layout_.bytes; }
+  const FrameLayout& layout() const { return layout_; }
   // nullptr once the stream is closed (its pool released).
   FramePool* pool() const { return pool_; }
   bool open() const { return pool_ != nullptr; }
 
-  // An incoming frame names this stream.
-  void count_offered() { ++counters_.offered; }
-  void count_dropped(DropReason r) { ++counters_.dropped[size_t(r)]; }
-  // A frame was admitted; updates unique-frame bins. Returns true when it was unique.
-  bool count_accepted(uint64_t sequence, uint64_t now_ns);
   void tick(uint64_t now_ns) { rate_.advance(now_ns / 1'000'000); }
   // Drops the pool reference; counters stay readable.
   void close();
@@ -91,10 +88,17 @@ class Stream {
   uint64_t last_publish_ns = 0;       // when the publishers last handed back a frame
 
  private:
+  // The ingest API (StreamRegistry::begin, SlotLease) is the only place frames are counted.
+  friend class StreamRegistry;
+  void count_offered() { ++counters_.offered; }
+  void count_dropped(DropReason r) { ++counters_.dropped[size_t(r)]; }
+  // A frame was admitted; updates unique-frame bins. Returns true when it was unique.
+  bool count_accepted(uint64_t sequence, uint64_t now_ns);
+
   uint32_t id_;
   StreamConfig config_;
   uint64_t owner_;
-  size_t frame_bytes_;
+  FrameLayout layout_;
   FramePool* pool_;
   StreamCounters counters_;
   bool any_accepted_ = false;

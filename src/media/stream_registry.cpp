@@ -43,10 +43,10 @@ Stream* StreamRegistry::open(const StreamConfig& config, uint64_t owner, OpenErr
     error = OpenError::kNameTaken;
     return nullptr;
   }
-  if (config.width == 0 || config.height == 0 || config.width > limits_.max_width ||
-      config.height > limits_.max_height ||
-      size_t(config.width) * config.height * 4 > limits_.max_frame_bytes ||
-      config.format == PixelFormat::kStreamDefault) {
+  FrameLayout layout;
+  if (config.width > limits_.max_width || config.height > limits_.max_height ||
+      !frame_layout(config.format, config.width, config.height, layout) ||
+      layout.bytes > limits_.max_frame_bytes) {
     error = OpenError::kBadGeometry;
     return nullptr;
   }
@@ -58,7 +58,7 @@ Stream* StreamRegistry::open(const StreamConfig& config, uint64_t owner, OpenErr
     error = OpenError::kTooMany;
     return nullptr;
   }
-  const size_t frame_bytes = size_t(config.width) * config.height * 4;
+  const size_t frame_bytes = layout.bytes;
   if (pool_bytes_ + frame_bytes * config.slots > limits_.max_pool_bytes_total) {
     error = OpenError::kNoMemory;
     return nullptr;
@@ -73,7 +73,7 @@ Stream* StreamRegistry::open(const StreamConfig& config, uint64_t owner, OpenErr
   }
   pool_bytes_ += pool->mapped_bytes();
   const uint32_t id = next_id_++;
-  auto stream = std::make_unique<Stream>(id, config, owner, pool);
+  auto stream = std::make_unique<Stream>(id, config, layout, owner, pool);
   Stream* raw = stream.get();
   open_.emplace(id, std::move(stream));
   for (auto& p : publishers_) p->on_stream_open(*raw);
@@ -113,23 +113,116 @@ Stream* StreamRegistry::find(const std::string& name) {
   return nullptr;
 }
 
-void StreamRegistry::admit(Stream& stream, FrameSlot* slot, uint64_t now_ns) {
+Stream* StreamRegistry::find_any(uint32_t id) {
+  if (Stream* s = find(id)) return s;
+  for (auto& s : closed_)
+    if (s->id() == id) return s.get();
+  return nullptr;
+}
+
+SlotLease StreamRegistry::begin(const IngestRequest& r, IngestRefusal& refusal) {
+  Stream* stream = find(r.stream_id);
+  if (!stream) {
+    refusal = IngestRefusal::kUnknownStream;
+    return {};
+  }
+  if (stream->owner() != r.owner) {
+    refusal = IngestRefusal::kNotOwner;
+    return {};
+  }
+  stream->count_offered();
+  const StreamConfig& sc = stream->config();
+  if ((r.width != 0 && r.width != sc.width) || (r.height != 0 && r.height != sc.height) ||
+      (r.format != PixelFormat::kStreamDefault && r.format != sc.format)) {
+    stream->count_dropped(DropReason::kGeometryMismatch);
+    refusal = IngestRefusal::kGeometryMismatch;
+    return {};
+  }
+  if (r.payload_bytes != 0 && r.payload_bytes != stream->frame_bytes()) {
+    stream->count_dropped(DropReason::kSizeMismatch);
+    refusal = IngestRefusal::kSizeMismatch;
+    return {};
+  }
+  FrameSlot* slot = stream->pool()->acquire();
+  if (!slot) {
+    // The newest frame is refused at admission rather than queued.
+    stream->count_dropped(DropReason::kPoolFull);
+    refusal = IngestRefusal::kPoolFull;
+    return {};
+  }
+  FrameInfo& info = slot->info;
+  info.stream_id = r.stream_id;
+  info.flags = r.flags;
+  info.sequence = r.sequence;
+  info.capture_time_us = r.capture_time_us;
+  info.content_hash = r.content_hash;
+  info.receive_start_ns = r.start_ns;
+  info.width = sc.width;
+  info.height = sc.height;
+  info.format = sc.format;
+  info.bytes = stream->frame_bytes();
+  refusal = IngestRefusal::kNone;
+  return SlotLease(this, slot);
+}
+
+void StreamRegistry::abort(FrameSlot* slot, DropReason reason) {
+  if (Stream* stream = find_any(slot->info.stream_id)) stream->count_dropped(reason);
+  FramePool::release(slot);
+}
+
+bool StreamRegistry::commit(FrameSlot* slot, uint64_t now_ns) {
+  Stream* stream = find(slot->info.stream_id);
+  if (!stream) {  // closed under the frame: the frame had nowhere to go
+    abort(slot, DropReason::kDisconnected);
+    return false;
+  }
   FrameInfo& info = slot->info;
   info.accept_ns = now_ns;
   // Bins count a frame at its first byte: arrival of the message's start tracks the producer's
   // pacing, while the last byte also carries the transfer time of 8 MB.
-  stream.count_accepted(info.sequence, info.receive_start_ns);
-  if (stream.last_accept_start_ns != 0 && info.receive_start_ns >= stream.last_accept_start_ns)
-    stream.stages().ingest_gap.record(info.receive_start_ns - stream.last_accept_start_ns);
-  stream.last_accept_start_ns = info.receive_start_ns;
-  stream.stages().receive.record(now_ns - info.receive_start_ns);
+  stream->count_accepted(info.sequence, info.receive_start_ns);
+  if (stream->last_accept_start_ns != 0 && info.receive_start_ns >= stream->last_accept_start_ns)
+    stream->stages().ingest_gap.record(info.receive_start_ns - stream->last_accept_start_ns);
+  stream->last_accept_start_ns = info.receive_start_ns;
+  stream->stages().receive.record(now_ns - info.receive_start_ns);
 
-  for (auto& p : publishers_) p->on_frame(stream, *slot);
+  for (auto& p : publishers_) p->on_frame(*stream, *slot);
   const uint64_t published_ns = core::monotonic_ns();
-  stream.stages().publish.record(published_ns - now_ns);
-  stream.last_publish_ns = published_ns;
-  events_.record({stream.id(), 0, info.sequence, info.receive_start_ns, now_ns, published_ns});
+  stream->stages().publish.record(published_ns - now_ns);
+  stream->last_publish_ns = published_ns;
+  events_.record({stream->id(), 0, info.sequence, info.receive_start_ns, now_ns, published_ns});
   FramePool::release(slot);
+  return true;
+}
+
+SlotLease& SlotLease::operator=(SlotLease&& other) noexcept {
+  if (this != &other) {
+    if (slot_) abort(DropReason::kDisconnected);
+    registry_ = other.registry_;
+    slot_ = other.slot_;
+    other.slot_ = nullptr;
+  }
+  return *this;
+}
+
+SlotLease::~SlotLease() {
+  if (slot_) abort(DropReason::kDisconnected);
+}
+
+bool SlotLease::commit(size_t filled, uint64_t now_ns) {
+  FrameSlot* slot = slot_;
+  slot_ = nullptr;
+  if (filled != slot->info.bytes) {
+    registry_->abort(slot, DropReason::kSizeMismatch);
+    return false;
+  }
+  return registry_->commit(slot, now_ns);
+}
+
+void SlotLease::abort(DropReason reason) {
+  FrameSlot* slot = slot_;
+  slot_ = nullptr;
+  registry_->abort(slot, reason);
 }
 
 void StreamRegistry::tick(uint64_t now_ns) {
@@ -187,7 +280,7 @@ void StreamRegistry::write_stats(nlohmann::json& out) const {
         {"stages",
          {{"ingest_gap", telemetry::stage_json(s->stages().ingest_gap)},
           {"receive", telemetry::stage_json(s->stages().receive)},
-          {"unmask", telemetry::stage_json(s->stages().unmask)},
+          {"decode", telemetry::stage_json(s->stages().decode)},
           {"hash", telemetry::stage_json(s->stages().hash)},
           {"publish", telemetry::stage_json(s->stages().publish)}}},
     };
@@ -196,16 +289,9 @@ void StreamRegistry::write_stats(nlohmann::json& out) const {
       nlohmann::json pj = nlohmann::json::object();
       p->write_stream_stats(s->id(), pj);
       pubs[std::string(p->name())] = std::move(pj);
+      p->write_stream_summary(s->id(), j);
     }
     j["publishers"] = std::move(pubs);
-    // The test publisher's figures are the verification contract; lift them for convenience.
-    if (j["publishers"].contains("test")) {
-      const auto& t = j["publishers"]["test"];
-      if (t.contains("verified")) j["frames_verified"] = t["verified"];
-      if (t.contains("verify_failed"))
-        j["frames_verify_failed"] = t["verify_failed"]["hash_mismatch"].get<uint64_t>() +
-                                    t["verify_failed"]["marker_mismatch"].get<uint64_t>();
-    }
     list.push_back(std::move(j));
   }
   out["streams"] = std::move(list);
@@ -244,11 +330,11 @@ void StreamRegistry::write_metrics(telemetry::PrometheusText& out) const {
   out.family("syncd_stream_open", "gauge", "1 while the stream is open.");
   for (const Stream* s : streams) out.sample("syncd_stream_open", label(s), uint64_t(s->open()));
 
-  const char* stage_names[] = {"ingest_gap", "receive", "unmask", "hash", "publish"};
+  const char* stage_names[] = {"ingest_gap", "receive", "decode", "hash", "publish"};
   out.family("syncd_stage_seconds", "histogram", "Per-frame time in each pipeline stage.");
   for (const Stream* s : streams) {
     const telemetry::StageStats* stages[] = {&s->stages().ingest_gap, &s->stages().receive,
-                                             &s->stages().unmask, &s->stages().hash,
+                                             &s->stages().decode, &s->stages().hash,
                                              &s->stages().publish};
     for (size_t i = 0; i < std::size(stages); ++i)
       out.histogram("syncd_stage_seconds", label(s) + ",stage=\"" + stage_names[i] + "\"",

@@ -1,4 +1,10 @@
-// The router: open streams, the publishers, and the fan-out of accepted frames.
+// The router: open streams, the publishers, the one ingest API, and the fan-out of accepted
+// frames.
+//
+// Ingest: every source (a WebSocket producer, the pattern source, and later shared-memory
+// ingest, the WAN receiver, a decoder) asks begin() for a slot lease, fills the lease's slot, and
+// commits or aborts it. Admission, drops by reason and the accounting identity
+// (offered == accepted + dropped) live here and nowhere else.
 //
 // Closed streams keep their counters for a while (the most recent kRetainedClosedStreams), so a
 // producer that disconnects right after its last frame still leaves an exact account in /stats.
@@ -29,6 +35,67 @@ struct StreamLimits {
   size_t frame_event_records = 1u << 16;  // ~18 min of one 60 fps stream; 2.6 MB
 };
 
+// What a source knows of a frame when it begins one (a WebSocket producer: the frame header).
+struct IngestRequest {
+  uint32_t stream_id = 0;
+  uint64_t owner = 0;  // the source; must own the stream
+  uint32_t flags = 0;
+  uint64_t sequence = 0;
+  uint64_t capture_time_us = 0;
+  uint64_t content_hash = 0;
+  uint32_t width = 0;  // 0: the stream's
+  uint32_t height = 0;
+  PixelFormat format = PixelFormat::kStreamDefault;
+  // Bytes the frame will carry when the source knows them up front (0: not known yet, checked
+  // at commit): a frame of the wrong size is refused before any byte is read.
+  uint64_t payload_bytes = 0;
+  uint64_t start_ns = 0;  // first byte of the frame (CLOCK_MONOTONIC)
+};
+
+// Why begin() gave no lease. The first two are not the stream's to count (there is no stream
+// of the source's); the rest are counted as drops of the stream.
+enum class IngestRefusal {
+  kNone,
+  kUnknownStream,
+  kNotOwner,
+  kGeometryMismatch,
+  kSizeMismatch,
+  kPoolFull,
+};
+
+class StreamRegistry;
+
+// A frame being filled: one slot of a stream's pool, owned by the source until it commits or
+// aborts. Move-only; a lease dropped unfinished is aborted as kDisconnected. The source's thread
+// (syncd's loop thread) only.
+class SlotLease {
+ public:
+  SlotLease() = default;
+  SlotLease(SlotLease&& other) noexcept { *this = std::move(other); }
+  SlotLease& operator=(SlotLease&& other) noexcept;
+  ~SlotLease();
+
+  explicit operator bool() const { return slot_ != nullptr; }
+  uint8_t* pixels() const { return slot_->pixels; }
+  size_t frame_bytes() const { return slot_->info.bytes; }
+  FrameInfo& info() const { return slot_->info; }
+  uint32_t stream_id() const { return slot_->info.stream_id; }
+
+  // The frame is complete: counted, published to every publisher, and the lease's reference
+  // dropped. `filled` is how many bytes the source wrote; a frame short of (or past) the
+  // stream's frame size is dropped as kSizeMismatch instead, and one whose stream closed under
+  // it as kDisconnected (both return false).
+  bool commit(size_t filled, uint64_t now_ns);
+  // The frame will not be completed: counted as dropped for `reason`, slot released.
+  void abort(DropReason reason);
+
+ private:
+  friend class StreamRegistry;
+  SlotLease(StreamRegistry* registry, FrameSlot* slot) : registry_(registry), slot_(slot) {}
+  StreamRegistry* registry_ = nullptr;
+  FrameSlot* slot_ = nullptr;
+};
+
 // Stable error codes of stream setup (docs/protocol.md, "Errors").
 enum class OpenError { kNone, kNameTaken, kBadGeometry, kBadSlots, kTooMany, kNoMemory };
 const char* open_error_code(OpenError e);
@@ -42,6 +109,10 @@ class StreamRegistry {
   ~StreamRegistry();
 
   void add_publisher(std::unique_ptr<Publisher> publisher);
+  // syncd is stopping: each publisher finishes or drops what it holds (Publisher::stop).
+  void stop_publishers() {
+    for (auto& p : publishers_) p->stop();
+  }
   const std::vector<std::unique_ptr<Publisher>>& publishers() const { return publishers_; }
   // Whether any publisher verifies frames by their content hash (Publisher::verifies_content).
   bool verifies_content() const { return verifies_content_; }
@@ -53,10 +124,12 @@ class StreamRegistry {
 
   Stream* find(uint32_t id);  // open streams only
   Stream* find(const std::string& name);
+  // Open or retained closed streams.
+  Stream* find_any(uint32_t id);
 
-  // Data plane: the frame in slot is complete. Counts it, fans it out to every publisher and
-  // drops the writer's reference. Never allocates or throws.
-  void admit(Stream& stream, FrameSlot* slot, uint64_t now_ns);
+  // Data plane: a source begins a frame. A lease with a slot for it, or an empty lease and the
+  // reason (already counted on the stream when it is the stream's). Never allocates or throws.
+  SlotLease begin(const IngestRequest& request, IngestRefusal& refusal);
 
   // Once a second or more: closes rate bins.
   void tick(uint64_t now_ns);
@@ -71,6 +144,10 @@ class StreamRegistry {
   size_t pool_bytes() const { return pool_bytes_; }
 
  private:
+  friend class SlotLease;
+  bool commit(FrameSlot* slot, uint64_t now_ns);
+  void abort(FrameSlot* slot, DropReason reason);
+
   StreamLimits limits_;
   std::vector<std::unique_ptr<Publisher>> publishers_;
   std::map<uint32_t, std::unique_ptr<Stream>> open_;

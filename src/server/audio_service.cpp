@@ -11,6 +11,7 @@
 
 #include "core/clock.h"
 #include "server/connection.h"
+#include "server/control_router.h"
 
 namespace syncd::server {
 
@@ -154,30 +155,30 @@ void AudioService::send_packet(uint64_t /*now_ns*/) {
   uint8_t* start = r.header + ws::kMaxServerHeaderBytes - ws_bytes;
   std::memcpy(start, ws_header, ws_bytes);
   audio::encode_naud_header(h, r.header + ws::kMaxServerHeaderBytes);
-  unsigned nbufs = 0;
-  r.bufs[nbufs++] = uv_buf_init(reinterpret_cast<char*>(start),
-                                unsigned(ws_bytes + audio::kNaudHeaderBytes));
+  uv_buf_t pieces[2];
+  size_t npieces = 0;
   const size_t frame_bytes = sizeof(float) * config_.channels;
   for (int i = 0; i < 2; ++i) {
     if (run.samples.frames[i] == 0) continue;
     // Zero copy: the kernel reads ring memory, which stays ours until on_write consumes it.
-    r.bufs[nbufs++] = uv_buf_init(reinterpret_cast<char*>(run.samples.part[i]),
-                                  unsigned(run.samples.frames[i] * frame_bytes));
+    pieces[npieces++] = uv_buf_init(reinterpret_cast<char*>(run.samples.part[i]),
+                                    unsigned(run.samples.frames[i] * frame_bytes));
   }
   r.frames_in_flight = frames;
-  r.write_req.data = this;
-  const int rc = uv_write(&r.write_req, reinterpret_cast<uv_stream_t*>(r.connection->handle()),
-                          r.bufs, nbufs, &AudioService::on_write);
-  if (rc < 0) {
+  const SendStatus sent = r.connection->writer().send_borrowed(
+      std::string_view(reinterpret_cast<const char*>(start), ws_bytes + audio::kNaudHeaderBytes),
+      std::span<const uv_buf_t>(pieces, npieces), &AudioService::on_write, this);
+  if (sent != SendStatus::kQueued) {
     r.frames_in_flight = 0;  // the frames stay in the ring for the next read
+    ++packets_refused_;
     return;
   }
   r.writing = true;
   bytes_sent_ += ws_bytes + payload;
 }
 
-void AudioService::on_write(uv_write_t* req, int status) {
-  auto* self = static_cast<AudioService*>(req->data);
+void AudioService::on_write(void* context, int status) {
+  auto* self = static_cast<AudioService*>(context);
   Reader& r = *self->reader_;
   r.writing = false;
   // Delivered or not (a cancelled write on a closing connection), the frames are released:
@@ -210,6 +211,16 @@ void AudioService::connection_closed(uint64_t connection_id) {
   attached_ = false;
   reader_->waiting = false;
   reader_->connection = nullptr;
+}
+
+void AudioService::register_control(ControlRouter& router) {
+  router.add<control::AudioRead>("audio", [this](Connection& c, const control::ControlMessage& m) {
+    std::string why;
+    if (const char* code = read(c, std::get<control::AudioRead>(m), why)) c.send_error(code, why);
+  });
+  router.add<control::AudioInfo>("audio", [this](Connection& c, const control::ControlMessage&) {
+    c.send_text(info_json());
+  });
 }
 
 std::string AudioService::info_json() const {
@@ -257,6 +268,7 @@ void AudioService::write_stats(nlohmann::json& out) const {
       {"reads", reads_},
       {"reads_busy", reads_busy_},
       {"reads_in_use", reads_in_use_},
+      {"packets_refused", packets_refused_},
       {"reader_attaches", attaches_},
       {"reader_attached", attached_},
       {"bytes_sent", bytes_sent_},

@@ -2,9 +2,10 @@
 // backend, and serves audio.read / audio.info for the control protocol.
 //
 // The ring has one consumer, this service on the loop thread. The first connection that reads
-// becomes the source's reader until it disconnects; its packets are scatter-written straight
-// from ring memory (NAUD header + up to two ring pieces), and the frames are released to the
-// writer only when the write completes, so samples are copied once, by the kernel. While no
+// becomes the source's reader until it disconnects; its packets go through the connection's
+// writer straight from ring memory (SocketWriter::send_borrowed: NAUD header + up to two ring
+// pieces), and the frames are released to the capture thread only when the write completes, so
+// samples are copied once, by the kernel. While no
 // connection reads, a timer discards what the backend captures so the ring never overruns.
 //
 // Thread: the loop thread for everything here; the backend's threads only touch the ring.
@@ -29,6 +30,7 @@
 namespace syncd::server {
 
 class Connection;
+class ControlRouter;
 
 class AudioService {
  public:
@@ -55,6 +57,8 @@ class AudioService {
   std::string info_json() const;
   // From the connection's close callback, after every write callback of it has run.
   void connection_closed(uint64_t connection_id);
+  // Routes audio.read and audio.info to this service.
+  void register_control(ControlRouter& router);
 
   void write_stats(nlohmann::json& out) const;
   void write_metrics(telemetry::PrometheusText& out) const;
@@ -74,13 +78,11 @@ class AudioService {
     uint64_t next_frame = 0;    // first_frame the next packet continues from
     bool started = false;
     uint32_t frames_in_flight = 0;
-    uv_write_t write_req;
-    uv_buf_t bufs[3];
     uint8_t header[ws::kMaxServerHeaderBytes + audio::kNaudHeaderBytes];
   };
 
   static void on_timer(uv_timer_t* timer);
-  static void on_write(uv_write_t* req, int status);
+  static void on_write(void* self, int status);
   void send_packet(uint64_t now_ns);
   uint32_t max_packet_frames() const;
 
@@ -101,6 +103,7 @@ class AudioService {
   uint64_t reads_ = 0;
   uint64_t reads_busy_ = 0;
   uint64_t reads_in_use_ = 0;
+  uint64_t packets_refused_ = 0;  // the reader's output limits refused a packet
   uint64_t attaches_ = 0;
   uint64_t bytes_sent_ = 0;
   telemetry::StageStats read_rtt_;  // request received -> reply written

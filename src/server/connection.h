@@ -1,35 +1,63 @@
-// One client connection: HTTP/1.1 request, then (after an Upgrade on /ws) a WebSocket carrying
-// control protocol v1 and binary video frames.
+// One client connection, as a transport: bytes in, protocol events out, and one writer out.
+//
+// It reads an HTTP/1.1 request head and hands it to the host (the HTTP routes); after an
+// Upgrade on /ws it decodes WebSocket frames and hands text messages to the host (the control
+// router) and binary messages to its FrameIngest, which leases pool slots through the media
+// ingest API. Everything it sends goes through its SocketWriter.
 //
 // The frame path: when a binary message's payload is due, on_alloc() hands libuv the rest of the
 // frame's pool slot, one window at a time, so the kernel copies socket bytes straight into the
-// slot and the decoder unmasks them there. Only the first bytes of a message, which arrive in the
-// same read as its WebSocket header, are copied from the connection's small read buffer.
+// slot and the decoder unmasks them there (FrameIngest::direct_window).
 //
-// Thread: the loop thread. Memory: owned by the Server; freed in the handle's close callback.
+// Thread: the loop thread. Memory: created by the server; deleted in the handle's close callback
+// after the host has been told (ConnectionHost::connection_closed).
 #pragma once
 
 #include <uv.h>
 
-#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 
-#include "core/content_hash.h"
-#include "media/frame_header.h"
-#include "media/frame_pool.h"
 #include "net/http/request_parser.h"
 #include "net/ws/frame_decoder.h"
+#include "net/ws/frame_encoder.h"
+#include "server/frame_ingest.h"
+#include "server/socket_writer.h"
 
 namespace syncd::server {
 
-class Server;
+class Connection;
+struct ServerConfig;
+struct ServerCounters;
 
-class Connection final : public ws::DecoderSink {
+// What a connection needs from the rest of syncd; the server implements it. Loop thread.
+class ConnectionHost {
  public:
-  Connection(Server& server, uint64_t id);
+  virtual ~ConnectionHost() = default;
+  virtual const ServerConfig& config() const = 0;
+  virtual ServerCounters& counters() = 0;
+  virtual OutputBudget& output_budget() = 0;
+  virtual media::StreamRegistry& registry() = 0;
+  // A complete request head; `rest` is what followed it in the same read.
+  virtual void on_http_request(Connection& c, const http::Request& request, char* rest,
+                               size_t rest_size) = 0;
+  // A complete text message of an open WebSocket.
+  virtual void on_control_message(Connection& c, std::string_view text) = 0;
+  // From the close callback, before the connection is deleted: forget every pointer to it.
+  virtual void connection_closed(Connection& c) = 0;
+  // Read turns (see Connection::on_read): whether anyone besides own_fd wants the loop, and
+  // resuming a connection after the loop has polled.
+  virtual bool others_waiting(int own_fd) = 0;
+  virtual void resume_after_poll(Connection& c) = 0;
+  // Where refused frame bytes are read to (content never looked at).
+  virtual std::span<uint8_t> discard_buffer() = 0;
+};
+
+class Connection final : public ws::DecoderSink, private WriterListener {
+ public:
+  Connection(ConnectionHost& host, uint64_t id);
   ~Connection() override;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -39,66 +67,64 @@ class Connection final : public ws::DecoderSink {
   uv_tcp_t* handle() { return &tcp_; }
   uint64_t id() const { return id_; }
 
-  // Called by the server's sweep timer.
+  // Called by the server's sweep timer: handshake, idle and write timeouts.
   void check_timeouts(uint64_t now_ns);
   // Orderly shutdown: WebSocket peers get a Close 1001, others are closed.
   void shutdown_for_exit();
   // Closes the socket now; the object is deleted from the close callback.
   void destroy();
+  bool closing() const { return closing_; }
 
-  bool is_websocket() const { return phase_ == Phase::kWebSocket; }
-  // The socket, for publishers that write to it directly (HTTP stream receivers).
-  uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp_); }
+  bool is_websocket() const { return phase_ == Phase::kWebSocket && !closing_; }
+  SocketWriter& writer() { return *writer_; }
   // Reading was paused after a turn's budget of bytes (see on_read); picks it up again.
   void resume_reading();
-  // A control-protocol text message (dropped unless this is an open WebSocket).
-  void send_text(std::string_view json) { send_ws(ws::Opcode::kText, json); }
+
+  // HTTP: a complete response, then the connection closes once it is written (no keep-alive:
+  // syncd's HTTP endpoints are polled at human or Prometheus rates; the WebSocket is the
+  // long-lived path).
+  void send_http(int status, std::string_view content_type, std::string_view body,
+                 std::string_view extra_headers = {});
+  // HTTP: the 101 response has been built; the connection speaks WebSocket from here on. `rest`
+  // is what the client sent after its request head.
+  void upgrade_to_websocket(std::string_view response, char* rest, size_t rest_size);
+  // HTTP: a response head of an endless body that services write with writer(); the client's
+  // bytes are read and ignored so that its EOF is seen.
+  void start_streaming(std::string_view response_head);
+
+  // WebSocket: control messages. Dropped unless this is an open WebSocket. A reply that does
+  // not fit the connection's output limits closes the connection (slow consumer). Returns
+  // whether it was queued.
+  bool send_text(std::string_view json);
+  // WebSocket: an event the peer did not ask for (a pose sample). Dropped, not closing the
+  // connection, when it does not fit the output limits. Returns whether it was queued.
+  bool send_event(std::string_view json);
+  // An `error` control message with a stable code; counted.
+  void send_error(const char* code, std::string_view message, std::string_view extra = {});
+  // Sends a Close and closes the socket once it is written.
+  void close_websocket(uint16_t code, std::string_view reason);
+  // Control-protocol session state.
+  bool hello_done() const { return hello_done_; }
+  void set_hello_done() { hello_done_ = true; }
 
  private:
-  // kStreaming: the connection carries an HTTP stream to a receiver; the server only writes.
   enum class Phase { kHttp, kWebSocket, kStreaming, kClosing };
-
-  // Ingest state of the binary message being received.
-  struct Ingest {
-    bool active = false;
-    bool discarding = false;  // refused: remaining payload is read and thrown away
-    bool single_frame = false;
-    uint64_t message_bytes = 0;  // from the header when single_frame
-    uint8_t header[media::kFrameHeaderBytes] = {};
-    size_t header_have = 0;
-    media::FrameSlot* slot = nullptr;
-    uint32_t stream_id = 0;
-    size_t filled = 0;  // pixel bytes written into the slot
-    uint64_t start_ns = 0;
-    uint64_t unmask_ns = 0;
-    bool hashing = false;  // the frame carries a content hash and a publisher verifies it
-    uint64_t hash_ns = 0;
-  };
 
   static void on_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
   static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
   static void on_closed(uv_handle_t* handle);
 
   void handle_http_bytes(char* data, size_t size);
-  void handle_request(const http::Request& request, char* rest, size_t rest_size);
-  void accept_websocket(const http::Request& request, char* rest, size_t rest_size);
-  void accept_receiver(const http::Request& request, std::string_view stream_name);
-  void grant_credit_http(const http::Request& request);
-  bool serve_web_asset(std::string_view path);
-  bool origin_allowed(std::string_view origin) const;
   void feed_websocket(uint8_t* data, size_t size);
+  void end_read_turn(uv_stream_t* stream, size_t nread);
+  void update_receive_low_water();
+  bool send_ws(ws::Opcode opcode, std::string_view payload, bool close_if_refused = true);
+  void close_after_written();
+  void start_reading();
+  void stop_reading();
 
-  // HTTP replies close the connection after the write (no keep-alive: syncd's HTTP endpoints
-  // are polled at human or Prometheus rates; the WebSocket is the long-lived path).
-  void send_http(int status, std::string_view content_type, std::string_view body,
-                 std::string_view extra_headers = {});
-  void send_ws(ws::Opcode opcode, std::string_view payload);
-  void send_control_json(std::string json) { send_ws(ws::Opcode::kText, json); }
-  void send_error(const char* code, std::string_view message, std::string_view extra = {});
-  // Sends a Close and closes the socket once it is written.
-  void close_websocket(uint16_t code, std::string_view reason);
-  void write_raw(std::string bytes, bool close_after);
-  static void on_write(uv_write_t* req, int status);
+  // WriterListener
+  void on_write_complete(int status) override;
 
   // ws::DecoderSink
   void on_message_begin(ws::Opcode opcode, uint64_t first_frame_bytes, bool single_frame) override;
@@ -109,22 +135,20 @@ class Connection final : public ws::DecoderSink {
   void on_close(uint16_t code, std::string_view reason) override;
   void on_protocol_error(uint16_t close_code, const char* reason) override;
 
-  void handle_control(std::string_view text);
-  void begin_frame();  // the frame header is complete: admit or refuse
-  void refuse_frame(const char* code, std::string message);
-  void abandon_frame();  // connection lost mid-frame
-
-  Server& server_;
+  ConnectionHost& host_;
   uint64_t id_;
   uv_tcp_t tcp_;
   Phase phase_ = Phase::kHttp;
   bool closing_ = false;
+  bool close_when_written_ = false;
+  bool reading_ = false;
+  // Reading stopped because this connection's replies go unread (see on_write_complete).
+  bool paused_for_output_ = false;
+  bool paused_for_turn_ = false;
   bool hello_done_ = false;
-  bool pose_subscribed_ = false;
   uint64_t created_ns_ = 0;
   uint64_t last_receive_ns_ = 0;
   uint64_t last_ping_ns_ = 0;
-  size_t pending_write_bytes_ = 0;
   size_t turn_bytes_ = 0;  // bytes read since reading last (re)started
 
   std::unique_ptr<uint8_t[]> read_buffer_;
@@ -132,13 +156,10 @@ class Connection final : public ws::DecoderSink {
   ws::FrameDecoder decoder_;
   ws::Opcode message_opcode_ = ws::Opcode::kContinuation;
   std::string text_;  // text message being assembled (control plane)
-  Ingest ingest_;
-  // Hashes the frame in ingest_ window by window as it lands (Ingest::hashing). Outside Ingest
-  // so that starting a frame resets 576 bytes of state only when the frame is hashed.
-  core::ContentHasher frame_hasher_;
+  FrameIngest ingest_;
+  std::unique_ptr<SocketWriter> writer_;
   uint8_t* direct_read_ = nullptr;  // where on_alloc pointed the last read, if into a slot
   size_t receive_low_water_ = 1;    // the socket's SO_RCVLOWAT, as last set
-  void update_receive_low_water();
 };
 
 }  // namespace syncd::server

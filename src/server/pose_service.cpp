@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/connection.h"
+#include "server/control_router.h"
 
 namespace syncd::server {
 
@@ -54,13 +55,23 @@ void PoseService::stop() {
   subscribers_.clear();
 }
 
-void PoseService::subscribe(Connection* c) {
-  subscribers_.insert(c);
-  c->send_text(status_json());  // the new subscriber learns at once whether a tracker is there
-}
-
-void PoseService::unsubscribe(Connection* c) {
-  subscribers_.erase(c);
+void PoseService::register_control(ControlRouter& router) {
+  router.add<control::Subscribe>("pose", [this](Connection& c, const control::ControlMessage& m) {
+    const auto& sub = std::get<control::Subscribe>(m);
+    if (sub.topic != "pose") {
+      c.send_error(control::error_code::kUnknownTopic, "the only topic is \"pose\"");
+      return;
+    }
+    c.send_text(sub.subscribe ? R"({"type":"subscribed","topic":"pose"})"
+                              : R"({"type":"unsubscribed","topic":"pose"})");
+    if (sub.subscribe && subscribers_.insert(&c).second) {
+      c.send_text(status_json());  // the new subscriber learns at once whether a tracker is there
+    } else if (!sub.subscribe) {
+      subscribers_.erase(&c);
+    }
+  });
+  router.add<control::PoseRecenter>(
+      "pose", [this](Connection&, const control::ControlMessage&) { pipeline_.request_recenter(); });
 }
 
 void PoseService::on_readable(uv_poll_t* handle, int status, int) {
@@ -132,8 +143,12 @@ void PoseService::drain() {
 
 void PoseService::broadcast(const std::string& text) {
   for (Connection* c : subscribers_) {
-    c->send_text(text);
-    ++events_sent_;
+    // A subscriber that reads too slowly loses events rather than its connection.
+    if (c->send_event(text)) {
+      ++events_sent_;
+    } else {
+      ++events_dropped_;
+    }
   }
 }
 
@@ -151,7 +166,8 @@ void PoseService::write_stats(nlohmann::json& out) const {
                         {"connects", s.connects},
                         {"disconnects", s.disconnects},
                         {"subscribers", subscribers_.size()},
-                        {"events_sent", events_sent_}};
+                        {"events_sent", events_sent_},
+                        {"events_dropped", events_dropped_}};
 }
 
 void PoseService::write_metrics(telemetry::PrometheusText& out) const {

@@ -23,6 +23,7 @@
 namespace syncd::server {
 
 class Connection;
+class ControlRouter;
 
 class PoseService {
  public:
@@ -36,9 +37,10 @@ class PoseService {
   // Stops the reader thread (the device is restored) and closes the poll handle.
   void stop();
 
-  void subscribe(Connection* c);
-  void unsubscribe(Connection* c);
-  void request_recenter() { pipeline_.request_recenter(); }
+  // Routes subscribe (topic "pose") and pose.recenter to this service.
+  void register_control(ControlRouter& router);
+  // From the connection's close callback.
+  void connection_closed(Connection& c) { subscribers_.erase(&c); }
 
   void write_stats(nlohmann::json& out) const;
   void write_metrics(telemetry::PrometheusText& out) const;
@@ -62,6 +64,7 @@ class PoseService {
   std::string device_;
   std::string last_status_;
   uint64_t events_sent_ = 0;
+  uint64_t events_dropped_ = 0;  // a subscriber's output limits refused the event
   std::string json_;  // reused event buffer
 };
 

@@ -8,7 +8,7 @@
 
 #include "core/clock.h"
 #include "core/process_stats.h"
-#include "media/publishers/test_publisher.h"
+#include "media/publisher_factory.h"
 #include "net/ws/unmask.h"
 #include "server/audio_service.h"
 #include "server/connection.h"
@@ -21,27 +21,66 @@ namespace {
 constexpr uint64_t kTickMs = 250;
 }
 
+namespace {
+// The HTTP stream publisher is part of every syncd: receivers come and go with tickets.
+StreamReceivers* add_receivers(media::StreamRegistry& registry, const ServerConfig& config) {
+  auto receivers = std::make_unique<StreamReceivers>(config.receiver_max_frames);
+  StreamReceivers* raw = receivers.get();
+  registry.add_publisher(std::move(receivers));
+  return raw;
+}
+}  // namespace
+
 Server::Server(ServerConfig config)
     : config_(std::move(config)),
+      output_budget_(config_.output_budget_bytes),
       registry_(config_.stream_limits),
+      receivers_(add_receivers(registry_, config_)),
+      http_routes_(HttpRoutes::Services{config_, counters_, registry_, tickets_, *receivers_,
+                                        [this] { return stats_json(); },
+                                        [this] { return metrics_text(); }}),
+      stream_control_(config_, registry_, tickets_, control_, [this] { return stats_json(); }),
       discard_(new uint8_t[config_.read_window_bytes]) {
   uv_loop_init(&loop_);
   // libuv then accounts the time it waits in epoll, which the loop's busy time excludes.
   uv_loop_configure(&loop_, UV_METRICS_IDLE_TIME);
   loop_.data = this;
+  media::PublisherContext context{&loop_, config_.shm};
   for (const std::string& name : config_.publishers) {
-    if (name == "test") registry_.add_publisher(std::make_unique<media::TestPublisher>());
-    if (name == "shm") registry_.add_publisher(std::make_unique<media::ShmPublisher>(config_.shm));
+    // Names were checked against the table on the command line; an unknown one is skipped.
+    if (const media::PublisherEntry* entry = media::find_publisher(name))
+      registry_.add_publisher(entry->make(context));
   }
-  // Receivers of HTTP streams come and go with tickets; the publisher is always there.
-  auto receivers = std::make_unique<StreamReceivers>(config_.receiver_max_frames);
-  receivers_ = receivers.get();
-  registry_.add_publisher(std::move(receivers));
 }
 
 Server::~Server() {
   pattern_.reset();
   uv_loop_close(&loop_);
+}
+
+void Server::register_control() {
+  stream_control_.register_control(control_);
+  receivers_->register_control(control_);
+  if (audio_) {
+    audio_->register_control(control_);
+  } else {
+    const char* why = "syncd runs without --audio-source";
+    control_.refuse<control::AudioRead>(control::error_code::kAudioUnavailable, why);
+    control_.refuse<control::AudioInfo>(control::error_code::kAudioUnavailable, why);
+  }
+  if (pose_) {
+    pose_->register_control(control_);
+  } else {
+    control_.add<control::Subscribe>("", [](Connection& c, const control::ControlMessage& m) {
+      if (std::get<control::Subscribe>(m).topic == "pose") {
+        c.send_error(control::error_code::kTopicUnavailable, "syncd runs without --headtracker");
+      } else {
+        c.send_error(control::error_code::kUnknownTopic, "the only topic is \"pose\"");
+      }
+    });
+    control_.refuse<control::PoseRecenter>(control::error_code::kTopicUnavailable,
+                                           "syncd runs without --headtracker");
+  }
 }
 
 int Server::start() {
@@ -124,6 +163,7 @@ int Server::start() {
       audio_.reset();
     }
   }
+  register_control();
   std::printf("syncd listening on %s:%u\n", ip, unsigned(bound_port_));
   std::fflush(stdout);
   return 0;
@@ -152,9 +192,9 @@ void Server::on_connection(uv_stream_t* listener, int status) {
   c->start();
 }
 
-void Server::resume_after_poll(Connection* connection) {
+void Server::resume_after_poll(Connection& connection) {
   if (paused_.empty()) uv_check_start(&resume_check_, &Server::on_check);
-  paused_.push_back(connection);
+  paused_.push_back(&connection);
 }
 
 bool Server::others_waiting(int own_fd) {
@@ -193,10 +233,14 @@ void Server::on_prepare(uv_prepare_t* prepare) {
   self->last_idle_ns_ = idle;
 }
 
-void Server::forget(Connection* connection) {
-  std::erase(paused_, connection);
-  std::erase(resuming_, connection);
-  connections_.remove(connection);
+void Server::connection_closed(Connection& c) {
+  receivers_->remove(c);
+  if (audio_) audio_->connection_closed(c.id());
+  if (pose_) pose_->connection_closed(c);
+  registry_.close_owned_by(c.id());
+  std::erase(paused_, &c);
+  std::erase(resuming_, &c);
+  connections_.remove(&c);
   if (stopping_ && connections_.empty()) close_shutdown_timer();
 }
 
@@ -223,6 +267,7 @@ void Server::stop() {
   if (listening_) uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
   listening_ = false;
   if (pattern_) pattern_->stop();
+  registry_.stop_publishers();  // worker threads end; the frames they held are released
   if (audio_) audio_->stop();
   if (pose_) pose_->stop();
   // Copy: connections remove themselves from the list as they close.
@@ -316,6 +361,11 @@ std::string Server::stats_json() {
       {"handshake_timeouts", c.handshake_timeouts},
       {"idle_timeouts", c.idle_timeouts},
       {"slow_consumer_closes", c.slow_consumer_closes},
+      {"write_timeouts", c.write_timeouts},
+      {"reads_paused_for_output", c.reads_paused_for_output},
+      {"output_queued_bytes", output_budget_.used()},
+      {"output_budget_bytes", output_budget_.limit()},
+      {"http_method_not_allowed", c.http_method_not_allowed},
       {"http_bad_requests", c.http_bad_requests},
       {"http_headers_too_large", c.http_headers_too_large},
       {"http_not_found", c.http_not_found},
@@ -373,10 +423,15 @@ std::string Server::metrics_text() {
   out.sample("syncd_connection_closes_total", "cause=\"handshake_timeout\"", c.handshake_timeouts);
   out.sample("syncd_connection_closes_total", "cause=\"idle_timeout\"", c.idle_timeouts);
   out.sample("syncd_connection_closes_total", "cause=\"slow_consumer\"", c.slow_consumer_closes);
+  out.sample("syncd_connection_closes_total", "cause=\"write_timeout\"", c.write_timeouts);
+  out.family("syncd_output_queued_bytes", "gauge",
+             "Bytes copied for connections and not yet written (all connections).");
+  out.sample("syncd_output_queued_bytes", "", uint64_t(output_budget_.used()));
   out.family("syncd_http_errors_total", "counter", "HTTP requests refused, by status.");
   out.sample("syncd_http_errors_total", "status=\"400\"", c.http_bad_requests);
   out.sample("syncd_http_errors_total", "status=\"403\"", c.origin_refused + c.tickets_refused);
   out.sample("syncd_http_errors_total", "status=\"404\"", c.http_not_found);
+  out.sample("syncd_http_errors_total", "status=\"405\"", c.http_method_not_allowed);
   out.sample("syncd_http_errors_total", "status=\"426\"", c.version_refused);
   out.sample("syncd_http_errors_total", "status=\"431\"", c.http_headers_too_large);
   out.family("syncd_ws_protocol_errors_total", "counter",

@@ -3,14 +3,16 @@
 #include <cstring>
 
 #include "core/clock.h"
+#include "media/frame_pool.h"
 #include "server/connection.h"
+#include "server/control_router.h"
 #include "telemetry/stage_json.h"
 
 namespace syncd::server {
 
 namespace {
 constexpr size_t kDepartedKept = 32;
-const char* const kDropStageNames[] = {"admission", "pre_send", "post_send"};
+const char* const kDropStageNames[] = {"admission", "pre_send", "post_send", "consumer_slow"};
 
 template <typename T>
 void put(uint8_t* p, T v) {
@@ -26,27 +28,24 @@ StreamReceivers::~StreamReceivers() {
   for (auto& [id, r] : receivers_) drop_pending(*r);
 }
 
-uint64_t StreamReceivers::add(Connection* connection, const media::Stream& stream,
+uint64_t StreamReceivers::add(Connection& connection, const media::Stream& stream,
                               uint32_t initial_credit) {
   auto r = std::make_unique<Receiver>();
   r->id = next_id_++;
-  r->connection = connection;
+  r->connection = &connection;
   r->stream_id = stream.id();
   r->owner = this;
   r->record_bytes = kRecordHeaderBytes + stream.frame_bytes();
   r->credit = initial_credit;
-  for (Write& w : r->writes) {
-    w.receiver = r.get();
-    w.req.data = &w;
-  }
+  for (Write& w : r->writes) w.receiver = r.get();
   const uint64_t id = r->id;
-  by_connection_[connection] = id;
+  by_connection_[&connection] = id;
   receivers_.emplace(id, std::move(r));
   return id;
 }
 
-void StreamReceivers::remove(Connection* connection) {
-  auto c = by_connection_.find(connection);
+void StreamReceivers::remove(Connection& connection) {
+  auto c = by_connection_.find(&connection);
   if (c == by_connection_.end()) return;
   auto it = receivers_.find(c->second);
   by_connection_.erase(c);
@@ -69,13 +68,17 @@ bool StreamReceivers::grant(uint64_t receiver_id, uint32_t frames, uint64_t now_
   }
   // Credit is capped so a receiver cannot bank an unbounded allowance.
   r.credit = std::min<uint32_t>(r.credit + frames, 64);
-  if (r.pending && can_send(r)) {
-    media::FrameSlot* slot = r.pending;
-    r.pending = nullptr;
-    send(r, slot, r.pending_offered_ns, now_ns);
-    media::FramePool::release(slot);  // send() took its own reference
-  }
+  send_pending(r, now_ns);
   return true;
+}
+
+void StreamReceivers::register_control(ControlRouter& router) {
+  router.add<control::Credit>("video.receive", [this](Connection& c,
+                                                      const control::ControlMessage& m) {
+    const auto& credit = std::get<control::Credit>(m);
+    if (!grant(credit.receiver, credit.frames, core::monotonic_ns()))
+      c.send_error(control::error_code::kUnknownReceiver, "no such receiver");
+  });
 }
 
 bool StreamReceivers::can_send(const Receiver& r) const {
@@ -101,10 +104,11 @@ void StreamReceivers::on_frame(const media::Stream& stream, media::FrameSlot& sl
     if (r.pending) drop_pending(r);  // newest wins
     if (can_send(r)) {
       send(r, &slot, now, now);
-    } else if (r.bytes_in_flight + r.record_bytes <= r.record_bytes * max_frames_in_flight_) {
-      // Held as the one pending frame. What a receiver pins (in flight plus pending) stays
-      // within the source byte limit, so receivers cannot starve ingest of pool slots.
-      media::FramePool::retain(&slot);
+    } else if (r.bytes_in_flight + r.record_bytes <= r.record_bytes * max_frames_in_flight_ &&
+               r.connection->writer().pinned_slots() < r.connection->writer().pin_limit() &&
+               media::FramePool::try_pin(&slot)) {
+      // Held as the one pending frame, pinned like a write: what a receiver holds (in flight
+      // plus pending) stays within its frame limit and the pool's pin cap.
       r.pending = &slot;
       r.pending_offered_ns = now;
       r.pending_stage = r.credit == 0 ? kAdmission : kPreSend;
@@ -119,8 +123,16 @@ void StreamReceivers::drop_pending(Receiver& r) {
   if (!r.pending) return;
   ++r.dropped[r.pending_stage];
   ++r.dropped_since_sent;
-  media::FramePool::release(r.pending);
+  media::FramePool::unpin(r.pending);
   r.pending = nullptr;
+}
+
+void StreamReceivers::send_pending(Receiver& r, uint64_t now_ns) {
+  if (!r.pending || !can_send(r)) return;
+  media::FrameSlot* slot = r.pending;
+  r.pending = nullptr;
+  send(r, slot, r.pending_offered_ns, now_ns);
+  media::FramePool::unpin(slot);  // the writer pinned it again if it took it
 }
 
 void StreamReceivers::send(Receiver& r, media::FrameSlot* slot, uint64_t offered_ns,
@@ -132,7 +144,7 @@ void StreamReceivers::send(Receiver& r, media::FrameSlot* slot, uint64_t offered
       break;
     }
   const media::FrameInfo& info = slot->info;
-  uint8_t* h = w->header;
+  uint8_t h[kRecordHeaderBytes];
   put<uint32_t>(h + 0, kRecordMagic);
   put<uint16_t>(h + 4, 1);
   put<uint16_t>(h + 6, uint16_t(kRecordHeaderBytes));
@@ -146,22 +158,20 @@ void StreamReceivers::send(Receiver& r, media::FrameSlot* slot, uint64_t offered
   put<uint64_t>(h + 48, info.content_hash);
   put<uint32_t>(h + 56, uint32_t(info.bytes));
   put<uint32_t>(h + 60, r.dropped_since_sent);
-  uv_buf_t bufs[2] = {uv_buf_init(reinterpret_cast<char*>(h), kRecordHeaderBytes),
-                      uv_buf_init(reinterpret_cast<char*>(slot->pixels), unsigned(info.bytes))};
-  media::FramePool::retain(slot);
-  w->slot = slot;
-  w->busy = true;
+  w->sequence = info.sequence;
   w->offered_ns = offered_ns;
   w->submit_ns = now_ns;
-  if (uv_write(&w->req, r.connection->stream(), bufs, 2, &StreamReceivers::on_written) < 0) {
-    w->busy = false;
-    w->slot = nullptr;
-    media::FramePool::release(slot);
-    ++r.sent;  // handed over and lost at once: a post-send drop, like a failed write
-    ++r.dropped[kPostSend];
+  const SendStatus status = r.connection->writer().send_frame(
+      std::string_view(reinterpret_cast<const char*>(h), kRecordHeaderBytes), slot, info.bytes,
+      &StreamReceivers::on_written, w);
+  if (status != SendStatus::kQueued) {
+    // The receiver's output limits (or the pool's pin cap) refused it: it reads too slowly.
+    ++r.dropped[status == SendStatus::kClosed ? kPostSend : kConsumerSlow];
     ++r.dropped_since_sent;
+    if (status == SendStatus::kClosed) ++r.sent;  // handed over and lost at once
     return;
   }
+  w->busy = true;
   r.dropped_since_sent = 0;
   --r.credit;
   r.bytes_in_flight += r.record_bytes;
@@ -169,15 +179,12 @@ void StreamReceivers::send(Receiver& r, media::FrameSlot* slot, uint64_t offered
   r.stages.write_submit.record(now_ns - offered_ns);
 }
 
-void StreamReceivers::on_written(uv_write_t* req, int status) {
-  Write* w = static_cast<Write*>(req->data);
+void StreamReceivers::on_written(void* write, int status) {
+  Write* w = static_cast<Write*>(write);
   Receiver& r = *w->receiver;
   const uint64_t now = core::monotonic_ns();
   r.bytes_in_flight -= r.record_bytes;
   w->busy = false;
-  const uint64_t sequence = w->slot->info.sequence;
-  media::FramePool::release(w->slot);
-  w->slot = nullptr;
   if (status < 0) {
     ++r.dropped[kPostSend];  // the receiver went away with the frame on its way
     return;
@@ -190,14 +197,9 @@ void StreamReceivers::on_written(uv_write_t* req, int status) {
   } else {
     ++r.ack_untimed;
   }
-  r.owner->keep_if_slow(r, SlowRecord{sequence, w->submit_ns - w->offered_ns, now - w->submit_ns,
-                                      now - w->offered_ns});
-  if (r.pending && r.owner->can_send(r)) {
-    media::FrameSlot* slot = r.pending;
-    r.pending = nullptr;
-    r.owner->send(r, slot, r.pending_offered_ns, now);
-    media::FramePool::release(slot);  // send() took its own reference
-  }
+  r.owner->keep_if_slow(r, SlowRecord{w->sequence, w->submit_ns - w->offered_ns,
+                                      now - w->submit_ns, now - w->offered_ns});
+  r.owner->send_pending(r, now);
   r.owner->finish_if_idle(r);
 }
 
@@ -250,6 +252,7 @@ nlohmann::json StreamReceivers::receiver_json(const Receiver& r) const {
           {"sent", r.sent},
           {"completed", r.completed},
           {"in_flight", r.sent - r.completed - r.dropped[kPostSend]},
+          {"pinned_slots", r.connection ? r.connection->writer().pinned_slots() : 0},
           {"dropped", std::move(dropped)},
           {"dropped_total", dropped_total},
           {"pending", r.pending ? 1 : 0},

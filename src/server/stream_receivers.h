@@ -2,17 +2,17 @@
 // as one long HTTP response each, under credit-based flow control (docs/protocol.md, "HTTP
 // stream to receivers").
 //
-// Zero copy: a record is a 64-byte header plus the pool slot's pixels, handed to the socket as
-// two buffers; the slot stays referenced until the write completes. A receiver without credit,
-// or with its byte limit in flight, keeps one pending frame, the newest: a newer frame replaces
-// it and the older is counted as dropped. Every frame offered to a receiver is sent, dropped by
-// stage and reason, or still pending; nothing queues without bound and nothing is allocated per
-// frame (write contexts and headers are per receiver, allocated when it is admitted).
+// Zero copy: a record is a 64-byte header plus the pool slot's pixels, handed to the
+// connection's writer (SocketWriter::send_frame), which pins the slot until the write completes.
+// A receiver without credit, or with its frames in flight, keeps one pending frame (pinned too),
+// the newest: a newer frame replaces it and the older is counted as dropped. A frame the writer
+// or the pool's pin cap refuses is dropped as consumer_slow: a receiver that stops reading holds
+// at most its writer's slot cap, and the producer's ingest goes on. Every frame offered to a
+// receiver is sent, dropped by stage or reason, or still pending; nothing queues without bound
+// and nothing is allocated per frame (write contexts are per receiver, made when it is admitted).
 //
 // Thread: the loop thread.
 #pragma once
-
-#include <uv.h>
 
 #include <array>
 #include <cstdint>
@@ -27,6 +27,7 @@
 namespace syncd::server {
 
 class Connection;
+class ControlRouter;
 
 inline constexpr uint32_t kRecordMagic = 0x534E5953;  // "SYNS"
 inline constexpr size_t kRecordHeaderBytes = 64;
@@ -40,14 +41,16 @@ class StreamReceivers final : public media::Publisher {
   explicit StreamReceivers(uint32_t max_frames_in_flight = 2);
   ~StreamReceivers() override;
 
-  // Admits a receiver on a connection whose 200 head has been written. Returns its id.
-  uint64_t add(Connection* connection, const media::Stream& stream, uint32_t initial_credit);
+  // Admits a receiver on a connection about to send its 200 head. Returns its id.
+  uint64_t add(Connection& connection, const media::Stream& stream, uint32_t initial_credit);
   // The connection is closing (its handle's close callback): forgets the receiver. Write
   // callbacks have all run by then (libuv cancels pending writes before closing).
-  void remove(Connection* connection);
+  void remove(Connection& connection);
   // Credit from the receiver; false when no such receiver.
   bool grant(uint64_t receiver_id, uint32_t frames, uint64_t now_ns);
   size_t count() const { return receivers_.size(); }
+  // Routes credit (the WebSocket form of POST /streams/NAME/credit) to this publisher.
+  void register_control(ControlRouter& router);
 
   std::string_view name() const override { return "http"; }
   void on_stream_open(const media::Stream&) override {}
@@ -59,17 +62,17 @@ class StreamReceivers final : public media::Publisher {
                      const std::vector<const media::Stream*>& streams) const override;
 
  private:
-  enum DropStage { kAdmission, kPreSend, kPostSend, kDropStages };
+  // Where a frame offered to a receiver was dropped: before credit, waiting to be sent, lost
+  // with the connection, or refused by the output limits (the receiver reads too slowly).
+  enum DropStage { kAdmission, kPreSend, kPostSend, kConsumerSlow, kDropStages };
 
   struct Receiver;
   struct Write {
-    uv_write_t req;
     Receiver* receiver = nullptr;
-    media::FrameSlot* slot = nullptr;
+    uint64_t sequence = 0;
     uint64_t offered_ns = 0;
     uint64_t submit_ns = 0;
     bool busy = false;
-    uint8_t header[kRecordHeaderBytes];
   };
   struct SlowRecord {
     uint64_t sequence = 0;
@@ -110,16 +113,17 @@ class StreamReceivers final : public media::Publisher {
 
   bool can_send(const Receiver& r) const;
   void send(Receiver& r, media::FrameSlot* slot, uint64_t offered_ns, uint64_t now_ns);
+  void send_pending(Receiver& r, uint64_t now_ns);
   void drop_pending(Receiver& r);
   void finish_if_idle(Receiver& r);
   void keep_if_slow(Receiver& r, const SlowRecord& rec);
-  static void on_written(uv_write_t* req, int status);
+  static void on_written(void* write, int status);
   nlohmann::json receiver_json(const Receiver& r) const;
 
   uint32_t max_frames_in_flight_;
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, std::unique_ptr<Receiver>> receivers_;
-  std::unordered_map<Connection*, uint64_t> by_connection_;
+  std::unordered_map<const Connection*, uint64_t> by_connection_;
   // Accounts of receivers that left, per stream (bounded), so their figures stay in /stats.
   std::deque<std::pair<uint32_t, nlohmann::json>> departed_;
 };

@@ -1,5 +1,7 @@
 #include "telemetry/frame_event_log.h"
 
+#include <algorithm>
+
 #include <charconv>
 
 namespace syncd::telemetry {
@@ -12,13 +14,16 @@ void append_number(std::string& out, uint64_t v) {
 }
 }  // namespace
 
-std::string FrameEventLog::csv_since(uint64_t since, uint64_t& lost) const {
+std::string FrameEventLog::csv_since(uint64_t since, size_t max_records, uint64_t& lost,
+                                     uint64_t& next) const {
   const uint64_t oldest = next_ > records_.size() ? next_ - records_.size() : 0;
   lost = since < oldest ? oldest - since : 0;
   std::string out = "index,stream,sequence,receive_start_ns,accept_ns,publish_done_ns\n";
   const uint64_t from = since < oldest ? oldest : since;
-  if (from < next_) out.reserve(out.size() + size_t(next_ - from) * 64);
-  for (uint64_t i = from; i < next_; ++i) {
+  const uint64_t to = from < next_ ? std::min<uint64_t>(next_, from + max_records) : from;
+  next = std::max(to, since);
+  if (from < to) out.reserve(out.size() + size_t(to - from) * 64);
+  for (uint64_t i = from; i < to; ++i) {
     const FrameEvent& e = records_[i % records_.size()];
     append_number(out, i);
     out.push_back(',');

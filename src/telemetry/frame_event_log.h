@@ -33,8 +33,9 @@ class FrameEventLog {
 
   uint64_t next_index() const { return next_; }
   // CSV ("index,stream,sequence,receive_start_ns,accept_ns,publish_done_ns") of the records from
-  // since on that are still held; lost gets how many of those were already overwritten.
-  std::string csv_since(uint64_t since, uint64_t& lost) const;
+  // since on that are still held, at most max_records of them (a page); lost gets how many of
+  // those were already overwritten, next the index to ask for the next page.
+  std::string csv_since(uint64_t since, size_t max_records, uint64_t& lost, uint64_t& next) const;
 
  private:
   std::vector<FrameEvent> records_;  // value-initialised: every page touched at construction

@@ -29,19 +29,25 @@ struct Fixture : ::testing::Test {
     test = p.get();
     registry.add_publisher(std::move(p));
   }
-  // Fills a slot like a producer would and admits it.
+  static IngestRequest request(const Stream& s, uint64_t seq, uint64_t owner = 1) {
+    IngestRequest r;
+    r.stream_id = s.id();
+    r.owner = owner;
+    r.flags = frame_flag::kHasContentHash;
+    r.sequence = seq;
+    r.start_ns = 1'000'000'000;
+    return r;
+  }
+  // Fills a lease like a producer would and commits it.
   void produce(Stream& s, uint64_t seq, bool corrupt = false, uint64_t now = 1'000'000'000) {
-    s.count_offered();
-    FrameSlot* slot = s.pool()->acquire();
-    ASSERT_NE(slot, nullptr);
-    for (size_t i = 0; i < s.frame_bytes(); ++i) slot->pixels[i] = uint8_t(i * 7 + seq);
-    stamp_sequence_marker(slot->pixels, seq);
-    slot->info.flags = frame_flag::kHasContentHash;
-    slot->info.sequence = seq;
-    slot->info.bytes = s.frame_bytes();
-    slot->info.content_hash = XXH3_64bits(slot->pixels, slot->info.bytes);
-    if (corrupt) slot->pixels[s.frame_bytes() - 1] ^= 1;
-    registry.admit(s, slot, now);
+    IngestRefusal why;
+    SlotLease lease = registry.begin(request(s, seq, s.owner()), why);
+    ASSERT_TRUE(lease);
+    for (size_t i = 0; i < s.frame_bytes(); ++i) lease.pixels()[i] = uint8_t(i * 7 + seq);
+    stamp_sequence_marker(lease.pixels(), seq);
+    lease.info().content_hash = XXH3_64bits(lease.pixels(), lease.frame_bytes());
+    if (corrupt) lease.pixels()[s.frame_bytes() - 1] ^= 1;
+    EXPECT_TRUE(lease.commit(lease.frame_bytes(), now));
   }
   StreamRegistry registry;
   TestPublisher* test = nullptr;
@@ -86,9 +92,9 @@ TEST_F(Fixture, AccountingIdentityHoldsWithPoolFull) {
   OpenError e;
   Stream* s = registry.open(small("p", 1), 1, e);
   FrameSlot* held = s->pool()->acquire();  // a publisher holding the only slot
-  s->count_offered();
-  EXPECT_EQ(s->pool()->acquire(), nullptr);
-  s->count_dropped(DropReason::kPoolFull);
+  IngestRefusal why;
+  EXPECT_FALSE(registry.begin(request(*s, 0), why));
+  EXPECT_EQ(why, IngestRefusal::kPoolFull);
   FramePool::release(held);
   produce(*s, 1);
   const auto& c = s->counters();
@@ -167,22 +173,129 @@ TEST_F(Fixture, ComparesTheIngestsDigestWhenItHasOne) {
   OpenError e;
   Stream* s = registry.open(small("d"), 1, e);
   for (uint64_t seq = 0; seq < 2; ++seq) {
-    s->count_offered();
-    FrameSlot* slot = s->pool()->acquire();
-    ASSERT_NE(slot, nullptr);
-    EXPECT_FALSE(slot->info.received_hash_valid);  // acquire() clears what the last frame left
-    for (size_t i = 0; i < s->frame_bytes(); ++i) slot->pixels[i] = uint8_t(i + seq);
-    slot->info.flags = frame_flag::kHasContentHash;
-    slot->info.sequence = seq;
-    slot->info.bytes = s->frame_bytes();
-    slot->info.content_hash = XXH3_64bits(slot->pixels, slot->info.bytes);
+    IngestRefusal why;
+    SlotLease lease = registry.begin(request(*s, seq), why);
+    ASSERT_TRUE(lease);
+    FrameInfo& info = lease.info();
+    EXPECT_FALSE(info.received_hash_valid);  // acquire() clears what the last frame left
+    for (size_t i = 0; i < s->frame_bytes(); ++i) lease.pixels()[i] = uint8_t(i + seq);
+    info.content_hash = XXH3_64bits(lease.pixels(), lease.frame_bytes());
     // The ingest's digest is what is compared: a wrong one fails even though the pixels match.
-    slot->info.received_hash = seq == 0 ? slot->info.content_hash : slot->info.content_hash ^ 1;
-    slot->info.received_hash_valid = true;
-    registry.admit(*s, slot, 1'000'000'000);
+    info.received_hash = seq == 0 ? info.content_hash : info.content_hash ^ 1;
+    info.received_hash_valid = true;
+    lease.commit(lease.frame_bytes(), 1'000'000'000);
   }
   const TestVerdicts* v = test->verdicts(s->id());
   ASSERT_NE(v, nullptr);
   EXPECT_EQ(v->verified, 1u);
   EXPECT_EQ(v->hash_mismatches, 1u);
+}
+
+// The ingest API's lease lifecycle: every way a frame can end is counted once, by reason.
+TEST_F(Fixture, LeaseLifecycleKeepsTheAccountingIdentity) {
+  OpenError e;
+  Stream* s = registry.open(small("lease", 2), 1, e);
+  ASSERT_NE(s, nullptr);
+  IngestRefusal why;
+
+  // Refusals that are not the stream's: no stream of that id, or someone else's stream.
+  IngestRequest unknown = request(*s, 0);
+  unknown.stream_id = 999;
+  EXPECT_FALSE(registry.begin(unknown, why));
+  EXPECT_EQ(why, IngestRefusal::kUnknownStream);
+  EXPECT_FALSE(registry.begin(request(*s, 0, /*owner=*/2), why));
+  EXPECT_EQ(why, IngestRefusal::kNotOwner);
+  EXPECT_EQ(s->counters().offered, 0u);
+
+  // Refused up front: wrong geometry, or a payload size known to be wrong.
+  IngestRequest wide = request(*s, 0);
+  wide.width = 17;
+  EXPECT_FALSE(registry.begin(wide, why));
+  EXPECT_EQ(why, IngestRefusal::kGeometryMismatch);
+  IngestRequest sized = request(*s, 0);
+  sized.payload_bytes = s->frame_bytes() + 1;
+  EXPECT_FALSE(registry.begin(sized, why));
+  EXPECT_EQ(why, IngestRefusal::kSizeMismatch);
+
+  // Leased, then: committed short, aborted, dropped unfinished, moved and committed.
+  {
+    SlotLease short_frame = registry.begin(request(*s, 1), why);
+    ASSERT_TRUE(short_frame);
+    EXPECT_FALSE(short_frame.commit(short_frame.frame_bytes() - 1, 1'000'000'000));
+    EXPECT_FALSE(short_frame);
+  }
+  {
+    SlotLease aborted = registry.begin(request(*s, 2), why);
+    ASSERT_TRUE(aborted);
+    aborted.abort(DropReason::kSizeMismatch);
+  }
+  { SlotLease abandoned = registry.begin(request(*s, 3), why); }
+  {
+    SlotLease first = registry.begin(request(*s, 4), why);
+    SlotLease moved = std::move(first);
+    EXPECT_FALSE(first);
+    ASSERT_TRUE(moved);
+    EXPECT_TRUE(moved.commit(moved.frame_bytes(), 1'000'000'000));
+  }
+  // Two leases hold both slots; the third frame finds the pool full.
+  SlotLease a = registry.begin(request(*s, 5), why);
+  SlotLease b = registry.begin(request(*s, 6), why);
+  EXPECT_TRUE(a && b);
+  EXPECT_FALSE(registry.begin(request(*s, 7), why));
+  EXPECT_EQ(why, IngestRefusal::kPoolFull);
+  // The stream closes under a lease: its commit counts as a drop, not an acceptance.
+  registry.close(s);
+  EXPECT_FALSE(a.commit(a.frame_bytes(), 1'000'000'000));
+  b.abort(DropReason::kDisconnected);
+
+  const StreamCounters& c = s->counters();
+  EXPECT_EQ(c.offered, 9u);
+  EXPECT_EQ(c.accepted, 1u);
+  EXPECT_EQ(c.offered, c.accepted + c.dropped_total());
+  EXPECT_EQ(c.dropped[size_t(DropReason::kGeometryMismatch)], 1u);
+  EXPECT_EQ(c.dropped[size_t(DropReason::kSizeMismatch)], 3u);
+  EXPECT_EQ(c.dropped[size_t(DropReason::kPoolFull)], 1u);
+  EXPECT_EQ(c.dropped[size_t(DropReason::kDisconnected)], 3u);
+}
+
+TEST(PixelFormats, LayoutsArePackedPlanes) {
+  FrameLayout l;
+  ASSERT_TRUE(frame_layout(PixelFormat::kRgba8, 1920, 1080, l));
+  EXPECT_EQ(l.bytes, 8'294'400u);
+  EXPECT_EQ(l.plane_count, 1u);
+  EXPECT_EQ(l.planes[0].stride, 7680u);
+  ASSERT_TRUE(frame_layout(PixelFormat::kNv12, 1920, 1080, l));
+  EXPECT_EQ(l.bytes, 3'110'400u);
+  EXPECT_EQ(l.plane_count, 2u);
+  EXPECT_EQ(l.planes[1].offset, 2'073'600u);
+  EXPECT_EQ(l.planes[1].stride, 1920u);
+  EXPECT_EQ(l.planes[1].rows, 540u);
+  ASSERT_TRUE(frame_layout(PixelFormat::kI420, 1920, 1080, l));
+  EXPECT_EQ(l.plane_count, 3u);
+  EXPECT_EQ(l.planes[1].stride, 960u);
+  EXPECT_EQ(l.planes[2].offset, 2'073'600u + 518'400u);
+  EXPECT_EQ(l.bytes, 3'110'400u);
+  EXPECT_FALSE(frame_layout(PixelFormat::kNv12, 1919, 1080, l));  // 4:2:0 needs even sizes
+  EXPECT_FALSE(frame_layout(PixelFormat::kStreamDefault, 16, 16, l));
+  EXPECT_FALSE(frame_layout(PixelFormat(9), 16, 16, l));
+  for (const char* name : {"rgba8", "bgra8", "nv12", "i420"}) {
+    PixelFormat f;
+    ASSERT_TRUE(parse_pixel_format(name, f));
+    EXPECT_STREQ(pixel_format_name(f), name);
+  }
+}
+
+TEST_F(Fixture, Nv12StreamsTakeTheirPlaneSize) {
+  StreamConfig c = small("yuv");
+  c.format = PixelFormat::kNv12;
+  OpenError e;
+  Stream* s = registry.open(c, 1, e);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->frame_bytes(), 16u * 8 * 3 / 2);
+  produce(*s, 0);
+  EXPECT_EQ(test->verdicts(s->id())->verified, 1u);
+  c.name = "odd";
+  c.width = 15;
+  EXPECT_EQ(registry.open(c, 1, e), nullptr);
+  EXPECT_EQ(e, OpenError::kBadGeometry);
 }

@@ -10,7 +10,34 @@ namespace {
 
 // Colour bars scrolled by a third of the width per pattern, a diagonal gradient, and a white bar
 // that jumps across: distinct buffers that look like motion when the stream is viewed.
+// The 4:2:0 formats: a luma gradient with the same jumping bar, and chroma that varies across
+// both planes, so a wrong plane offset or stride shows.
+void draw_yuv_pattern(uint8_t* out, const FrameGeometry& g, size_t pattern) {
+  media::FrameLayout layout;
+  media::frame_layout(g.format, g.width, g.height, layout);
+  const uint32_t shift = static_cast<uint32_t>(pattern * g.width / FrameSource::kPatternCount);
+  const uint32_t bar_width = g.width / 32 + 1;
+  const media::PlaneLayout& luma = layout.planes[0];
+  for (uint32_t y = 0; y < luma.rows; ++y) {
+    uint8_t* row = out + luma.offset + size_t{y} * luma.stride;
+    for (uint32_t x = 0; x < g.width; ++x)
+      row[x] = x - shift < bar_width ? 235 : static_cast<uint8_t>(16 + (x + shift + y) % 220);
+  }
+  for (uint32_t p = 1; p < layout.plane_count; ++p) {
+    const media::PlaneLayout& chroma = layout.planes[p];
+    for (uint32_t y = 0; y < chroma.rows; ++y) {
+      uint8_t* row = out + chroma.offset + size_t{y} * chroma.stride;
+      for (uint32_t x = 0; x < chroma.stride; ++x)
+        row[x] = static_cast<uint8_t>(64 + (x * 3 + y * p + pattern * 40) % 128);
+    }
+  }
+}
+
 void draw_pattern(uint8_t* out, const FrameGeometry& g, size_t pattern) {
+  if (g.format == media::PixelFormat::kNv12 || g.format == media::PixelFormat::kI420) {
+    draw_yuv_pattern(out, g, pattern);
+    return;
+  }
   const bool bgra = g.format == media::PixelFormat::kBgra8;
   const uint32_t shift = static_cast<uint32_t>(pattern * g.width / FrameSource::kPatternCount);
   const uint32_t bar_width = g.width / 32 + 1;

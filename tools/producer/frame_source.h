@@ -30,8 +30,11 @@ struct FrameGeometry {
   uint32_t width = 1920;
   uint32_t height = 1080;
   media::PixelFormat format = media::PixelFormat::kRgba8;
-  // Both supported formats carry 4 bytes per pixel.
-  size_t pixel_bytes() const { return size_t{width} * height * 4; }
+  // Bytes of one frame in this format (all planes, packed); 0 when the size does not suit it.
+  size_t pixel_bytes() const {
+    media::FrameLayout layout;
+    return media::frame_layout(format, width, height, layout) ? layout.bytes : 0;
+  }
 };
 
 class FrameSource {

@@ -183,18 +183,6 @@ class RawTcpTransport final : public FrameTransport {
 
 }  // namespace
 
-const char* pixel_format_name(media::PixelFormat format) {
-  switch (format) {
-    case media::PixelFormat::kRgba8:
-      return "rgba8";
-    case media::PixelFormat::kBgra8:
-      return "bgra8";
-    case media::PixelFormat::kStreamDefault:
-      break;
-  }
-  return "default";
-}
-
 std::unique_ptr<FrameTransport> open_websocket_transport(const std::string& url,
                                                          const StreamRequest& request) {
   return std::make_unique<WebSocketTransport>(url, request);

@@ -52,6 +52,4 @@ std::unique_ptr<FrameTransport> open_websocket_transport(const std::string& url,
 // Connects to HOST:PORT ([v6]:PORT accepted) of a raw TCP sink. Throws ToolError.
 std::unique_ptr<FrameTransport> open_raw_tcp_transport(const std::string& host_port);
 
-const char* pixel_format_name(media::PixelFormat format);
-
 }  // namespace syncd::producer

@@ -255,7 +255,9 @@ ExitCode stream_frames(const Options& opt, FrameTransport& transport, FrameSourc
 }
 
 media::PixelFormat parse_format(const std::string& name) {
-  return name == "bgra8" ? media::PixelFormat::kBgra8 : media::PixelFormat::kRgba8;
+  media::PixelFormat format = media::PixelFormat::kRgba8;
+  media::parse_pixel_format(name, format);  // checked by the option's validator
+  return format;
 }
 
 int run(const Options& opt) {
@@ -314,7 +316,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 16384u));
   app.add_option("--format", opt.format, "pixel format")
       ->capture_default_str()
-      ->check(CLI::IsMember({"rgba8", "bgra8"}));
+      ->check(CLI::IsMember({"rgba8", "bgra8", "nv12", "i420"}));
   app.add_option("--fps", opt.fps, "frame rate; 0 sends as fast as the server takes them")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
@@ -342,7 +344,11 @@ int main(int argc, char** argv) {
     if (!opt.ticket_file.empty() && !opt.raw_tcp.empty()) {
       throw CLI::ValidationError("--ticket-file", "tickets exist only for syncd, not --raw-tcp");
     }
-    if (size_t{opt.width} * opt.height * 4 < syncd::media::kSequenceMarkerBytes) {
+    syncd::media::FrameLayout layout;
+    if (!syncd::media::frame_layout(parse_format(opt.format), opt.width, opt.height, layout)) {
+      throw CLI::ValidationError("--width/--height", "nv12 and i420 need an even width and height");
+    }
+    if (layout.bytes < syncd::media::kSequenceMarkerBytes) {
       throw CLI::ValidationError("--width/--height", "a frame must hold the 16-byte marker");
     }
   } catch (const CLI::ParseError& e) {

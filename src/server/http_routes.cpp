@@ -1,0 +1,289 @@
+#include "server/http_routes.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+#include "core/clock.h"
+#include "media/stream_registry.h"
+#include "net/ws/frame_encoder.h"
+#include "server/connection.h"
+#include "server/server_config.h"
+#include "server/stream_receivers.h"
+#include "server/ticket_store.h"
+#include "server/web_assets.h"
+
+namespace syncd::server {
+
+namespace {
+
+bool ieq(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  return true;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// True when a comma-separated header value holds token (case-insensitive).
+bool has_token(std::string_view value, std::string_view token) {
+  while (!value.empty()) {
+    const size_t comma = value.find(',');
+    if (ieq(trim(value.substr(0, comma)), token)) return true;
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// A Sec-WebSocket-Key must be base64 of 16 bytes: 24 characters ending in "==".
+bool valid_websocket_key(std::string_view key) {
+  if (key.size() != 24 || key[22] != '=' || key[23] != '=') return false;
+  for (size_t i = 0; i < 22; ++i) {
+    const char c = key[i];
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/')) return false;
+  }
+  return true;
+}
+
+bool loopback_host(std::string_view host) {
+  if (host == "localhost" || host == "[::1]") return true;
+  // 127.0.0.0/8 in dotted form.
+  if (host.substr(0, 4) != "127.") return false;
+  int dots = 0;
+  for (char c : host) {
+    if (c == '.') {
+      ++dots;
+    } else if (!std::isdigit(static_cast<unsigned char>(c))) {
+      return false;
+    }
+  }
+  return dots == 3;
+}
+
+// Value of a query parameter in a request target, or empty.
+std::string_view query_param(std::string_view target, std::string_view name) {
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    const size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == name && eq != std::string_view::npos) return pair.substr(eq + 1);
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return {};
+}
+
+bool parse_uint(std::string_view text, uint64_t& out) {
+  if (text.empty()) return false;
+  auto r = std::from_chars(text.data(), text.data() + text.size(), out);
+  return r.ec == std::errc{} && r.ptr == text.data() + text.size();
+}
+
+}  // namespace
+
+bool origin_allowed(std::string_view origin, const std::vector<std::string>& allowed) {
+  for (const std::string& a : allowed)
+    if (origin == a) return true;
+  // scheme "://" host [":" port]
+  const size_t scheme_end = origin.find("://");
+  if (scheme_end == std::string_view::npos) return false;
+  const std::string_view scheme = origin.substr(0, scheme_end);
+  if (scheme != "http" && scheme != "https") return false;
+  std::string_view host = origin.substr(scheme_end + 3);
+  if (host.empty() || host.find('/') != std::string_view::npos) return false;
+  if (host.front() == '[') {
+    const size_t close = host.find(']');
+    if (close == std::string_view::npos) return false;
+    host = host.substr(0, close + 1);
+  } else if (const size_t colon = host.find(':'); colon != std::string_view::npos) {
+    host = host.substr(0, colon);
+  }
+  return loopback_host(host);
+}
+
+HttpRoutes::HttpRoutes(Services services) : s_(std::move(services)) {
+  routes_ = {
+      {"GET", "/ws", &HttpRoutes::websocket},
+      {"GET", "/healthz", &HttpRoutes::healthz},
+      {"GET", "/stats", &HttpRoutes::stats},
+      {"GET", "/metrics", &HttpRoutes::metrics},
+      {"GET", "/events/frames", &HttpRoutes::frame_events},
+      {"POST", "/streams/", &HttpRoutes::stream_credit},
+      {"GET", "/streams/", &HttpRoutes::stream_receive},
+  };
+}
+
+void HttpRoutes::handle(Connection& c, const http::Request& request, char* rest,
+                        size_t rest_size) {
+  const std::string_view path = request.path();
+  std::string allow;
+  for (const Route& route : routes_) {
+    const bool prefix = route.path.back() == '/';
+    if (prefix ? path.substr(0, route.path.size()) != route.path : path != route.path) continue;
+    if (request.method == route.method) {
+      (this->*route.handler)(c, request, rest, rest_size);
+      return;
+    }
+    if (!allow.empty()) allow += ", ";
+    allow += route.method;
+  }
+  if (request.method == "GET") {
+    if (const WebAsset* asset = find_web_asset(path)) {
+      c.send_http(200, asset->content_type,
+                  std::string_view(reinterpret_cast<const char*>(asset->data), asset->size));
+      return;
+    }
+  }
+  if (!allow.empty()) {
+    ++s_.counters.http_method_not_allowed;
+    c.send_http(405, "text/plain", "method not allowed\n", "Allow: " + allow + "\r\n");
+    return;
+  }
+  ++s_.counters.http_not_found;
+  c.send_http(404, "text/plain", "not found\n");
+}
+
+bool HttpRoutes::check_origin(Connection& c, const http::Request& r) {
+  if (!r.has_header("origin") || origin_allowed(r.header("origin"), s_.config.allowed_origins))
+    return true;
+  ++s_.counters.origin_refused;
+  c.send_http(403, "text/plain", "origin not allowed\n");
+  return false;
+}
+
+void HttpRoutes::healthz(Connection& c, const http::Request&, char*, size_t) {
+  c.send_http(200, "text/plain", "ok");
+}
+
+void HttpRoutes::stats(Connection& c, const http::Request&, char*, size_t) {
+  c.send_http(200, "application/json", s_.stats_json());
+}
+
+void HttpRoutes::metrics(Connection& c, const http::Request&, char*, size_t) {
+  c.send_http(200, "text/plain; version=0.0.4; charset=utf-8", s_.metrics_text());
+}
+
+void HttpRoutes::frame_events(Connection& c, const http::Request& r, char*, size_t) {
+  uint64_t since = 0;
+  if (const auto v = query_param(r.target, "since"); !v.empty() && !parse_uint(v, since)) {
+    ++s_.counters.http_bad_requests;
+    c.send_http(400, "text/plain", "expected ?since=INDEX\n");
+    return;
+  }
+  uint64_t lost = 0, next = 0;
+  const std::string body = s_.registry.frame_events().csv_since(since, kEventsPage, lost, next);
+  c.send_http(200, "text/csv", body,
+              "X-Events-Next: " + std::to_string(next) + "\r\nX-Events-Lost: " +
+                  std::to_string(lost) + "\r\n");
+}
+
+void HttpRoutes::stream_receive(Connection& c, const http::Request& r, char*, size_t) {
+  const std::string_view name = r.path().substr(sizeof("/streams/") - 1);
+  if (name.empty() || name.find('/') != std::string_view::npos) {
+    ++s_.counters.http_not_found;
+    c.send_http(404, "text/plain", "not found\n");
+    return;
+  }
+  if (!check_origin(c, r)) return;
+  media::Stream* stream = s_.registry.find(std::string(name));
+  if (!stream) {
+    ++s_.counters.http_not_found;
+    c.send_http(404, "text/plain", "no such stream\n");
+    return;
+  }
+  uint64_t credit = 2;
+  const auto credit_text = query_param(r.target, "credit");
+  const bool credit_ok = credit_text.empty() || parse_uint(credit_text, credit);
+  // Validated before the ticket is spent: a malformed request costs the receiver nothing.
+  if (!credit_ok) {
+    ++s_.counters.http_bad_requests;
+    c.send_http(400, "text/plain", "bad credit\n");
+    return;
+  }
+  const std::string ticket(query_param(r.target, "ticket"));
+  if (s_.tickets.redeem(ticket, stream->id(), core::monotonic_ns()) != TicketCheck::kValid) {
+    ++s_.counters.tickets_refused;
+    c.send_http(403, "text/plain", "missing, unknown, expired or spent ticket\n");
+    return;
+  }
+  credit = std::clamp<uint64_t>(credit, 1, 16);
+  const uint64_t receiver = s_.receivers.add(c, *stream, uint32_t(credit));
+  c.start_streaming(
+      "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.sync.frames\r\n"
+      "Cache-Control: no-store\r\nConnection: close\r\nX-Sync-Receiver: " +
+      std::to_string(receiver) + "\r\nAccess-Control-Expose-Headers: X-Sync-Receiver\r\n\r\n");
+}
+
+void HttpRoutes::stream_credit(Connection& c, const http::Request& r, char*, size_t) {
+  constexpr std::string_view kCredit = "/credit";
+  const std::string_view path = r.path();
+  if (path.size() <= sizeof("/streams/") - 1 + kCredit.size() ||
+      path.substr(path.size() - kCredit.size()) != kCredit) {
+    ++s_.counters.http_method_not_allowed;
+    c.send_http(405, "text/plain", "method not allowed\n", "Allow: GET\r\n");
+    return;
+  }
+  uint64_t receiver = 0, frames = 1;
+  const auto f = query_param(r.target, "frames");
+  if (!parse_uint(query_param(r.target, "receiver"), receiver) ||
+      (!f.empty() && (!parse_uint(f, frames) || frames == 0 || frames > 64))) {
+    ++s_.counters.http_bad_requests;
+    c.send_http(400, "text/plain", "expected ?receiver=ID&frames=N\n");
+    return;
+  }
+  if (!s_.receivers.grant(receiver, uint32_t(frames), core::monotonic_ns())) {
+    ++s_.counters.http_not_found;
+    c.send_http(404, "text/plain", "no such receiver\n");
+    return;
+  }
+  c.send_http(204, "text/plain", "");
+}
+
+void HttpRoutes::websocket(Connection& c, const http::Request& request, char* rest,
+                           size_t rest_size) {
+  if (!request.upgrade || !ieq(request.header("upgrade"), "websocket") ||
+      !has_token(request.header("connection"), "upgrade") || request.http_major != 1 ||
+      request.http_minor < 1) {
+    ++s_.counters.http_bad_requests;
+    c.send_http(400, "text/plain", "expected a WebSocket upgrade (RFC 6455)\n");
+    return;
+  }
+  if (request.header("sec-websocket-version") != "13") {
+    ++s_.counters.version_refused;
+    c.send_http(426, "text/plain", "unsupported WebSocket version\n",
+                "Sec-WebSocket-Version: 13\r\n");
+    return;
+  }
+  const std::string_view key = trim(request.header("sec-websocket-key"));
+  if (!valid_websocket_key(key)) {
+    ++s_.counters.http_bad_requests;
+    c.send_http(400, "text/plain", "missing or malformed Sec-WebSocket-Key\n");
+    return;
+  }
+  // Browsers always send Origin; native tools usually do not. A page from a foreign site must
+  // not drive a local daemon.
+  if (!check_origin(c, request)) return;
+  const std::string accept = ws::accept_key(key);
+  if (accept.empty()) {  // SHA-1 refused by the crypto provider configuration
+    c.send_http(500, "text/plain", "cannot compute Sec-WebSocket-Accept\n");
+    return;
+  }
+  c.upgrade_to_websocket(
+      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+      "Sec-WebSocket-Accept: " +
+          accept + "\r\n\r\n",
+      rest, rest_size);
+}
+
+}  // namespace syncd::server

@@ -1,0 +1,73 @@
+// syncd's HTTP endpoints (docs/protocol.md, "Endpoints"), routed by a table of method and path:
+// /ws (the WebSocket upgrade), /healthz, /stats, /metrics, /events/frames, /streams/NAME (a
+// receiver's stream), /streams/NAME/credit, and the embedded web pages.
+//
+// Origin policy: browsers reach loopback from any site, so a request that carries an Origin
+// must name a loopback origin or one listed with --allow-origin (DESIGN.md, "Security").
+//
+// Thread: the loop thread. Control plane (allocates).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "net/http/request_parser.h"
+
+namespace syncd::media {
+class StreamRegistry;
+}
+
+namespace syncd::server {
+
+class Connection;
+class StreamReceivers;
+class TicketStore;
+struct ServerConfig;
+struct ServerCounters;
+
+// Whether an Origin header value is loopback or listed in `allowed`. Pure.
+bool origin_allowed(std::string_view origin, const std::vector<std::string>& allowed);
+
+class HttpRoutes {
+ public:
+  struct Services {
+    const ServerConfig& config;
+    ServerCounters& counters;
+    media::StreamRegistry& registry;
+    TicketStore& tickets;
+    StreamReceivers& receivers;
+    std::function<std::string()> stats_json;
+    std::function<std::string()> metrics_text;
+  };
+  // Records per /events/frames response; the X-Events-Next header says where to go on.
+  static constexpr size_t kEventsPage = 4096;
+
+  explicit HttpRoutes(Services services);
+
+  // A complete request head on connection c; `rest` is what followed it.
+  void handle(Connection& c, const http::Request& request, char* rest, size_t rest_size);
+
+ private:
+  using Handler = void (HttpRoutes::*)(Connection&, const http::Request&, char*, size_t);
+  struct Route {
+    std::string_view method;
+    std::string_view path;  // exact, or a prefix when it ends in '/'
+    Handler handler;
+  };
+
+  void websocket(Connection& c, const http::Request& r, char* rest, size_t rest_size);
+  void healthz(Connection& c, const http::Request& r, char*, size_t);
+  void stats(Connection& c, const http::Request& r, char*, size_t);
+  void metrics(Connection& c, const http::Request& r, char*, size_t);
+  void frame_events(Connection& c, const http::Request& r, char*, size_t);
+  void stream_receive(Connection& c, const http::Request& r, char*, size_t);
+  void stream_credit(Connection& c, const http::Request& r, char*, size_t);
+  bool check_origin(Connection& c, const http::Request& r);
+
+  Services s_;
+  std::vector<Route> routes_;
+};
+
+}  // namespace syncd::server

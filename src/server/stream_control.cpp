@@ -1,0 +1,123 @@
+#include "server/stream_control.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/clock.h"
+#include "media/stream_registry.h"
+#include "server/connection.h"
+#include "server/control_router.h"
+#include "server/server_config.h"
+#include "server/ticket_store.h"
+
+namespace syncd::server {
+
+using control::ControlMessage;
+namespace error_code = control::error_code;
+
+void StreamControl::register_control(ControlRouter& router) {
+  router.add<control::Hello>(
+      "",
+      [this](Connection& c, const ControlMessage& m) {
+        const auto& hello = std::get<control::Hello>(m);
+        if (hello.protocol != control::kProtocolVersion) {
+          c.send_error(error_code::kProtocolUnsupported, "this server speaks protocol 1",
+                       "{\"supported\":[1]}");
+          return;
+        }
+        c.set_hello_done();
+        const nlohmann::json welcome = {
+            {"type", "welcome"},
+            {"protocol", control::kProtocolVersion},
+            {"server", "syncd/" SYNC_VERSION},
+            {"capabilities", router_.capabilities()},
+            {"publishers", config_.publishers},
+            {"limits",
+             {{"max_message_bytes", config_.max_message_bytes},
+              {"max_text_bytes", config_.max_text_bytes}}},
+            {"frame_header_bytes", media::kFrameHeaderBytes},
+        };
+        c.send_text(welcome.dump());
+      },
+      /*hello_first=*/false);
+
+  router.add<control::StreamOpen>("video.ingest", [this](Connection& c, const ControlMessage& m) {
+    const auto& open = std::get<control::StreamOpen>(m);
+    media::OpenError err;
+    media::Stream* s = registry_.open(open.config, c.id(), err);
+    if (!s) {
+      c.send_error(media::open_error_code(err), "stream not opened",
+                   nlohmann::json({{"name", open.config.name}}).dump());
+      return;
+    }
+    const media::FrameLayout& layout = s->layout();
+    nlohmann::json planes = nlohmann::json::array();
+    for (uint32_t i = 0; i < layout.plane_count; ++i)
+      planes.push_back({{"offset", layout.planes[i].offset},
+                        {"stride", layout.planes[i].stride},
+                        {"rows", layout.planes[i].rows}});
+    const nlohmann::json reply = {{"type", "stream.opened"},
+                                  {"stream", s->id()},
+                                  {"name", s->config().name},
+                                  {"width", s->config().width},
+                                  {"height", s->config().height},
+                                  {"format", media::pixel_format_name(s->config().format)},
+                                  {"planes", std::move(planes)},
+                                  {"fps", s->config().fps},
+                                  {"slots", s->config().slots},
+                                  {"frame_bytes", s->frame_bytes()},
+                                  {"header_bytes", media::kFrameHeaderBytes}};
+    c.send_text(reply.dump());
+  });
+
+  router.add<control::StreamClose>("video.ingest", [this](Connection& c, const ControlMessage& m) {
+    const uint32_t id = std::get<control::StreamClose>(m).stream;
+    media::Stream* s = registry_.find(id);
+    if (!s) {
+      c.send_error(error_code::kUnknownStream, "no open stream with that id");
+      return;
+    }
+    if (s->owner() != c.id()) {
+      c.send_error(error_code::kNotStreamOwner, "stream belongs to another connection");
+      return;
+    }
+    registry_.close(s);
+    c.send_text(nlohmann::json({{"type", "stream.closed"}, {"stream", id}}).dump());
+  });
+
+  router.add<control::TicketCreate>("tickets", [this](Connection& c, const ControlMessage& m) {
+    const auto& t = std::get<control::TicketCreate>(m);
+    media::Stream* s = registry_.find(t.stream);
+    if (!s) {
+      c.send_error(error_code::kUnknownStream, "no open stream with that id");
+      return;
+    }
+    if (s->owner() != c.id()) {
+      c.send_error(error_code::kNotStreamOwner, "only the stream's source hands out tickets");
+      return;
+    }
+    const std::string token = tickets_.create(s->id(), t.uses, t.ttl_s, core::monotonic_ns());
+    if (token.empty()) {
+      c.send_error(error_code::kTicketUnavailable, "no ticket could be made now");
+      return;
+    }
+    c.send_text(nlohmann::json({{"type", "ticket"},
+                                {"stream", s->id()},
+                                {"name", s->config().name},
+                                {"ticket", token},
+                                {"uses", t.uses},
+                                {"expires_in_s", t.ttl_s}})
+                    .dump());
+  });
+
+  router.add<control::StatsRequest>("stats", [this](Connection& c, const ControlMessage&) {
+    c.send_text("{\"type\":\"stats\",\"stats\":" + stats_json_() + "}");
+  });
+
+  router.add<control::Ping>("ping", [](Connection& c, const ControlMessage& m) {
+    const auto& ping = std::get<control::Ping>(m);
+    c.send_text("{\"type\":\"pong\",\"id\":" +
+                (ping.id_json.empty() ? std::string("null") : ping.id_json) + "}");
+  });
+}
+
+}  // namespace syncd::server
