@@ -231,7 +231,12 @@ void Connection::resume_reading() {
 }
 
 void Connection::feed_websocket(uint8_t* data, size_t size) {
-  decoder_.consume(data, size, *this);
+  const size_t used = decoder_.consume(data, size, *this);
+  if (used < size && paused_for_output_ && !closing_ && !decoder_.failed() &&
+      !decoder_.closed()) {
+    held_ = data + used;
+    held_size_ = size - used;
+  }
 }
 
 void Connection::handle_http_bytes(char* data, size_t size) {
@@ -331,6 +336,7 @@ bool Connection::send_text(std::string_view json) {
     paused_for_output_ = true;
     ++host_.counters().reads_paused_for_output;
     stop_reading();
+    decoder_.request_pause();  // the rest of this read waits in held_
   }
   return queued;
 }
@@ -366,7 +372,13 @@ void Connection::on_write_complete(int status) {
   if (paused_for_output_ &&
       writer_->queued_bytes() <= host_.config().writer.max_queued_bytes / 4) {
     paused_for_output_ = false;
-    if (!paused_for_turn_) start_reading();
+    if (held_size_ > 0) {
+      uint8_t* data = held_;
+      const size_t size = held_size_;
+      held_size_ = 0;
+      feed_websocket(data, size);  // may pause again
+    }
+    if (!paused_for_output_ && !paused_for_turn_ && !closing_) start_reading();
   }
 }
 

@@ -159,6 +159,10 @@ class Connection final : public ws::DecoderSink, private WriterListener {
   FrameIngest ingest_;
   std::unique_ptr<SocketWriter> writer_;
   uint8_t* direct_read_ = nullptr;  // where on_alloc pointed the last read, if into a slot
+  // Bytes read but not yet decoded because decoding paused for output (in read_buffer_, which
+  // no read reuses while reading is stopped).
+  uint8_t* held_ = nullptr;
+  size_t held_size_ = 0;
   size_t receive_low_water_ = 1;    // the socket's SO_RCVLOWAT, as last set
 };
 

@@ -59,7 +59,8 @@ FrameDecoder::FrameDecoder(DecoderLimits limits) : limits_(limits) {}
 // by then and the caller only sends a Close.
 size_t FrameDecoder::consume(uint8_t* data, size_t size, DecoderSink& sink) {
   size_t pos = 0;
-  while (pos < size) {
+  pause_requested_ = false;
+  while (pos < size && !pause_requested_) {
     if (state_ == State::kHeader) {
       pos += consume_header(data + pos, size - pos, sink);
     } else if (state_ == State::kPayload) {

@@ -76,8 +76,13 @@ class FrameDecoder {
   explicit FrameDecoder(DecoderLimits limits = {});
 
   // Consumes bytes, unmasking payload in place. Returns the bytes consumed: all of them, unless
-  // the peer broke the protocol or a Close frame ended the stream.
+  // the peer broke the protocol, a Close frame ended the stream, or the sink asked for a pause.
   size_t consume(uint8_t* data, size_t size, DecoderSink& sink);
+
+  // From a sink callback: consume() returns after the frame being reported, leaving the rest of
+  // its input unconsumed, so the caller can stop decoding a peer's requests (while the peer's
+  // replies go unread) and hand the rest back later.
+  void request_pause() { pause_requested_ = true; }
 
   // Payload bytes still to come in the current *data* frame (0 when the decoder is not inside a
   // text/binary/continuation frame's payload). The caller may read up to this many bytes directly
@@ -117,6 +122,7 @@ class FrameDecoder {
   uint32_t utf8_state_ = 0;
   uint8_t control_[125] = {};
   uint8_t control_have_ = 0;
+  bool pause_requested_ = false;
 };
 
 }  // namespace syncd::ws
