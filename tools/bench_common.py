@@ -193,3 +193,51 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])
 
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Consumers that stop reading (tools/bench_consumers.py, tests/integration/test_consumers.py)
+
+def _small_receive_buffer_socket(port):
+    import socket
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # A small receive window: what the peer does not read stays in syncd, not in our kernel.
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def stalled_http_receiver(port, stream, ticket, credit=16):
+    """An HTTP stream receiver that sends its request and never reads a byte."""
+    s = _small_receive_buffer_socket(port)
+    s.sendall(f"GET /streams/{stream}?ticket={ticket}&credit={credit} HTTP/1.1\r\n"
+              f"Host: 127.0.0.1\r\n\r\n".encode())
+    return s
+
+
+def stalled_ws_client(port, requests=2000):
+    """A WebSocket client that says hello, pipelines `requests` stats requests (each answered
+    with the whole /stats document) and never reads a byte."""
+    import base64
+    import os as _os
+    import struct
+    s = _small_receive_buffer_socket(port)
+    key = base64.b64encode(_os.urandom(16)).decode()
+    s.sendall(f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+              f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+              f"Sec-WebSocket-Version: 13\r\n\r\n".encode())
+
+    def frame(text):
+        payload = text.encode()
+        return struct.pack("!BB", 0x81, 0x80 | len(payload)) + b"\0\0\0\0" + payload
+
+    burst = frame('{"type":"hello","protocol":1}') + frame('{"type":"stats"}') * requests
+    s.setblocking(False)
+    sent = 0
+    deadline = time.time() + 2
+    while sent < len(burst) and time.time() < deadline:  # syncd stops reading when it pauses
+        try:
+            sent += s.send(burst[sent:])
+        except BlockingIOError:
+            time.sleep(0.01)
+    return s

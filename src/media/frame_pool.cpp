@@ -104,20 +104,34 @@ void FramePool::release(FrameSlot* slot) {
 
 bool FramePool::try_pin(FrameSlot* slot) {
   FramePool* pool = slot->pool;
-  uint32_t pins = pool->pins_.load(std::memory_order_relaxed);
-  do {
-    if (pins >= pool->pin_cap()) {
-      pool->pins_refused_.fetch_add(1, std::memory_order_relaxed);
-      return false;
+  uint32_t pins = slot->pins.load(std::memory_order_relaxed);
+  for (;;) {
+    if (pins > 0) {
+      // Already pinned: one more consumer of the same slot costs the cap nothing.
+      if (slot->pins.compare_exchange_weak(pins, pins + 1, std::memory_order_relaxed)) break;
+      continue;
     }
-  } while (!pool->pins_.compare_exchange_weak(pins, pins + 1, std::memory_order_relaxed));
+    // The slot's first pin takes one of the pool's pinned slots, if the cap allows.
+    uint32_t pinned = pool->pinned_slots_.load(std::memory_order_relaxed);
+    do {
+      if (pinned >= pool->pin_cap()) {
+        pool->pins_refused_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
+    } while (!pool->pinned_slots_.compare_exchange_weak(pinned, pinned + 1,
+                                                        std::memory_order_relaxed));
+    if (slot->pins.compare_exchange_strong(pins, 1, std::memory_order_relaxed)) break;
+    // Someone pinned it meanwhile: give the reservation back and join their pin.
+    pool->pinned_slots_.fetch_sub(1, std::memory_order_relaxed);
+  }
   retain(slot);
   return true;
 }
 
 void FramePool::unpin(FrameSlot* slot) {
   FramePool* pool = slot->pool;
-  pool->pins_.fetch_sub(1, std::memory_order_relaxed);
+  if (slot->pins.fetch_sub(1, std::memory_order_relaxed) == 1)
+    pool->pinned_slots_.fetch_sub(1, std::memory_order_relaxed);
   release(slot);  // may free the pool: nothing after this touches it
 }
 

@@ -6,9 +6,11 @@
 // newest frame is dropped at admission instead of queueing.
 //
 // Consumers that keep frames (a socket write in flight, a worker converting or verifying) pin
-// them with try_pin(). Pins are capped per pool at slot_count - 1, so whatever consumers do, the
-// next frame always finds a free slot and ingest goes on at full rate; a consumer refused a pin
-// drops the frame and counts it (docs/architecture.md, "Who may hold a frame").
+// them with try_pin(). The slots that carry pins are capped per pool at slot_count - 1, so
+// whatever consumers do, the next frame always finds a free slot and ingest goes on at full
+// rate; a consumer refused a pin drops the frame and counts it (docs/architecture.md, "Who may
+// hold a frame"). The cap counts distinct slots: any number of consumers may pin the frame that
+// is already pinned (a frame sent to ten receivers takes one slot, not ten).
 //
 // The pool's memory is one mapping, touched at setup so that resident memory is flat from the
 // first frame on. The pool itself is reference-counted too (one reference per slot in use plus
@@ -79,6 +81,7 @@ struct FrameSlot {
   FrameInfo info;
   uint32_t index = 0;
   std::atomic<uint32_t> refs{0};
+  std::atomic<uint32_t> pins{0};  // consumers' pins (each also holds a reference)
   // Order of the last release (the pool's release clock), written before the slot's free bit is
   // published: acquire() picks the most or least recent by it.
   uint64_t released_at = 0;
@@ -120,7 +123,8 @@ class FramePool {
   size_t slot_bytes() const { return slot_bytes_; }
   uint32_t slot_count() const { return slot_count_; }
   uint32_t slots_in_use() const;
-  uint32_t pins() const { return pins_.load(std::memory_order_relaxed); }
+  // Slots that carry at least one pin.
+  uint32_t pinned_slots() const { return pinned_slots_.load(std::memory_order_relaxed); }
   uint32_t pin_cap() const { return slot_count_ > 1 ? slot_count_ - 1 : 1; }
   uint64_t pins_refused() const { return pins_refused_.load(std::memory_order_relaxed); }
   size_t mapped_bytes() const { return mapped_bytes_; }
@@ -138,7 +142,7 @@ class FramePool {
   SlotReuse reuse_ = SlotReuse::kLeastRecent;
   std::atomic<uint64_t> free_mask_{0};      // bit i set: slot i is free
   std::atomic<uint64_t> release_clock_{0};  // orders releases for SlotReuse
-  std::atomic<uint32_t> pins_{0};
+  std::atomic<uint32_t> pinned_slots_{0};
   std::atomic<uint64_t> pins_refused_{0};
   std::atomic<uint32_t> refs_{1};
 };

@@ -79,7 +79,7 @@ void run_frames(bool unpin_on_worker, int frames, Results& results) {
   handoff.stop();
   uv_run(&loop, UV_RUN_DEFAULT);  // the async handle's close
   EXPECT_EQ(pool->slots_in_use(), 0u);
-  EXPECT_EQ(pool->pins(), 0u);
+  EXPECT_EQ(pool->pinned_slots(), 0u);
   pool->drop_ref();
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
@@ -141,11 +141,15 @@ TEST(FramePool, PinsAreCappedSoIngestAlwaysFindsASlot) {
   FramePool::release(b);
   FrameSlot* c = pool->acquire();  // the next frame still has a slot
   ASSERT_NE(c, nullptr);
-  EXPECT_FALSE(FramePool::try_pin(c));  // a third consumer pin would take the last one
+  EXPECT_FALSE(FramePool::try_pin(c));  // a third pinned slot would leave none free
   EXPECT_EQ(pool->pins_refused(), 1u);
+  EXPECT_TRUE(FramePool::try_pin(a));  // more consumers of a pinned slot cost nothing
+  EXPECT_EQ(pool->pinned_slots(), 2u);
   FramePool::release(c);
   FramePool::unpin(a);
+  FramePool::unpin(a);
   FramePool::unpin(b);
+  EXPECT_EQ(pool->pinned_slots(), 0u);
   EXPECT_EQ(pool->slots_in_use(), 0u);
   pool->drop_ref();
 }

@@ -60,7 +60,7 @@ class WebSocketTransport final : public FrameTransport {
       throw ToolError(kExitIo, "stream.opened carries no numeric 'stream' id: " + opened.dump());
     }
     stream_id_ = id->get<uint32_t>();
-    if (!request.ticket_file.empty()) write_ticket(request.ticket_file);
+    if (!request.ticket_file.empty()) write_ticket(request.ticket_file, request.ticket_uses);
   }
 
   Framing framing() const override { return Framing::kWebSocket; }
@@ -113,12 +113,12 @@ class WebSocketTransport final : public FrameTransport {
     }
   }
 
-  // Asks for a one-use ticket for our stream and publishes it as PATH.tmp renamed to PATH, so a
-  // receiver polling for PATH never reads a half-written ticket.
-  void write_ticket(const std::string& path) {
+  // Asks for a ticket for our stream that `uses` receivers may redeem, and publishes it as
+  // PATH.tmp renamed to PATH, so a receiver polling for PATH never reads a half-written ticket.
+  void write_ticket(const std::string& path, uint32_t uses) {
     client_.send_text(ordered_json{{"type", "ticket.create"},
                                    {"stream", stream_id_},
-                                   {"uses", 1},
+                                   {"uses", uses},
                                    {"ttl_s", 600}}
                           .dump());
     const json reply = expect_reply("ticket", "ticket.create");

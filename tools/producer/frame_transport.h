@@ -43,6 +43,7 @@ struct StreamRequest {
   // When set: after stream.opened, ask for a one-use ticket and write its hex here (atomically),
   // so that a receiver started next to us can read the stream (docs/protocol.md, "Tickets").
   std::string ticket_file;
+  uint32_t ticket_uses = 1;
 };
 
 // Connects to a syncd WebSocket URL, says hello and opens the stream. Throws ToolError:

@@ -76,6 +76,7 @@ struct Options {
   std::string raw_tcp;  // HOST:PORT; empty: WebSocket
   std::string events_path;
   std::string ticket_file;  // WebSocket only: where to write a receiver ticket for the stream
+  uint32_t ticket_uses = 1;
   bool quiet = false;
   bool realtime = false;  // asked for; after start-up, whether SCHED_FIFO was granted
 };
@@ -269,6 +270,7 @@ int run(const Options& opt) {
   request.slots = opt.slots;
   request.quiet = opt.quiet;
   request.ticket_file = opt.ticket_file;
+  request.ticket_uses = opt.ticket_uses;
 
   std::unique_ptr<FrameTransport> transport = opt.raw_tcp.empty()
                                                   ? open_websocket_transport(opt.url, request)
@@ -330,7 +332,10 @@ int main(int argc, char** argv) {
   app.add_option("--events", opt.events_path,
                  "write sequence,send_start_ns,send_end_ns (CLOCK_MONOTONIC) CSV here");
   app.add_option("--ticket-file", opt.ticket_file,
-                 "after opening the stream, write a one-use receiver ticket (hex) to this file");
+                 "after opening the stream, write a receiver ticket (hex) to this file");
+  app.add_option("--ticket-uses", opt.ticket_uses, "receivers the --ticket-file ticket admits")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
   app.add_flag("--quiet", opt.quiet, "no status line, no server error echo");
   app.add_flag("--realtime", opt.realtime,
                "pace at SCHED_FIFO when permitted: a qualification load generator keeps its "
