@@ -110,7 +110,12 @@ void StreamControl::register_control(ControlRouter& router) {
   });
 
   router.add<control::StatsRequest>("stats", [this](Connection& c, const ControlMessage&) {
-    c.send_text("{\"type\":\"stats\",\"stats\":" + stats_json_() + "}");
+    const uint64_t now = core::monotonic_ns();
+    if (stats_reply_.empty() || now - stats_built_ns_ > kStatsCacheNs) {
+      stats_reply_ = "{\"type\":\"stats\",\"stats\":" + stats_json_() + "}";
+      stats_built_ns_ = now;
+    }
+    c.send_text(stats_reply_);
   });
 
   router.add<control::Ping>("ping", [](Connection& c, const ControlMessage& m) {
