@@ -73,7 +73,7 @@ ParseResult parse_object(const json& j) {
     o.config.format = media::PixelFormat::kRgba8;
     if (auto f = j.find("format"); f != j.end()) {
       if (!f->is_string() || !media::parse_pixel_format(f->get<std::string>(), o.config.format))
-        return bad(type, "'format' must be \"rgba8\" or \"bgra8\"");
+        return bad(type, "'format' must be rgba8, bgra8, nv12 or i420");
     }
     if (auto f = j.find("fps"); f != j.end()) {
       if (!f->is_number() || f->get<double>() <= 0 || f->get<double>() > 1000)

@@ -35,6 +35,34 @@ TEST(ControlMessage, StreamOpenDefaultsAndFields) {
   EXPECT_EQ(c.slots, 4u);
 }
 
+TEST(ControlMessage, StreamOpenTakesEveryPixelFormat) {
+  const std::pair<const char*, syncd::media::PixelFormat> formats[] = {
+      {"rgba8", syncd::media::PixelFormat::kRgba8},
+      {"bgra8", syncd::media::PixelFormat::kBgra8},
+      {"nv12", syncd::media::PixelFormat::kNv12},
+      {"i420", syncd::media::PixelFormat::kI420},
+  };
+  for (const auto& [name, format] : formats) {
+    auto r = parse_control_message(std::string(R"({"type":"stream.open","name":"a","width":2,)") +
+                                   R"("height":2,"format":")" + name + R"("})");
+    ASSERT_TRUE(as<StreamOpen>(r)) << name;
+    EXPECT_EQ(as<StreamOpen>(r)->config.format, format) << name;
+  }
+}
+
+TEST(ControlMessage, UnknownFormatNamesTheFourFormats) {
+  // "stream default" (0) is a frame-header value, not a format a stream can be opened with.
+  for (const char* bad : {R"("yuv")", R"("NV12")", R"("?")", "3"}) {
+    auto r = parse_control_message(
+        std::string(R"({"type":"stream.open","name":"a","width":2,"height":2,"format":)") + bad +
+        "}");
+    const ControlError* e = as_error(r);
+    ASSERT_TRUE(e) << bad;
+    EXPECT_STREQ(e->code, error_code::kBadMessage);
+    EXPECT_EQ(e->message, "'format' must be rgba8, bgra8, nv12 or i420") << bad;
+  }
+}
+
 TEST(ControlMessage, CodedErrors) {
   EXPECT_STREQ(as_error(parse_control_message("{"))->code, error_code::kBadJson);
   EXPECT_STREQ(as_error(parse_control_message("[]"))->code, error_code::kBadMessage);
