@@ -46,6 +46,19 @@ typedef struct sync_shm_frame {
   uint32_t seq_snapshot; /* the slot's seqlock value when the frame was taken */
 } sync_shm_frame;
 
+/* How a frame's bytes are laid out: the ring's format and geometry and where each plane lies
+ * within sync_shm_frame.pixels (plane i starts at pixels + planes[i].offset). Checked against the
+ * format when the ring is opened, so a caller can rely on it; also filled for a ring written by
+ * a syncd that predates the header's plane fields. */
+typedef struct sync_shm_layout {
+  uint32_t format; /* SYNC_SHM_FORMAT_* */
+  uint32_t width;
+  uint32_t height;
+  uint32_t plane_count; /* 1 (rgba8, bgra8), 2 (nv12) or 3 (i420) */
+  sync_shm_plane planes[SYNC_SHM_MAX_PLANES];
+  uint64_t frame_bytes; /* all planes; equals sync_shm_frame.bytes */
+} sync_shm_layout;
+
 typedef struct sync_shm_counters {
   uint64_t frames;  /* frames returned by sync_shm_next */
   uint64_t skipped; /* frames published that this reader never took (it fell behind) */
@@ -54,8 +67,13 @@ typedef struct sync_shm_counters {
 
 int sync_shm_open(const char* path, sync_shm_reader** out);
 void sync_shm_close(sync_shm_reader* reader);
-/* The region's header (geometry, slot count, stream name). */
+/* The region's header (geometry, format, planes, slot count, stream name). */
 const sync_shm_header* sync_shm_info(const sync_shm_reader* reader);
+/* The frame layout (format and planes), checked at open. Valid until sync_shm_close; it never
+ * changes, so any thread may read it. */
+const sync_shm_layout* sync_shm_get_layout(const sync_shm_reader* reader);
+/* "rgba8", "bgra8", "nv12", "i420"; "?" for another value. Any thread. */
+const char* sync_shm_format_name(uint32_t format);
 /* Waits up to timeout_ms (-1: forever) for a frame newer than the last one taken, then takes the
  * newest. */
 int sync_shm_next(sync_shm_reader* reader, int timeout_ms, sync_shm_frame* frame);

@@ -23,6 +23,21 @@ extern "C" {
 #define SYNC_SHM_STATE_LIVE 1u
 #define SYNC_SHM_STATE_ENDED 2u /* the stream closed; the writer will not publish again */
 
+/* Pixel formats (docs/protocol.md, "Pixel formats"): the same values as the frame header's. */
+#define SYNC_SHM_FORMAT_RGBA8 1u /* one plane, 4 bytes a pixel */
+#define SYNC_SHM_FORMAT_BGRA8 2u /* one plane, 4 bytes a pixel */
+#define SYNC_SHM_FORMAT_NV12 3u  /* Y, then interleaved U V at half width and height */
+#define SYNC_SHM_FORMAT_I420 4u  /* Y, then U, then V, each at half width and height */
+#define SYNC_SHM_MAX_PLANES 3u
+
+/* Where one plane of a frame lies within the frame's bytes (a slot's pixels). Planes are packed
+ * back to back in the format's order, with no row padding. */
+typedef struct sync_shm_plane {
+  uint64_t offset; /* 0   from the start of the frame */
+  uint32_t stride; /* 8   bytes from one row to the next */
+  uint32_t rows;   /* 12 */
+} sync_shm_plane;
+
 /* At offset 0 of the region. */
 typedef struct sync_shm_header {
   uint32_t magic;         /* 0   SYNC_SHM_MAGIC */
@@ -30,10 +45,10 @@ typedef struct sync_shm_header {
   uint16_t header_bytes;  /* 6   sizeof(sync_shm_header) */
   uint32_t width;         /* 8 */
   uint32_t height;        /* 12 */
-  uint32_t format;        /* 16  1 = rgba8, 2 = bgra8 */
+  uint32_t format;        /* 16  SYNC_SHM_FORMAT_* */
   uint32_t slot_count;    /* 20 */
   uint64_t slot_stride;   /* 24  bytes from one slot's pixels to the next (page multiple) */
-  uint64_t frame_bytes;   /* 32  width * height * 4 */
+  uint64_t frame_bytes;   /* 32  the whole frame, all planes (see planes) */
   uint64_t slots_offset;  /* 40  offset of sync_shm_slot[slot_count] */
   uint64_t pixels_offset; /* 48  offset of slot 0's pixels (page aligned) */
   uint64_t region_bytes;  /* 56  size of the whole region */
@@ -44,7 +59,13 @@ typedef struct sync_shm_header {
   uint64_t write_counter; /* 80  frames published so far (0: none yet), atomic, release */
   uint64_t reserved0;     /* 88 */
   char stream_name[64];   /* 96  NUL-terminated */
-  uint8_t reserved1[96];  /* 160 */
+  /* The frame's planes, in the format's order; entries past plane_count are zero. These were
+   * reserved (zero) bytes before, so the layout version did not change: a plane_count of 0 means
+   * a writer that predates them (always rgba8 or bgra8, one plane of width * 4 bytes a row). */
+  uint32_t plane_count;                       /* 160 */
+  uint32_t reserved1;                         /* 164 */
+  sync_shm_plane planes[SYNC_SHM_MAX_PLANES]; /* 168 */
+  uint8_t reserved2[40]; /* 216 zero; kept for later fields (such as a writer heartbeat) */
 } sync_shm_header;
 
 /* One per slot, at slots_offset + index * sizeof(sync_shm_slot). */
@@ -67,6 +88,10 @@ static_assert(offsetof(sync_shm_header, state) == 68, "shm header layout");
 static_assert(offsetof(sync_shm_header, futex_word) == 72, "shm header layout");
 static_assert(offsetof(sync_shm_header, write_counter) == 80, "shm header layout");
 static_assert(offsetof(sync_shm_header, stream_name) == 96, "shm header layout");
+static_assert(offsetof(sync_shm_header, plane_count) == 160, "shm header layout");
+static_assert(offsetof(sync_shm_header, planes) == 168, "shm header layout");
+static_assert(offsetof(sync_shm_header, reserved2) == 216, "shm header layout");
+static_assert(sizeof(sync_shm_plane) == 16, "shm plane layout");
 static_assert(sizeof(sync_shm_slot) == 64, "shm slot layout");
 static_assert(offsetof(sync_shm_slot, frame_sequence) == 8, "shm slot layout");
 static_assert(offsetof(sync_shm_slot, publish_time_ns) == 24, "shm slot layout");
@@ -74,6 +99,9 @@ static_assert(offsetof(sync_shm_slot, publish_counter) == 40, "shm slot layout")
 #else
 _Static_assert(sizeof(sync_shm_header) == 256, "shm header layout");
 _Static_assert(offsetof(sync_shm_header, write_counter) == 80, "shm header layout");
+_Static_assert(offsetof(sync_shm_header, plane_count) == 160, "shm header layout");
+_Static_assert(offsetof(sync_shm_header, planes) == 168, "shm header layout");
+_Static_assert(sizeof(sync_shm_plane) == 16, "shm plane layout");
 _Static_assert(sizeof(sync_shm_slot) == 64, "shm slot layout");
 #endif
 

@@ -16,7 +16,8 @@ struct sync_shm_reader {
   uint8_t* base;
   size_t bytes;
   sync_shm_header* header;
-  uint64_t last_counter;  // write_counter of the last frame taken (0: none)
+  sync_shm_layout layout;  // checked against the format at open
+  uint64_t last_counter;   // write_counter of the last frame taken (0: none)
   sync_shm_counters counters;
 };
 
@@ -32,11 +33,65 @@ int64_t now_ms() {
   return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
 }
 
-bool plausible(const sync_shm_header* h, size_t file_bytes) {
+// The layout a frame of this format and size must have (docs/protocol.md, "Pixel formats"):
+// planes packed back to back, no row padding. Computed here rather than taken from syncd's media
+// library because this library depends on nothing of syncd; tests/unit/shm_ring_test.cpp checks
+// that the two agree. False for an unknown format or a size that does not suit it.
+bool expected_layout(uint32_t format, uint32_t width, uint32_t height, sync_shm_layout& out) {
+  out = sync_shm_layout{};
+  out.format = format;
+  out.width = width;
+  out.height = height;
+  // Under 2^30 each (syncd allows 16384), so width * 4 fits 32 bits and no product overflows.
+  if (width == 0 || height == 0 || width >= (1u << 30) || height >= (1u << 30)) return false;
+  const uint64_t luma = uint64_t(width) * height;
+  switch (format) {
+    case SYNC_SHM_FORMAT_RGBA8:
+    case SYNC_SHM_FORMAT_BGRA8:
+      out.plane_count = 1;
+      out.planes[0] = {0, width * 4, height};
+      out.frame_bytes = luma * 4;
+      return true;
+    case SYNC_SHM_FORMAT_NV12:
+    case SYNC_SHM_FORMAT_I420:
+      if (width % 2 || height % 2) return false;  // chroma covers 2x2 pixels
+      out.planes[0] = {0, width, height};
+      if (format == SYNC_SHM_FORMAT_NV12) {
+        out.plane_count = 2;
+        out.planes[1] = {luma, width, height / 2};
+      } else {
+        out.plane_count = 3;
+        out.planes[1] = {luma, width / 2, height / 2};
+        out.planes[2] = {luma + luma / 4, width / 2, height / 2};
+      }
+      out.frame_bytes = luma + luma / 2;
+      return true;
+  }
+  return false;
+}
+
+bool same_plane(const sync_shm_plane& a, const sync_shm_plane& b) {
+  return a.offset == b.offset && a.stride == b.stride && a.rows == b.rows;
+}
+
+bool plausible(const sync_shm_header* h, size_t file_bytes, sync_shm_layout& layout) {
   if (h->version != SYNC_SHM_VERSION || h->header_bytes != sizeof(sync_shm_header)) return false;
   if (h->slot_count == 0 || h->slot_count > 4096) return false;
-  if (h->frame_bytes != uint64_t(h->width) * h->height * 4 || h->slot_stride < h->frame_bytes)
+  if (!expected_layout(h->format, h->width, h->height, layout)) return false;
+  if (h->frame_bytes != layout.frame_bytes || h->slot_stride < h->frame_bytes ||
+      h->slot_stride > file_bytes)
     return false;
+  // The header's planes must be the format's. A ring from a syncd that predates them has none
+  // (the bytes were reserved zeros) and only ever held the one-plane formats.
+  if (h->plane_count == 0) {
+    if (layout.plane_count != 1) return false;
+  } else {
+    if (h->plane_count != layout.plane_count) return false;
+    for (uint32_t i = 0; i < layout.plane_count; ++i)
+      if (!same_plane(h->planes[i], layout.planes[i])) return false;
+  }
+  // Each term is bounded by the file's size first, so the sums below cannot wrap around.
+  if (h->slots_offset > file_bytes || h->pixels_offset > file_bytes) return false;
   const uint64_t meta_end = h->slots_offset + uint64_t(h->slot_count) * sizeof(sync_shm_slot);
   return meta_end <= h->pixels_offset &&
          h->pixels_offset + h->slot_stride * h->slot_count <= file_bytes &&
@@ -61,8 +116,9 @@ extern "C" int sync_shm_open(const char* path, sync_shm_reader** out) {
   ::close(fd);
   if (memory == MAP_FAILED) return SYNC_SHM_ESYS;
   auto* header = static_cast<sync_shm_header*>(memory);
+  sync_shm_layout layout;
   if (__atomic_load_n(&header->magic, __ATOMIC_ACQUIRE) != SYNC_SHM_MAGIC ||
-      !plausible(header, size_t(st.st_size))) {
+      !plausible(header, size_t(st.st_size), layout)) {
     ::munmap(memory, size_t(st.st_size));
     return SYNC_SHM_EFORMAT;
   }
@@ -74,6 +130,7 @@ extern "C" int sync_shm_open(const char* path, sync_shm_reader** out) {
   r->base = static_cast<uint8_t*>(memory);
   r->bytes = size_t(st.st_size);
   r->header = header;
+  r->layout = layout;
   *out = r;
   return SYNC_SHM_OK;
 }
@@ -86,6 +143,24 @@ extern "C" void sync_shm_close(sync_shm_reader* r) {
 
 extern "C" const sync_shm_header* sync_shm_info(const sync_shm_reader* r) {
   return r->header;
+}
+
+extern "C" const sync_shm_layout* sync_shm_get_layout(const sync_shm_reader* r) {
+  return &r->layout;
+}
+
+extern "C" const char* sync_shm_format_name(uint32_t format) {
+  switch (format) {
+    case SYNC_SHM_FORMAT_RGBA8:
+      return "rgba8";
+    case SYNC_SHM_FORMAT_BGRA8:
+      return "bgra8";
+    case SYNC_SHM_FORMAT_NV12:
+      return "nv12";
+    case SYNC_SHM_FORMAT_I420:
+      return "i420";
+  }
+  return "?";
 }
 
 namespace {

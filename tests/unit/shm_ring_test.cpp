@@ -1,4 +1,6 @@
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,18 +10,27 @@
 #include "media/publishers/shm_region.h"
 #include "sync/shm_reader.h"
 
+using syncd::media::FrameLayout;
 using syncd::media::FramePool;
 using syncd::media::FrameSlot;
+using syncd::media::PixelFormat;
 using syncd::media::ShmRegion;
 
 namespace {
+
+FrameLayout layout_of(PixelFormat format, uint32_t width, uint32_t height) {
+  FrameLayout l;
+  EXPECT_TRUE(syncd::media::frame_layout(format, width, height, l));
+  return l;
+}
 
 struct Ring : ::testing::Test {
   void SetUp() override {
     path = "/dev/shm/sync-unit-" + std::to_string(::getpid()) + "-" +
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::string error;
-    auto region = ShmRegion::create(path, "unit", 8, 4, 1, kSlots, error);
+    auto region =
+        ShmRegion::create(path, "unit", layout_of(PixelFormat::kRgba8, 8, 4), kSlots, error);
     ASSERT_TRUE(region) << error;
     writer = region.get();
     pool = FramePool::create_in(writer->first_slot(), writer->slot_stride(), kSlots, 8 * 4 * 4,
@@ -141,4 +152,194 @@ TEST(ShmReader, RefusesMissingAndForeignFiles) {
   std::fclose(f);
   EXPECT_EQ(sync_shm_open(junk.c_str(), &r), SYNC_SHM_EFORMAT);
   ::unlink(junk.c_str());
+}
+
+namespace {
+
+// A ring of one format and size, written by ShmRegion (which takes syncd's media::frame_layout)
+// and opened by the C reader (which computes the layout on its own).
+struct FormatRing {
+  FormatRing(PixelFormat format, uint32_t width, uint32_t height, const char* tag)
+      : layout(layout_of(format, width, height)) {
+    path = "/dev/shm/sync-unit-" + std::to_string(::getpid()) + "-fmt-" + tag;
+    std::string error;
+    auto region = ShmRegion::create(path, "fmt", layout, 2, error);
+    EXPECT_TRUE(region) << error;
+    if (!region) return;
+    writer = region.get();
+    pool = FramePool::create_in(writer->first_slot(), writer->slot_stride(), 2, layout.bytes,
+                                std::move(region), syncd::media::SlotReuse::kLeastRecent);
+  }
+  ~FormatRing() {
+    if (pool) pool->drop_ref();
+  }
+  // Rewrites one header field in the file, as a writer with a bug (or another program) would.
+  template <typename F>
+  void tamper(F&& change) {
+    const int fd = ::open(path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    void* m = ::mmap(nullptr, sizeof(sync_shm_header), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    ASSERT_NE(m, MAP_FAILED);
+    change(*static_cast<sync_shm_header*>(m));
+    ::munmap(m, sizeof(sync_shm_header));
+  }
+  int open_status() {
+    sync_shm_reader* r = nullptr;
+    const int rc = sync_shm_open(path.c_str(), &r);
+    sync_shm_close(r);
+    return rc;
+  }
+
+  FrameLayout layout;
+  std::string path;
+  ShmRegion* writer = nullptr;
+  FramePool* pool = nullptr;
+};
+
+}  // namespace
+
+TEST(ShmFormats, HeaderAndReaderCarryEveryFormatsPlanes) {
+  struct Case {
+    PixelFormat format;
+    uint32_t width, height;
+    uint32_t planes;
+    uint64_t bytes;
+  };
+  const Case cases[] = {
+      {PixelFormat::kRgba8, 6, 2, 1, 6 * 2 * 4},
+      {PixelFormat::kBgra8, 1920, 1080, 1, 1920 * 1080 * 4},
+      {PixelFormat::kNv12, 2, 2, 2, 6},
+      {PixelFormat::kNv12, 1920, 1080, 2, 1920 * 1080 * 3 / 2},
+      {PixelFormat::kI420, 2, 2, 3, 6},
+      {PixelFormat::kI420, 1280, 720, 3, 1280 * 720 * 3 / 2},
+      {PixelFormat::kI420, 1920, 1080, 3, 1920 * 1080 * 3 / 2},
+  };
+  for (const Case& c : cases) {
+    const std::string tag = std::string(syncd::media::pixel_format_name(c.format)) + "-" +
+                            std::to_string(c.width) + "x" + std::to_string(c.height);
+    SCOPED_TRACE(tag);
+    FormatRing ring(c.format, c.width, c.height, tag.c_str());
+    ASSERT_TRUE(ring.pool);
+    sync_shm_reader* reader = nullptr;
+    ASSERT_EQ(sync_shm_open(ring.path.c_str(), &reader), SYNC_SHM_OK);
+    const sync_shm_header* h = sync_shm_info(reader);
+    EXPECT_EQ(h->format, uint32_t(c.format));
+    EXPECT_EQ(h->frame_bytes, c.bytes);
+    EXPECT_EQ(h->plane_count, c.planes);
+    const sync_shm_layout* l = sync_shm_get_layout(reader);
+    EXPECT_EQ(l->format, uint32_t(c.format));
+    EXPECT_EQ(l->width, c.width);
+    EXPECT_EQ(l->height, c.height);
+    EXPECT_EQ(l->frame_bytes, c.bytes);
+    EXPECT_STREQ(sync_shm_format_name(l->format), syncd::media::pixel_format_name(c.format));
+    ASSERT_EQ(l->plane_count, c.planes);
+    for (uint32_t i = 0; i < c.planes; ++i) {
+      SCOPED_TRACE("plane " + std::to_string(i));
+      // The header as syncd wrote it, and the reader's own computation, both equal syncd's.
+      EXPECT_EQ(h->planes[i].offset, ring.layout.planes[i].offset);
+      EXPECT_EQ(h->planes[i].stride, ring.layout.planes[i].stride);
+      EXPECT_EQ(h->planes[i].rows, ring.layout.planes[i].rows);
+      EXPECT_EQ(l->planes[i].offset, ring.layout.planes[i].offset);
+      EXPECT_EQ(l->planes[i].stride, ring.layout.planes[i].stride);
+      EXPECT_EQ(l->planes[i].rows, ring.layout.planes[i].rows);
+    }
+    for (uint32_t i = c.planes; i < SYNC_SHM_MAX_PLANES; ++i) EXPECT_EQ(h->planes[i].stride, 0u);
+    // The last plane ends where the frame does: nothing unaccounted for, nothing overlapping.
+    const sync_shm_plane& last = l->planes[c.planes - 1];
+    EXPECT_EQ(last.offset + uint64_t(last.stride) * last.rows, c.bytes);
+
+    // A frame comes back whole: its size is the format's, and its last (chroma) byte arrives.
+    FrameSlot* s = ring.pool->acquire();
+    ASSERT_NE(s, nullptr);
+    std::memset(s->pixels, 0x11, c.bytes);
+    s->pixels[c.bytes - 1] = 0x77;
+    s->info.sequence = 9;
+    ring.writer->publish(*s, 1);
+    FramePool::release(s);
+    sync_shm_frame f;
+    ASSERT_EQ(sync_shm_next(reader, 100, &f), SYNC_SHM_OK);
+    EXPECT_EQ(f.bytes, c.bytes);
+    EXPECT_EQ(f.sequence, 9u);
+    EXPECT_EQ(f.pixels[c.bytes - 1], 0x77);
+    EXPECT_EQ(sync_shm_check(reader, &f), SYNC_SHM_OK);
+    sync_shm_close(reader);
+  }
+}
+
+TEST(ShmFormats, ReaderRefusesAFrameSizeThatIsNotTheFormats) {
+  FormatRing ring(PixelFormat::kNv12, 64, 32, "size");
+  ASSERT_TRUE(ring.pool);
+  ASSERT_EQ(ring.open_status(), SYNC_SHM_OK);
+  // What a writer that still assumed 4 bytes a pixel would have written.
+  ring.tamper([](sync_shm_header& h) { h.frame_bytes = uint64_t(h.width) * h.height * 4; });
+  EXPECT_EQ(ring.open_status(), SYNC_SHM_EFORMAT);
+  ring.tamper([](sync_shm_header& h) { h.frame_bytes = uint64_t(h.width) * h.height * 3 / 2; });
+  EXPECT_EQ(ring.open_status(), SYNC_SHM_OK);
+}
+
+TEST(ShmFormats, ReaderRefusesPlanesThatAreNotTheFormats) {
+  FormatRing ring(PixelFormat::kI420, 64, 32, "planes");
+  ASSERT_TRUE(ring.pool);
+  ASSERT_EQ(ring.open_status(), SYNC_SHM_OK);
+  ring.tamper([](sync_shm_header& h) { h.planes[1].stride = h.width; });  // NV12's chroma stride
+  EXPECT_EQ(ring.open_status(), SYNC_SHM_EFORMAT);
+  ring.tamper([](sync_shm_header& h) { h.planes[1].stride = h.width / 2; });
+  ring.tamper([](sync_shm_header& h) { h.planes[2].offset += 1; });
+  EXPECT_EQ(ring.open_status(), SYNC_SHM_EFORMAT);
+  ring.tamper([](sync_shm_header& h) { h.planes[2].offset -= 1; });
+  ring.tamper([](sync_shm_header& h) { h.plane_count = 2; });
+  EXPECT_EQ(ring.open_status(), SYNC_SHM_EFORMAT);
+  ring.tamper([](sync_shm_header& h) { h.plane_count = 3; });
+  EXPECT_EQ(ring.open_status(), SYNC_SHM_OK);
+  // Same bytes, other format: I420's planes are not NV12's.
+  ring.tamper([](sync_shm_header& h) { h.format = SYNC_SHM_FORMAT_NV12; });
+  EXPECT_EQ(ring.open_status(), SYNC_SHM_EFORMAT);
+  ring.tamper([](sync_shm_header& h) { h.format = 5; });
+  EXPECT_EQ(ring.open_status(), SYNC_SHM_EFORMAT);
+}
+
+TEST(ShmFormats, ReaderRefusesOddSizesForFourTwoZero) {
+  FormatRing ring(PixelFormat::kNv12, 64, 32, "odd");
+  ASSERT_TRUE(ring.pool);
+  // 63 x 32: its chroma would not cover whole 2x2 blocks, whatever frame_bytes says.
+  ring.tamper([](sync_shm_header& h) {
+    h.width = 63;
+    h.frame_bytes = 63 * 32 + 32 * 32;
+    h.planes[0].stride = 63;
+    h.planes[1] = {63 * 32, 64, 16};
+  });
+  EXPECT_EQ(ring.open_status(), SYNC_SHM_EFORMAT);
+}
+
+TEST(ShmFormats, RingFromAWriterBeforePlaneFieldsStillOpensAsOnePlane) {
+  FormatRing rgba(PixelFormat::kBgra8, 16, 8, "old-bgra");
+  ASSERT_TRUE(rgba.pool);
+  rgba.tamper([](sync_shm_header& h) {
+    h.plane_count = 0;
+    std::memset(h.planes, 0, sizeof h.planes);
+  });
+  sync_shm_reader* r = nullptr;
+  ASSERT_EQ(sync_shm_open(rgba.path.c_str(), &r), SYNC_SHM_OK);
+  const sync_shm_layout* l = sync_shm_get_layout(r);
+  EXPECT_EQ(l->plane_count, 1u);  // filled in by the reader
+  EXPECT_EQ(l->planes[0].stride, 16u * 4);
+  EXPECT_EQ(l->planes[0].rows, 8u);
+  EXPECT_EQ(l->frame_bytes, 16u * 8 * 4);
+  sync_shm_close(r);
+
+  // Such a writer never wrote a 4:2:0 ring, so no planes there means a broken header.
+  FormatRing nv12(PixelFormat::kNv12, 16, 8, "old-nv12");
+  ASSERT_TRUE(nv12.pool);
+  nv12.tamper([](sync_shm_header& h) { h.plane_count = 0; });
+  EXPECT_EQ(nv12.open_status(), SYNC_SHM_EFORMAT);
+}
+
+TEST(ShmFormats, WriterRefusesALayoutTheHeaderCannotHold) {
+  std::string error;
+  FrameLayout none;  // no planes
+  const std::string path = "/dev/shm/sync-unit-" + std::to_string(::getpid()) + "-none";
+  EXPECT_FALSE(ShmRegion::create(path, "x", none, 2, error));
+  EXPECT_FALSE(error.empty());
+  EXPECT_NE(::access(path.c_str(), F_OK), 0);
 }

@@ -2,7 +2,9 @@
 // checks every frame: its XXH3 content hash over all pixels, read in place (no copy), then the
 // slot's seqlock (was it overwritten meanwhile?), and the order of sequence numbers.
 //
-// Prints a live line on a terminal and one JSON summary on stdout at the end. Exit codes:
+// Any pixel format the ring carries is read the same way: the hash covers the whole frame, all
+// planes. Prints a live line on a terminal and one JSON summary on stdout at the end, with the
+// ring's format and plane layout as the reader API reports them. Exit codes:
 // 0 done, 1 usage, 3 the ring could not be opened, 4 verification failures or torn frames.
 #include <unistd.h>
 
@@ -73,6 +75,7 @@ int main(int argc, char** argv) {
   }
   if (!reader) return 3;
   const sync_shm_header* info = sync_shm_info(reader);
+  const sync_shm_layout* layout = sync_shm_get_layout(reader);
 
   // Preallocated: at most 1000 frames a second of events, so the loop never allocates.
   std::vector<ReadEvent> events;
@@ -81,7 +84,7 @@ int main(int argc, char** argv) {
   per_second.reserve(size_t(seconds) + 16);
 
   uint64_t verified = 0, verify_failures = 0, unhashed = 0, duplicates = 0, reordered = 0;
-  uint64_t last_sequence = 0;
+  uint64_t last_sequence = 0, frame_bytes_read = 0;
   bool any = false;
   uint64_t first_bin = 0, bin = 0, bin_count = 0;
   bool binning = false;
@@ -109,6 +112,7 @@ int main(int argc, char** argv) {
     if (hashed)
       hash_ok = syncd::core::content_hash(frame.pixels, frame.bytes) == frame.content_hash;
     if (sync_shm_check(reader, &frame) != SYNC_SHM_OK) continue;  // overwritten: counted as torn
+    frame_bytes_read = frame.bytes;
     if (!hashed) {
       ++unhashed;
     } else if (hash_ok) {
@@ -140,10 +144,11 @@ int main(int argc, char** argv) {
       const sync_shm_counters c = sync_shm_get_counters(reader);
       std::fprintf(
           stderr,
-          "\r\x1b[2Ksync-shm-reader %s | fps %u | read %llu skipped %llu torn %llu failed %llu",
-          info->stream_name, per_second.empty() ? 0u : per_second.back(),
-          static_cast<unsigned long long>(c.frames), static_cast<unsigned long long>(c.skipped),
-          static_cast<unsigned long long>(c.torn),
+          "\r\x1b[2Ksync-shm-reader %s %ux%u %s | fps %u | read %llu skipped %llu torn %llu "
+          "failed %llu",
+          info->stream_name, layout->width, layout->height, sync_shm_format_name(layout->format),
+          per_second.empty() ? 0u : per_second.back(), static_cast<unsigned long long>(c.frames),
+          static_cast<unsigned long long>(c.skipped), static_cast<unsigned long long>(c.torn),
           static_cast<unsigned long long>(verify_failures));
     }
   }
@@ -161,11 +166,21 @@ int main(int argc, char** argv) {
       std::fclose(f);
     }
   }
+  nlohmann::json planes = nlohmann::json::array();
+  for (uint32_t i = 0; i < layout->plane_count; ++i)
+    planes.push_back({{"offset", layout->planes[i].offset},
+                      {"stride", layout->planes[i].stride},
+                      {"rows", layout->planes[i].rows}});
   nlohmann::json summary = {
       {"path", path},
       {"stream", info->stream_name},
       {"width", info->width},
       {"height", info->height},
+      {"format", sync_shm_format_name(layout->format)},
+      {"planes", std::move(planes)},
+      {"frame_bytes", layout->frame_bytes},
+      // The size of the frames actually read, as the reader API handed them out (0: none read).
+      {"frame_bytes_read", frame_bytes_read},
       {"slots", info->slot_count},
       {"frames_read", verified + verify_failures + unhashed},
       {"verified", verified},

@@ -14,9 +14,15 @@ ShmPublisher::ShmPublisher(ShmPublisherConfig config) : config_(std::move(config
 FramePool* ShmPublisher::create_pool(const StreamConfig& config, size_t frame_bytes) {
   if (region_ || pending_pool_) return nullptr;  // one ring, one stream
   if (!config_.stream_name.empty() && config.name != config_.stream_name) return nullptr;
+  // The registry has already checked the geometry against the format and sized the pool from
+  // this layout. Should the two ever disagree, the stream runs on an ordinary pool rather than
+  // in a ring whose header misdescribes its frames.
+  FrameLayout layout;
+  if (!frame_layout(config.format, config.width, config.height, layout) ||
+      layout.bytes != frame_bytes)
+    return nullptr;
   const uint32_t slots = std::max(config.slots, config_.min_slots);
-  auto region = ShmRegion::create(config_.path, config.name, config.width, config.height,
-                                  uint32_t(config.format), slots, last_error_);
+  auto region = ShmRegion::create(config_.path, config.name, layout, slots, last_error_);
   if (!region) {
     // The stream still runs on an ordinary pool; the failure is counted and shown in /stats.
     ++create_failures_;

@@ -30,9 +30,13 @@ std::string default_region_path() {
 }
 
 std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std::string& stream,
-                                             uint32_t width, uint32_t height, uint32_t format,
-                                             uint32_t slot_count, std::string& error) {
-  const uint64_t frame_bytes = uint64_t(width) * height * 4;
+                                             const FrameLayout& layout, uint32_t slot_count,
+                                             std::string& error) {
+  if (layout.plane_count == 0 || layout.plane_count > SYNC_SHM_MAX_PLANES || layout.bytes == 0) {
+    error = "frame layout does not fit the ring header";
+    return nullptr;
+  }
+  const uint64_t frame_bytes = layout.bytes;
   const size_t meta_bytes = sizeof(sync_shm_header) + sizeof(sync_shm_slot) * slot_count;
   const size_t pixels_offset = page_round(meta_bytes);
   const size_t stride = page_round(frame_bytes);
@@ -68,9 +72,9 @@ std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std:
   std::memset(h, 0, meta_bytes);
   h->version = SYNC_SHM_VERSION;
   h->header_bytes = sizeof(sync_shm_header);
-  h->width = width;
-  h->height = height;
-  h->format = format;
+  h->width = layout.width;
+  h->height = layout.height;
+  h->format = uint32_t(layout.format);
   h->slot_count = slot_count;
   h->slot_stride = stride;
   h->frame_bytes = frame_bytes;
@@ -78,6 +82,9 @@ std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std:
   h->pixels_offset = pixels_offset;
   h->region_bytes = total;
   h->writer_pid = uint32_t(::getpid());
+  h->plane_count = layout.plane_count;
+  for (uint32_t i = 0; i < layout.plane_count; ++i)
+    h->planes[i] = {layout.planes[i].offset, layout.planes[i].stride, layout.planes[i].rows};
   std::strncpy(h->stream_name, stream.c_str(), sizeof h->stream_name - 1);
   for (uint32_t i = 0; i < slot_count; ++i) region->slot_meta(i)->seq = 1;  // nothing valid yet
   __atomic_store_n(&h->state, SYNC_SHM_STATE_LIVE, __ATOMIC_RELEASE);

@@ -12,17 +12,19 @@
 #include <string>
 
 #include "media/frame_pool.h"
+#include "media/pixel_format.h"
 #include "sync/shm_ring.h"
 
 namespace syncd::media {
 
 class ShmRegion final : public PoolBacking {
  public:
-  // Creates (replacing a stale file at path) and maps a region. nullptr with error set on
-  // failure.
+  // Creates (replacing a stale file at path) and maps a region whose slots hold frames of
+  // `layout` (its format, geometry, planes and size go into the header for readers). nullptr
+  // with error set on failure, also for a layout with no planes or more than the header holds.
   static std::unique_ptr<ShmRegion> create(const std::string& path, const std::string& stream,
-                                           uint32_t width, uint32_t height, uint32_t format,
-                                           uint32_t slot_count, std::string& error);
+                                           const FrameLayout& layout, uint32_t slot_count,
+                                           std::string& error);
   ~ShmRegion() override;  // marks the ring ended, unmaps and unlinks
 
   // PoolBacking: the seqlock goes odd before the socket writes a byte into the slot.
