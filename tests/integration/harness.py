@@ -18,6 +18,33 @@ HEADER = struct.Struct("<IHHIIQQIIIIQ")  # docs/protocol.md, "Binary video frame
 assert HEADER.size == 56
 HAS_HASH = 1
 
+# Pixel formats: wire values of the frame header, the ring header and HTTP records.
+FORMAT_CODES = {"rgba8": 1, "bgra8": 2, "nv12": 3, "i420": 4}
+
+
+def frame_planes(fmt, width, height):
+    """The planes of a frame as (offset, stride, rows), packed in the format's order
+    (docs/protocol.md, "Pixel formats"). fmt is a name or a wire value. Written out here, not
+    asked of syncd, so tests compare syncd's answers with an independent reading of the spec."""
+    code = FORMAT_CODES.get(fmt, fmt)
+    luma = width * height
+    if code in (1, 2):
+        return [(0, width * 4, height)]
+    if width % 2 or height % 2:
+        raise ValueError("4:2:0 formats need even sizes")
+    if code == 3:
+        return [(0, width, height), (luma, width, height // 2)]
+    if code == 4:
+        return [(0, width, height), (luma, width // 2, height // 2),
+                (luma + luma // 4, width // 2, height // 2)]
+    raise ValueError(f"unknown pixel format {fmt!r}")
+
+
+def frame_bytes(fmt, width, height):
+    """Bytes of one frame, all planes: 4 a pixel for rgba8/bgra8, 1.5 for nv12/i420."""
+    offset, stride, rows = frame_planes(fmt, width, height)[-1]
+    return offset + stride * rows
+
 
 class Syncd:
     """A syncd process on a free port; use as a context manager."""

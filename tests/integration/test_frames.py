@@ -9,10 +9,11 @@ import unittest
 
 import websockets
 
-from harness import RawWebSocket, Syncd, client_frame, frame_message, marker_pixels
+from harness import (RawWebSocket, Syncd, client_frame, frame_bytes, frame_message,
+                     marker_pixels)
 
 W, H = 64, 32
-FRAME_BYTES = W * H * 4
+FRAME_BYTES = frame_bytes("rgba8", W, H)
 
 
 async def open_stream(ws, name, width=W, height=H, **extra):

@@ -9,10 +9,10 @@ import unittest
 
 import websockets
 
-from harness import Syncd, frame_message, marker_pixels, raw_http
+from harness import Syncd, frame_bytes, frame_message, marker_pixels, raw_http
 
 W, H = 64, 32
-FRAME_BYTES = W * H * 4
+FRAME_BYTES = frame_bytes("rgba8", W, H)
 RECORD = struct.Struct("<IHHQQQIIIIQII")
 assert RECORD.size == 64
 
@@ -52,8 +52,10 @@ class Receiver:
         (magic, version, hbytes, seq, capture, publish, w, h, fmt, flags, digest, nbytes,
          dropped) = fields
         assert magic == 0x534E5953 and version == 1 and hbytes == 64
+        # The payload is one frame of the record's own format and size, whatever the format.
+        assert nbytes == frame_bytes(fmt, w, h), (fmt, w, h, nbytes)
         pixels = self._read(nbytes)
-        return {"sequence": seq, "width": w, "height": h, "dropped_before": dropped,
+        return {"sequence": seq, "width": w, "height": h, "format": fmt, "dropped_before": dropped,
                 "pixels": pixels, "hash": digest}
 
     def ended(self, timeout=5):

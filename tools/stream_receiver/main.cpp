@@ -62,6 +62,30 @@ constexpr uint32_t kFlagHashValid = 1u << 0;
 // A record announcing more than this is corrupt, not a frame (16384 x 16384 x 4 = 1 GiB).
 constexpr uint64_t kMaxPayloadBytes = 1ull << 30;
 constexpr uint32_t kLowRateFps = 50;
+
+// A record's payload size for its format and geometry (docs/protocol.md, "Pixel formats"): 4
+// bytes a pixel for rgba8 (1) and bgra8 (2); a full-size Y plane plus quarter-size chroma, 1.5
+// bytes a pixel, for nv12 (3) and i420 (4), whose sides must be even. 0 for anything else, so a
+// record that is not a frame of a known format is refused. Computed here because this tool
+// links none of syncd's media code; integration tests check it against syncd's own records.
+uint64_t frame_bytes_of(uint32_t format, uint32_t width, uint32_t height) {
+  const uint64_t pixels = uint64_t{width} * height;
+  switch (format) {
+    case 1:
+    case 2:
+      return pixels * 4;
+    case 3:
+    case 4:
+      return (width % 2 || height % 2) ? 0 : pixels + pixels / 2;
+    default:
+      return 0;
+  }
+}
+
+const char* format_name(uint32_t format) {
+  static const char* const kNames[] = {"?", "rgba8", "bgra8", "nv12", "i420"};
+  return format < 5 ? kNames[format] : "?";
+}
 // Linux caps it at net.core.rmem_max (4 MiB here). Set before connect() so the window scale is
 // negotiated for it: an 8 MB frame then arrives in a few large reads.
 constexpr int kReceiveBufferBytes = 4 << 20;
@@ -402,6 +426,11 @@ struct Counters {
   uint64_t duplicates = 0;
   uint64_t reorders = 0;
   uint64_t geometry_changes = 0;
+  // The last record's format, geometry and payload size (0 before the first record).
+  uint32_t format = 0;
+  uint32_t width = 0;
+  uint32_t height = 0;
+  uint64_t frame_bytes = 0;
   uint64_t credit_granted = 0;
   uint64_t server_errors = 0;   // error replies on the control connection, but:
   uint64_t credit_refused = 0;  // unknown_receiver replies to our credit
@@ -686,19 +715,26 @@ class Receiver {
       const int64_t publish_ns = int64_t(load<uint64_t>(header + 24));
       const uint32_t width = load<uint32_t>(header + 32);
       const uint32_t height = load<uint32_t>(header + 36);
+      const uint32_t format = load<uint32_t>(header + 40);
       const uint32_t flags = load<uint32_t>(header + 44);
       const uint64_t hash = load<uint64_t>(header + 48);
       const uint32_t payload = load<uint32_t>(header + 56);
       const uint32_t dropped_before = load<uint32_t>(header + 60);
-      if (uint64_t{width} * height * 4 != payload || payload > kMaxPayloadBytes) {
+      const uint64_t expected = frame_bytes_of(format, width, height);
+      if (expected == 0 || expected != payload || payload > kMaxPayloadBytes) {
         std::fprintf(stderr,
-                     "\nsync-stream-receiver: record %llu (sequence %llu): %ux%u does not "
-                     "match %u payload bytes\n",
+                     "\nsync-stream-receiver: record %llu (sequence %llu): %ux%u format %u (%s) "
+                     "does not match %u payload bytes\n",
                      static_cast<unsigned long long>(c_.records),
-                     static_cast<unsigned long long>(sequence), width, height, payload);
+                     static_cast<unsigned long long>(sequence), width, height, format,
+                     format_name(format), payload);
         end_ = "bad_record";
         return kExitIo;
       }
+      c_.format = format;
+      c_.width = width;
+      c_.height = height;
+      c_.frame_bytes = payload;
       if (payload > pixels_.size()) {
         // Sized by the first record (a stream's geometry is fixed when it opens); touched now so
         // page faults do not land inside the next read.
@@ -832,6 +868,10 @@ class Receiver {
         {"stream", opt_.stream},
         {"end", end_},
         {"frames", c_.records},
+        {"format", c_.records ? format_name(c_.format) : ""},
+        {"width", c_.width},
+        {"height", c_.height},
+        {"frame_bytes", c_.frame_bytes},
         {"unique_frames", c_.unique},
         {"bytes", c_.bytes},
         {"seconds", span},
