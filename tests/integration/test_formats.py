@@ -1,0 +1,216 @@
+"""Pixel formats end to end through a real syncd (docs/protocol.md, "Pixel formats"): NV12 and
+I420 frames from the native producer verified by syncd's test publisher, read back from the
+shared-memory ring at their own size, and carried by the HTTP stream; stream.opened's planes and
+the frame header's format values for all four formats, checked from a Python client."""
+import asyncio
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import websockets
+
+from harness import (FORMAT_CODES, PRODUCER, Syncd, frame_bytes, frame_message, frame_planes,
+                     marker_pixels)
+from test_streams import Receiver
+
+READER = os.environ.get("SYNC_SHM_READER", "../../build/release/tools/shm_reader/sync-shm-reader")
+RECEIVER = os.environ.get("SYNC_STREAM_RECEIVER",
+                          "../../build/release/tools/stream_receiver/sync-stream-receiver")
+W, H = 640, 360  # even, as 4:2:0 needs; small enough for a shared 2-core machine
+
+
+def last_json(text):
+    for line in reversed(text.strip().splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def run_producer(syncd, fmt, stream, *extra):
+    proc = subprocess.run([PRODUCER, "--url", syncd.url, "--quiet", "--stream", stream,
+                           "--format", fmt, "--width", str(W), "--height", str(H), *extra],
+                          capture_output=True, text=True, timeout=60)
+    return proc.returncode, last_json(proc.stdout), proc.stderr
+
+
+async def hello(ws):
+    await ws.send(json.dumps({"type": "hello", "protocol": 1}))
+    assert json.loads(await ws.recv())["type"] == "welcome"
+
+
+async def request(ws, message):
+    await ws.send(json.dumps(message))
+    return json.loads(await ws.recv())
+
+
+class PixelFormats(unittest.TestCase):
+    def check_stream(self, syncd, name, fmt, sent):
+        s = syncd.wait_for(lambda: (lambda s: s if s and not s["open"] else None)(
+            syncd.stream_stats(name)))
+        self.assertEqual(s["format"], fmt)
+        self.assertEqual(s["frame_bytes"], W * H * 3 // 2)
+        self.assertEqual(s["frames_accepted"], sent)
+        # The test publisher hashed every byte of every frame, chroma planes included.
+        self.assertEqual(s["frames_verified"], sent)
+        self.assertEqual(s["frames_verify_failed"], 0)
+        self.assertEqual(s["frames_dropped_total"], 0)
+        return s
+
+    def test_420_frames_verified_and_read_from_the_ring(self):
+        for fmt in ("nv12", "i420"):
+            with self.subTest(fmt=fmt), tempfile.TemporaryDirectory() as tmp:
+                path = f"/dev/shm/sync-test-{os.getpid()}-formats-{fmt}.frames"
+                events = os.path.join(tmp, "events.csv")
+                with Syncd("--publisher", "test,shm", "--shm-path", path) as syncd:
+                    # The reader waits for the ring, reads until the stream ends, then reports.
+                    reader = subprocess.Popen([READER, "--path", path, "--seconds", "60",
+                                               "--quiet", "--events", events],
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                              text=True)
+                    rc, sent, err = run_producer(syncd, fmt, "ring", "--fps", "60",
+                                                 "--frames", "120")
+                    self.assertEqual(rc, 0, err)
+                    self.assertEqual(sent["frames_sent"], 120)
+                    self.assertEqual(sent["errors_received"], 0)
+                    s = self.check_stream(syncd, "ring", fmt, 120)
+                    self.assertEqual(s["publishers"]["shm"]["delivered"], 120)
+
+                    out, err = reader.communicate(timeout=60)
+                    self.assertEqual(reader.returncode, 0, err)
+                    r = last_json(out)
+                    self.assertTrue(r["ended"], r)
+                    self.assertEqual(r["format"], fmt)
+                    self.assertEqual((r["width"], r["height"]), (W, H))
+                    self.assertEqual(r["frame_bytes"], W * H * 3 // 2)
+                    self.assertEqual(r["frame_bytes_read"], W * H * 3 // 2)
+                    self.assertEqual([(p["offset"], p["stride"], p["rows"]) for p in r["planes"]],
+                                     frame_planes(fmt, W, H))
+                    # Each frame's XXH3 over frame_bytes matched the producer's hash over its
+                    # whole frame: a ring sized 4 bytes a pixel would fail every one.
+                    self.assertEqual(r["verify_failures"], 0)
+                    self.assertEqual(r["torn"], 0)
+                    self.assertEqual(r["skipped"], 0)
+                    self.assertEqual(r["verified"], r["frames_read"])
+                    with open(events) as f:
+                        sequences = [int(l.split(",")[0]) for l in f.read().splitlines()[1:]]
+                    # The reader may have mapped the ring a frame or two after the producer
+                    # began; from then on it read every frame, in order, to the last one.
+                    self.assertEqual(len(sequences), r["frames_read"])
+                    self.assertLess(sequences[0], 30)
+                    self.assertEqual(sequences, list(range(sequences[0], 120)))
+                    self.assertEqual(syncd.stop(), 0)
+                self.assertFalse(os.path.exists(path))
+
+    def test_420_frames_reach_an_http_receiver(self):
+        with Syncd() as syncd, tempfile.TemporaryDirectory() as tmp:
+            ticket_file = os.path.join(tmp, "ticket")
+            receiver = subprocess.Popen(
+                [RECEIVER, "--url", f"http://127.0.0.1:{syncd.port}", "--stream", "recv",
+                 "--ticket-file", ticket_file, "--credit", "8", "--quiet"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            rc, sent, err = run_producer(syncd, "i420", "recv", "--fps", "60", "--frames", "90",
+                                         "--ticket-file", ticket_file)
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(sent["frames_sent"], 90)
+            out, err = receiver.communicate(timeout=30)
+            self.assertEqual(receiver.returncode, 0, err)
+            r = last_json(out)
+            self.assertEqual(r["end"], "stream_ended")
+            self.assertEqual(r["format"], "i420")
+            self.assertEqual((r["width"], r["height"]), (W, H))
+            self.assertEqual(r["frame_bytes"], W * H * 3 // 2)
+            self.assertEqual(r["frames"], 90)
+            self.assertEqual(r["hash_verified"], 90)
+            self.assertEqual(r["verify_failures"], 0)
+            self.check_stream(syncd, "recv", "i420", 90)
+            self.assertEqual(syncd.stop(), 0)
+
+    def test_stream_opened_planes_and_frame_header_formats(self):
+        w, h = 64, 32
+
+        async def scenario(syncd):
+            async with websockets.connect(syncd.url, max_size=None) as ws:
+                await hello(ws)
+                for fmt, code in FORMAT_CODES.items():
+                    opened = await request(ws, {"type": "stream.open", "name": fmt, "width": w,
+                                                "height": h, "format": fmt})
+                    self.assertEqual(opened["type"], "stream.opened", opened)
+                    self.assertEqual(opened["format"], fmt)
+                    self.assertEqual(opened["frame_bytes"], frame_bytes(fmt, w, h))
+                    self.assertEqual([(p["offset"], p["stride"], p["rows"])
+                                      for p in opened["planes"]], frame_planes(fmt, w, h))
+                    sid, size = opened["stream"], opened["frame_bytes"]
+                    # The header may name the stream's format or leave it 0 ("the stream's").
+                    await ws.send(frame_message(sid, 0, marker_pixels(size, 0, 1), w, h, code))
+                    await ws.send(frame_message(sid, 1, marker_pixels(size, 1, 2), fmt=0))
+                    # Another format of the same size is refused: NV12 and I420 bytes differ.
+                    other = {1: 2, 2: 1, 3: 4, 4: 3}[code]
+                    await ws.send(frame_message(sid, 2, marker_pixels(size, 2), fmt=other))
+                    error = json.loads(await ws.recv())
+                    self.assertEqual((error["code"], error["sequence"]), ("geometry_mismatch", 2))
+                    # A frame sized 4 bytes a pixel fits only the 4-byte formats.
+                    if code >= 3:
+                        await ws.send(frame_message(sid, 3, marker_pixels(w * h * 4, 3), fmt=code))
+                        error = json.loads(await ws.recv())
+                        self.assertEqual(error["code"], "frame_size_mismatch")
+                # Not a format: refused before any stream is looked up.
+                await ws.send(frame_message(1, 9, marker_pixels(w * h * 4, 9), fmt=5))
+                error = json.loads(await ws.recv())
+                self.assertEqual(error["code"], "bad_frame_header")
+                # 4:2:0 needs even sides; the 4-byte formats do not.
+                for fmt, ok in (("nv12", False), ("i420", False), ("bgra8", True)):
+                    reply = await request(ws, {"type": "stream.open", "name": "odd-" + fmt,
+                                               "width": w + 1, "height": h, "format": fmt})
+                    self.assertEqual(reply["type"] == "stream.opened", ok, reply)
+                    if not ok:
+                        self.assertEqual(reply["code"], "bad_geometry")
+                reply = await request(ws, {"type": "stream.open", "name": "yuv", "width": w,
+                                           "height": h, "format": "yuv420"})
+                self.assertEqual(reply["code"], "bad_message")
+                self.assertIn("nv12", reply["message"])
+
+        with Syncd() as syncd:
+            asyncio.run(scenario(syncd))
+            for fmt in FORMAT_CODES:
+                s = syncd.stream_stats(fmt)
+                self.assertEqual(s["format"], fmt)
+                self.assertEqual(s["frames_verified"], 2, s)
+                self.assertEqual(s["frames_verify_failed"], 0)
+                self.assertEqual(s["frames_dropped"]["geometry_mismatch"], 1)
+            self.assertEqual(syncd.stop(), 0)
+
+    def test_http_records_carry_the_format(self):
+        w, h = 64, 32
+
+        async def scenario(syncd):
+            async with websockets.connect(syncd.url, max_size=None) as ws:
+                await hello(ws)
+                opened = await request(ws, {"type": "stream.open", "name": "rec", "width": w,
+                                            "height": h, "format": "nv12"})
+                sid = opened["stream"]
+                ticket = await request(ws, {"type": "ticket.create", "stream": sid})
+                receiver = Receiver(syncd.port, "rec", ticket["ticket"], credit=2)
+                self.assertEqual(receiver.status, 200)
+                await asyncio.sleep(0.1)
+                pixels = marker_pixels(frame_bytes("nv12", w, h), 0, 0x5A)
+                await ws.send(frame_message(sid, 0, pixels))
+                # Receiver.record() also checks the payload against the record's format.
+                record = receiver.record()
+                self.assertEqual(record["format"], FORMAT_CODES["nv12"])
+                self.assertEqual((record["width"], record["height"]), (w, h))
+                self.assertEqual(record["pixels"], pixels)
+                receiver.close()
+
+        with Syncd() as syncd:
+            asyncio.run(scenario(syncd))
+            self.assertEqual(syncd.stop(), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
