@@ -9,8 +9,21 @@ export const RECORD_HEADER_BYTES: 64;
 export const NAUD_MAGIC: number;
 export const NAUD_HEADER_BYTES: 64;
 export const MARKER_BYTES: 16;
-export const FORMAT_CODES: Readonly<{ rgba8: 1; bgra8: 2 }>;
-export const FORMAT_NAMES: Readonly<Record<number, 'rgba8' | 'bgra8'>>;
+/** Pixel formats (docs/protocol.md, "Pixel formats"). rgba8/bgra8: 4 bytes a pixel, one plane;
+ * nv12, i420: 4:2:0, 1.5 bytes a pixel, even width and height. */
+export type PixelFormat = 'rgba8' | 'bgra8' | 'nv12' | 'i420';
+/** Wire values of the frame header, the shared-memory ring and HTTP records (0 in a frame
+ * header: the stream's own format). */
+export type PixelFormatCode = 1 | 2 | 3 | 4;
+export const FORMAT_CODES: Readonly<{ rgba8: 1; bgra8: 2; nv12: 3; i420: 4 }>;
+export const FORMAT_NAMES: Readonly<Record<number, PixelFormat>>;
+
+/** One plane of a frame: bytes from the frame's start, bytes from row to row, and rows. Planes
+ * are packed back to back with no row padding. */
+export interface PlaneLayout { offset: number; stride: number; rows: number }
+export interface FrameLayout { format: PixelFormat; width: number; height: number; planes: PlaneLayout[]; bytes: number }
+/** null for an unknown format or a size that does not suit it (zero, odd sides for 4:2:0). */
+export function frameLayout(format: PixelFormat | number, width: number, height: number): FrameLayout | null;
 
 /** An error from syncd (`code` is the server's stable code) or from HTTP (`status`). */
 export class SyncError extends Error {
@@ -18,7 +31,8 @@ export class SyncError extends Error {
   readonly name: 'SyncError';
   /** Server error code (`stream_name_taken`, `unknown_receiver`, ...) or a client one:
    * `forbidden` (HTTP 403), `not_found` (404), `http_error`, `network`, `truncated`,
-   * `bad_record`, `disconnected`, `not_connected`, `timeout`, `aborted`. */
+   * `bad_record`, `disconnected`, `not_connected`, `timeout`, `aborted`, `unsupported_format`
+   * (Frame.drawTo of a 4:2:0 frame without WebCodecs). */
   code: string;
   /** HTTP status, for errors of the HTTP stream. */
   status?: number;
@@ -35,7 +49,8 @@ export interface FrameHeaderFields {
   captureTimeUs?: number | bigint;
   width?: number;
   height?: number;
-  /** 0 = the stream's, 1 = rgba8, 2 = bgra8 */
+  /** 0 = the stream's, else a FORMAT_CODES value (PixelFormatCode); parseFrameHeader returns
+   * whatever the header holds. */
   format?: number;
   contentHash?: number | bigint;
 }
@@ -53,6 +68,7 @@ export interface RecordHeader {
   publishTimeNs: number;
   width: number;
   height: number;
+  /** A FORMAT_CODES value; payloadBytes is frameLayout(format, width, height).bytes. */
   format: number;
   flags: number;
   contentHash: bigint | null;
@@ -86,7 +102,7 @@ export function backoffDelay(attempt: number, options?: BackoffOptions, random?:
 
 export const messages: Readonly<{
   hello(client?: string): { type: 'hello'; protocol: 1; client: string };
-  streamOpen(c: { name: string; width: number; height: number; format?: 'rgba8' | 'bgra8'; fps?: number; slots?: number }): object;
+  streamOpen(c: { name: string; width: number; height: number; format?: PixelFormat; fps?: number; slots?: number }): object;
   streamClose(stream: number): { type: 'stream.close'; stream: number };
   ticketCreate(stream: number, o?: { uses?: number; ttl_s?: number }): { type: 'ticket.create'; stream: number; uses?: number; ttl_s?: number };
   credit(receiver: number | string, frames?: number): { type: 'credit'; receiver: number | string; frames: number };
@@ -118,7 +134,10 @@ export interface Welcome {
 
 export interface StreamOpened {
   type: 'stream.opened'; stream: number; name: string; width: number; height: number;
-  format: 'rgba8' | 'bgra8'; fps: number; slots: number; frame_bytes: number; header_bytes: number;
+  format: PixelFormat;
+  /** The frame's planes in the format's order; frame_bytes is where the last one ends. */
+  planes: PlaneLayout[];
+  fps: number; slots: number; frame_bytes: number; header_bytes: number;
 }
 
 export interface Ticket { type: 'ticket'; stream: number; name: string; ticket: string; uses: number; expires_in_s: number }
@@ -168,7 +187,7 @@ export class SyncConnection {
   /** Round-trip time of a control ping, ms. */
   ping(): Promise<number>;
   counters(): ConnectionCounters;
-  openStream(c: { name: string; width: number; height: number; format?: 'rgba8' | 'bgra8'; fps?: number; slots?: number }): Promise<StreamOpened>;
+  openStream(c: { name: string; width: number; height: number; format?: PixelFormat; fps?: number; slots?: number }): Promise<StreamOpened>;
   closeStream(stream: number): Promise<{ type: 'stream.closed'; stream: number }>;
   createTicket(stream: number | CanvasPublisher, o?: { uses?: number; ttl_s?: number }): Promise<Ticket>;
   grantCredit(receiver: number | string, frames?: number): boolean;
@@ -260,7 +279,10 @@ export interface Frame {
   sequence: number;
   width: number;
   height: number;
-  format: 'rgba8' | 'bgra8' | number;
+  /** A name, or the wire value when this client does not know it. */
+  format: PixelFormat | number;
+  /** Where each plane lies in `pixels` (empty for an unknown format). */
+  readonly planes: PlaneLayout[];
   flags: number;
   contentHash: bigint | null;
   captureTimeUs: number;
@@ -270,6 +292,8 @@ export interface Frame {
   /** Valid until the iterator advances (the buffer is reused). */
   pixels: Uint8Array;
   marker(): { sequence: number; valid: boolean };
+  /** nv12 and i420 are drawn through WebCodecs' VideoFrame (SyncError 'unsupported_format'
+   * without it). */
   drawTo(canvas: HTMLCanvasElement | OffscreenCanvas): void;
 }
 

@@ -14,8 +14,9 @@ export const RECORD_HEADER_BYTES = 64;
 export const NAUD_MAGIC = 0x4455414e; // bytes "NAUD"
 export const NAUD_HEADER_BYTES = 64;
 export const MARKER_BYTES = 16;
-export const FORMAT_CODES = Object.freeze({ rgba8: 1, bgra8: 2 });
-export const FORMAT_NAMES = Object.freeze({ 1: 'rgba8', 2: 'bgra8' });
+// Pixel formats (docs/protocol.md, "Pixel formats"): wire values of the frame header and records.
+export const FORMAT_CODES = Object.freeze({ rgba8: 1, bgra8: 2, nv12: 3, i420: 4 });
+export const FORMAT_NAMES = Object.freeze({ 1: 'rgba8', 2: 'bgra8', 3: 'nv12', 4: 'i420' });
 
 const TWO_32 = 4294967296;
 
@@ -56,9 +57,40 @@ function asView(bytes) {
 }
 
 /**
+ * The layout of one frame (docs/protocol.md, "Pixel formats"): its planes, packed back to back
+ * with no row padding, as `{offset, stride, rows}`, and its size in bytes. rgba8/bgra8: one plane
+ * of 4 bytes a pixel; nv12: Y, then interleaved U V at half height; i420: Y, then U, then V, each
+ * a quarter of Y. `format` is a name or a wire value. null when the format is unknown or the size
+ * does not suit it (zero, or an odd side for nv12/i420, whose chroma covers 2x2 pixels). The same
+ * planes as stream.opened's `planes`.
+ */
+export function frameLayout(format, width, height) {
+  const code = typeof format === 'string' ? FORMAT_CODES[format] : format;
+  if (!(width > 0 && height > 0 && Number.isInteger(width) && Number.isInteger(height))) return null;
+  const luma = width * height;
+  let planes;
+  if (code === 1 || code === 2) {
+    planes = [{ offset: 0, stride: width * 4, rows: height }];
+  } else if (code === 3 || code === 4) {
+    if (width % 2 || height % 2) return null;
+    planes = code === 3
+      ? [{ offset: 0, stride: width, rows: height }, { offset: luma, stride: width, rows: height / 2 }]
+      : [
+        { offset: 0, stride: width, rows: height },
+        { offset: luma, stride: width / 2, rows: height / 2 },
+        { offset: luma + luma / 4, stride: width / 2, rows: height / 2 },
+      ];
+  } else {
+    return null;
+  }
+  const last = planes[planes.length - 1];
+  return { format: FORMAT_NAMES[code], width, height, planes, bytes: last.offset + last.stride * last.rows };
+}
+
+/**
  * Writes the 56-byte binary frame header at `offset` of `target` (ArrayBuffer, view or DataView).
- * Fields: streamId, sequence, captureTimeUs, width, height, format (0 = the stream's, 1 rgba8,
- * 2 bgra8), flags (bit 0: contentHash valid), contentHash (bigint or number).
+ * Fields: streamId, sequence, captureTimeUs, width, height, format (0 = the stream's, else a
+ * FORMAT_CODES value), flags (bit 0: contentHash valid), contentHash (bigint or number).
  */
 export function writeFrameHeader(target, fields, offset = 0) {
   const v = asView(target);
@@ -130,7 +162,8 @@ export function readMarker(pixels, offset = 0) {
 
 /**
  * Parses the 64-byte record header of the HTTP stream. Throws SyncError('bad_record') on a wrong
- * magic, version or header size.
+ * magic, version or header size, or a payload that is not one frame of the record's format and
+ * size (frameLayout).
  */
 export function parseRecordHeader(bytes, offset = 0) {
   const v = asView(bytes);
@@ -144,9 +177,13 @@ export function parseRecordHeader(bytes, offset = 0) {
   if (headerBytes !== RECORD_HEADER_BYTES) throw new SyncError('bad_record', `bad record header size ${headerBytes}`);
   const width = v.getUint32(o + 32, true);
   const height = v.getUint32(o + 36, true);
+  const format = v.getUint32(o + 40, true);
   const payloadBytes = v.getUint32(o + 56, true);
-  if (payloadBytes !== width * height * 4) {
-    throw new SyncError('bad_record', `payload ${payloadBytes} B does not match ${width}x${height}`);
+  // Sized without building the planes: this runs for every record received.
+  const expected = recordFrameBytes(format, width, height);
+  if (payloadBytes !== expected) {
+    const name = FORMAT_NAMES[format] ?? `format ${format}`;
+    throw new SyncError('bad_record', `payload ${payloadBytes} B does not match ${width}x${height} ${name}`);
   }
   const flags = v.getUint32(o + 44, true);
   return {
@@ -155,12 +192,20 @@ export function parseRecordHeader(bytes, offset = 0) {
     publishTimeNs: getU64(v, o + 24),
     width,
     height,
-    format: v.getUint32(o + 40, true),
+    format,
     flags,
     contentHash: flags & FRAME_FLAG_CONTENT_HASH ? v.getBigUint64(o + 48, true) : null,
     payloadBytes,
     droppedBefore: v.getUint32(o + 60, true),
   };
+}
+
+// frameLayout(format, width, height).bytes, or -1 (matches no payload) when there is none.
+function recordFrameBytes(format, width, height) {
+  if (width === 0 || height === 0) return -1;
+  if (format === 1 || format === 2) return width * height * 4;
+  if ((format === 3 || format === 4) && width % 2 === 0 && height % 2 === 0) return width * height * 1.5;
+  return -1;
 }
 
 /** Writes a record header (the server's job; here for tests and native-compatible tools). */
@@ -178,7 +223,7 @@ export function writeRecordHeader(target, f, offset = 0) {
   v.setUint32(o + 40, f.format ?? 1, true);
   v.setUint32(o + 44, f.flags ?? 0, true);
   setU64(v, o + 48, f.contentHash ?? 0);
-  v.setUint32(o + 56, f.payloadBytes ?? f.width * f.height * 4, true);
+  v.setUint32(o + 56, f.payloadBytes ?? frameLayout(f.format ?? 1, f.width, f.height)?.bytes ?? 0, true);
   v.setUint32(o + 60, f.droppedBefore ?? 0, true);
 }
 
@@ -1096,16 +1141,43 @@ class Frame {
     this.pixels = pixels;
   }
 
+  /** Where each plane lies in `pixels` (`{offset, stride, rows}`); computed when asked for. */
+  get planes() {
+    return frameLayout(this.format, this.width, this.height)?.planes ?? [];
+  }
+
   /** The sequence marker in the pixels. */
   marker() {
     return readMarker(this.pixels);
   }
 
-  /** Draws into a canvas (2D context; the canvas is resized to the frame). */
+  /**
+   * Draws into a canvas (2D context; the canvas is resized to the frame). nv12 and i420 frames go
+   * through WebCodecs' VideoFrame, which converts them to RGB; without it they cannot be drawn
+   * (SyncError 'unsupported_format').
+   */
   drawTo(canvas) {
     if (canvas.width !== this.width) canvas.width = this.width;
     if (canvas.height !== this.height) canvas.height = this.height;
     const ctx = canvas.getContext('2d');
+    if (this.format === 'nv12' || this.format === 'i420') {
+      if (typeof VideoFrame !== 'function') {
+        throw new SyncError('unsupported_format', `drawing ${this.format} needs WebCodecs (VideoFrame)`);
+      }
+      const frame = new VideoFrame(this.pixels, {
+        format: this.format === 'nv12' ? 'NV12' : 'I420',
+        codedWidth: this.width,
+        codedHeight: this.height,
+        timestamp: this.captureTimeUs,
+        layout: this.planes.map((p) => ({ offset: p.offset, stride: p.stride })),
+      });
+      try {
+        ctx.drawImage(frame, 0, 0);
+      } finally {
+        frame.close();
+      }
+      return;
+    }
     let data = this.pixels;
     if (this.format === 'bgra8') data = swapRB(this.pixels, canvas);
     const clamped = new Uint8ClampedArray(data.buffer, data.byteOffset, this.width * this.height * 4);
