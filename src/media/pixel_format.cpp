@@ -3,7 +3,7 @@
 namespace syncd::media {
 
 bool frame_layout(PixelFormat format, uint32_t width, uint32_t height, FrameLayout& out) {
-  if (width == 0 || height == 0) return false;
+  if (width == 0 || height == 0 || width > kMaxFrameSide || height > kMaxFrameSide) return false;
   out = FrameLayout{};
   out.format = format;
   out.width = width;
@@ -12,7 +12,6 @@ bool frame_layout(PixelFormat format, uint32_t width, uint32_t height, FrameLayo
   switch (format) {
     case PixelFormat::kRgba8:
     case PixelFormat::kBgra8:
-      if (width > UINT32_MAX / 4) return false;
       out.plane_count = 1;
       out.planes[0] = {0, width * 4, height};
       out.bytes = luma * 4;

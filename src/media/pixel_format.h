@@ -38,8 +38,13 @@ struct FrameLayout {
   size_t bytes = 0;  // the whole frame
 };
 
+// Largest side of any frame: bounds every size computed here far from overflow (the registry's
+// own limits, --max-width/height 8192, are lower still).
+inline constexpr uint32_t kMaxFrameSide = 65536;
+
 // The layout of a width x height frame, or false when the format is unknown or the size does
-// not suit it (zero, or odd for the 4:2:0 formats, whose chroma covers 2x2 pixels).
+// not suit it (zero, over kMaxFrameSide, or odd for the 4:2:0 formats, whose chroma covers 2x2
+// pixels).
 bool frame_layout(PixelFormat format, uint32_t width, uint32_t height, FrameLayout& out);
 
 // "rgba8", "bgra8", "nv12", "i420"; "?" for anything else.

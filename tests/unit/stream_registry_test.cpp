@@ -278,6 +278,9 @@ TEST(PixelFormats, LayoutsArePackedPlanes) {
   EXPECT_FALSE(frame_layout(PixelFormat::kNv12, 1919, 1080, l));  // 4:2:0 needs even sizes
   EXPECT_FALSE(frame_layout(PixelFormat::kStreamDefault, 16, 16, l));
   EXPECT_FALSE(frame_layout(PixelFormat(9), 16, 16, l));
+  // Found by fuzz/frame_header.cpp: sizes whose byte count overflows are refused.
+  EXPECT_FALSE(frame_layout(PixelFormat::kNv12, 4294967040u, 4278255616u, l));
+  EXPECT_FALSE(frame_layout(PixelFormat::kRgba8, kMaxFrameSide + 1, 2, l));
   for (const char* name : {"rgba8", "bgra8", "nv12", "i420"}) {
     PixelFormat f;
     ASSERT_TRUE(parse_pixel_format(name, f));
