@@ -169,39 +169,61 @@ void map_axes(const AxisMap& map, const HeadEuler& e, double ypr_deg[3]) {
 Quat OrientationFilter::update(const Quat& measured_in, const double* gyro, double dt_s) {
   const Quat measured = normalized(measured_in);
   if (!initialized_ || !(dt_s > 0) || dt_s > config_.max_gap_s || !std::isfinite(dt_s)) {
+    // Nothing to smooth towards, or an unknown gap: start from the measurement, at rest.
     state_ = measured;
     previous_ = measured;
     initialized_ = true;
+    for (double& v : velocity_) v = 0;
     speed_ = 0;
+    cutoff_hz_ = 0;
+    gyro_silent_ = true;
     return measured;
   }
   dt_s = std::max(dt_s, 1e-4);
 
-  // Angular velocity from successive orientations (body frame): dq = conj(prev) * q.
+  // Angular velocity from successive orientations (head frame): dq = conj(prev) * q. It is kept
+  // up to date even while the gyro reports, so a gyro that falls silent hands over smoothly.
   Quat dq = multiply(conjugate(previous_), measured);
   if (dq.w < 0) dq = {-dq.w, -dq.x, -dq.y, -dq.z};
   double est[3];
   rotation_vector_from_quat(dq, est);
-  for (double& v : est) v /= dt_s;
-  const double est_speed = std::sqrt(est[0] * est[0] + est[1] * est[1] + est[2] * est[2]);
   previous_ = measured;
+  // Differentiating multiplies the sensor noise by 1/dt; the low-pass averages it back down. On a
+  // vector, not on its length, so that noise in opposite directions cancels instead of adding up.
+  const double a_speed = 1.0 - std::exp(-2 * kPi * std::max(config_.speed_cutoff_hz, 0.0) * dt_s);
+  for (int i = 0; i < 3; ++i) {
+    velocity_[i] += a_speed * (est[i] / dt_s - velocity_[i]);
+    if (!std::isfinite(velocity_[i])) velocity_[i] = 0;
+  }
 
   double gyro_speed = 0;
   if (gyro) gyro_speed = std::sqrt(gyro[0] * gyro[0] + gyro[1] * gyro[1] + gyro[2] * gyro[2]);
   if (!std::isfinite(gyro_speed)) gyro_speed = 0;
   gyro_silent_ = gyro_speed == 0;
-  speed_ = std::max(gyro_speed, est_speed);
+  // A reporting gyro measures speed directly, without the noise and delay of the estimate.
+  speed_ = gyro_silent_ ? std::sqrt(velocity_[0] * velocity_[0] + velocity_[1] * velocity_[1] +
+                                    velocity_[2] * velocity_[2])
+                        : gyro_speed;
 
   const double tau = std::clamp(config_.smoothing, 0.0, 1.0) * FilterConfig::kMaxRestTimeConstantS;
-  const double alpha_rest = tau <= 0 ? 1.0 : 1.0 - std::exp(-dt_s / tau);
-  const double k =
-      config_.full_speed_rad_s > 0 ? std::clamp(speed_ / config_.full_speed_rad_s, 0.0, 1.0) : 1;
-  const double alpha = alpha_rest + (1.0 - alpha_rest) * k;
+  double alpha = 1;
+  cutoff_hz_ = INFINITY;
+  if (tau > 0) {
+    const double knee = std::max(config_.speed_knee_rad_s, 0.0);
+    // speed * (speed / (speed + knee)): the ratio is at most 1, so no overflow to inf / inf.
+    const double kneed = speed_ > 0 ? speed_ * (speed_ / (speed_ + knee)) : 0;
+    cutoff_hz_ = 1.0 / (2 * kPi * tau) + std::max(config_.speed_gain_hz_per_rad_s, 0.0) * kneed;
+    // Exact discretisation of a first-order low-pass: stays right when dt is long against the
+    // time constant (a turn at 25 Hz), where the usual dt / (dt + tau) would under-react.
+    alpha = 1.0 - std::exp(-2 * kPi * cutoff_hz_ * dt_s);
+  }
   state_ = slerp(state_, measured, alpha);
   if (!finite(state_)) state_ = measured;
 
   if (config_.predict_ms <= 0) return state_;
-  const double* w = (gyro && !gyro_silent_) ? gyro : est;
+  // Prediction uses the smoothed estimate, not the raw difference: extrapolating raw noise
+  // would multiply it by predict_ms / dt.
+  const double* w = gyro_silent_ ? velocity_ : gyro;
   const double h = config_.predict_ms / 1000.0;
   return normalized(multiply(state_, exp_rotation(w[0] * h, w[1] * h, w[2] * h)));
 }

@@ -52,39 +52,68 @@ bool parse_axis_order(std::string_view text, AxisMap& map);
 // Letters of the head axes to negate ("ZY", "x", "none" or ""): a complete override of the signs.
 bool parse_invert(std::string_view text, AxisMap& map);
 
+// Defaults come from bench/headtrack_filter_bench.cpp --sweep (table in docs/headtracker.md): with
+// a silent gyro they reach 90% of a 30 degree step within 80 ms and keep the yaw jitter at rest
+// below upstream's, at 25, 50 and 100 Hz and 0.1 to 1 degree of sensor noise.
 struct FilterConfig {
-  // 0 = no smoothing. Otherwise the time constant at rest is smoothing * kMaxRestTimeConstantS.
+  // 0 = no smoothing (samples pass straight through). Otherwise the time constant at rest is
+  // smoothing * kMaxRestTimeConstantS: larger is steadier at rest but lags more on slow turns.
   double smoothing = 0.3;
-  // Angular speed (rad/s) at and above which the filter passes samples straight through.
-  double full_speed_rad_s = 1.0;
+  // How fast the cutoff rises with angular speed (past the knee), the One Euro filter's beta: a
+  // turn raises the cutoff so the output keeps up, stillness lowers it so noise is smoothed away.
+  double speed_gain_hz_per_rad_s = 16;
+  // Cutoff of the low-pass on the angular velocity estimated from successive orientations. Lower
+  // is steadier at rest (noise raises the estimate less), but the estimate then rises more slowly
+  // when a turn starts and lingers longer after it ends.
+  double speed_cutoff_hz = 0.6;
+  // Speeds well below the knee barely open the filter, speeds well above it count almost in full:
+  // the cutoff follows speed^2 / (speed + knee). The estimate from orientations never reads zero
+  // at rest (noise gives it a floor of about 2 pi speed_cutoff_hz * noise, 0.1 to 0.2 rad/s for
+  // 1 degree), and a linear law would let that floor shake the output; a 30 degree step reads
+  // several rad/s. The same law applies to a reporting gyro, whose bias it also ignores.
+  double speed_knee_rad_s = 2.0;
   // Extrapolate the output this far ahead along the angular velocity (Android does this).
   double predict_ms = 0;
   // Gaps longer than this reset the filter instead of slerping across them.
   double max_gap_s = 0.5;
-  static constexpr double kMaxRestTimeConstantS = 0.25;
+  static constexpr double kMaxRestTimeConstantS = 2.0;
 };
 
-// Adaptive slerp: alpha rises from its at-rest value to 1 as angular speed reaches
-// full_speed_rad_s. Speed comes from the gyro or, when the gyro is silent (one XM5 firmware
-// reports all zeros), from the angle between successive orientations over dt, so a zero gyro no
-// longer costs ~200 ms of lag at 25 Hz.
+// Adaptive low-pass on orientations after the One Euro filter (Casiez et al., CHI 2012): each
+// sample slerps the state towards the measurement by alpha = 1 - exp(-2 pi fc dt), with the cutoff
+// fc = 1 / (2 pi smoothing kMaxRestTimeConstantS) + speed_gain_hz_per_rad_s * v^2 / (v + knee).
+// The speed v is the gyro's when it reports; when it is silent (one XM5 firmware reports all
+// zeros) it is the length of the angular velocity from successive orientations, low-passed at
+// speed_cutoff_hz because differentiating amplifies sensor noise.
+//
+// Pure: dt comes from report timestamps; no clock, allocation, lock or exception. One instance
+// belongs to one thread (whichever calls update(); in syncd the loop thread); not thread-safe.
 class OrientationFilter {
  public:
+  // Any thread, before the instance is shared with its owning thread.
   explicit OrientationFilter(FilterConfig config = {}) : config_(config) {}
+  // Owning thread. The next update() starts afresh from its measurement.
   void reset() { initialized_ = false; }
-  // measured: the recentered orientation; gyro: rad/s head frame or nullptr; dt_s: seconds since
-  // the previous sample. Returns the filtered (and, if configured, predicted) orientation.
+  // Owning thread. measured: the recentered orientation; gyro: rad/s head frame or nullptr;
+  // dt_s: seconds since the previous sample (a non-positive, non-finite or over max_gap_s dt
+  // resets). Returns the filtered (and, if configured, predicted) orientation.
   Quat update(const Quat& measured, const double* gyro, double dt_s);
-  double angular_speed() const { return speed_; }  // rad/s used by the last update
+  // Owning thread. Angular speed (rad/s) that set the last update's cutoff.
+  double angular_speed() const { return speed_; }
+  // Owning thread. True when the last update's gyro was absent or all zero.
   bool gyro_silent() const { return gyro_silent_; }
-  const FilterConfig& config() const { return config_; }
+  // Owning thread. Cutoff (Hz) of the last update; infinite when smoothing is 0.
+  double cutoff_hz() const { return cutoff_hz_; }
+  const FilterConfig& config() const { return config_; }  // any thread: immutable
 
  private:
   FilterConfig config_;
   bool initialized_ = false;
   Quat state_;
   Quat previous_;
+  double velocity_[3] = {};  // low-passed angular velocity from orientations, rad/s head frame
   double speed_ = 0;
+  double cutoff_hz_ = 0;
   bool gyro_silent_ = false;
 };
 

@@ -6,6 +6,7 @@ endif()
 add_executable(headtrack_tests
   ${SYNC_ROOT}/tests/unit/headtrack_descriptor_test.cpp
   ${SYNC_ROOT}/tests/unit/headtrack_pose_test.cpp
+  ${SYNC_ROOT}/tests/unit/headtrack_filter_test.cpp
   ${SYNC_ROOT}/tests/unit/headtrack_devices_test.cpp
   ${SYNC_ROOT}/tests/unit/headtrack_format_test.cpp
 )

@@ -145,32 +145,31 @@ TEST(Pipeline, AutoRecenterOnDiscontinuity) {
   EXPECT_LT(angle_between(pose.orientation, Quat{}), 1e-9);
 }
 
-// At 25 Hz with an all-zero gyro the filter must still follow a turn quickly: the speed comes from
-// successive orientations.
+// At 25 Hz with an all-zero gyro the filter must still follow a turn closely: the speed comes from
+// successive orientations. (Steps and jitter against upstream: headtrack_filter_test.cpp.)
 TEST(Filter, ZeroGyroStaysResponsive) {
-  FilterConfig fc;
-  fc.smoothing = 0.5;
-  OrientationFilter f(fc);
+  OrientationFilter f;
   const double zero[3] = {0, 0, 0};
   f.update(Quat{}, zero, 0);
   const double rate = 2.0;  // rad/s about Z
   Quat out;
   Quat truth;
-  for (int i = 1; i <= 5; ++i) {
+  for (int i = 1; i <= 40; ++i) {
     const double r[3] = {0, 0, rate * 0.04 * i};
     truth = quat_from_rotation_vector(r);
     out = f.update(truth, zero, 0.04);
   }
   EXPECT_TRUE(f.gyro_silent());
-  EXPECT_NEAR(f.angular_speed(), rate, 1e-6);
-  EXPECT_LT(angle_between(out, truth), 1e-9);  // at >= full speed it passes straight through
+  EXPECT_NEAR(f.angular_speed(), rate, 0.02);  // the low-passed estimate has caught up
+  // 2 rad/s opens the filter to ~16 Hz: under 0.2 degree behind (upstream: ~20 degrees).
+  EXPECT_LT(angle_between(out, truth), 0.2 * kPi / 180);
 
   // At rest it smooths: a 0.5 degree jitter moves the output by well under that.
-  OrientationFilter g(fc);
+  OrientationFilter g;
   g.update(Quat{}, zero, 0);
   const double jitter[3] = {0, 0, 0.5 * kPi / 180};
   const Quat q = g.update(quat_from_rotation_vector(jitter), zero, 0.04);
-  EXPECT_LT(angle_between(q, Quat{}), 0.6 * jitter[2]);
+  EXPECT_LT(angle_between(q, Quat{}), 0.2 * jitter[2]);
 }
 
 TEST(Filter, PredictsAlongAngularVelocity) {
