@@ -49,6 +49,9 @@ struct FilterMetrics {
   double jitter_deg = 0;   // standard deviation of the output yaw at rest
   double t90_mean_ms = 0;  // from the step to the first output at >= 90% of it
   double t90_max_ms = 0;   // infinite if some trial never got there
+  // Least fraction of the step shown by the last report within 80 ms of the turn, over all
+  // trials: the margin behind t90_max_ms <= 80 (at 25 Hz that report can be just the second).
+  double reach80_min = 0;
   double pan_lag_deg = 0;  // mean yaw lag behind a steady pan at pan_deg_per_s
 };
 

@@ -65,13 +65,13 @@ struct FilterConfig {
   // Cutoff of the low-pass on the angular velocity estimated from successive orientations. Lower
   // is steadier at rest (noise raises the estimate less), but the estimate then rises more slowly
   // when a turn starts and lingers longer after it ends.
-  double speed_cutoff_hz = 0.6;
+  double speed_cutoff_hz = 0.4;
   // Speeds well below the knee barely open the filter, speeds well above it count almost in full:
   // the cutoff follows speed^2 / (speed + knee). The estimate from orientations never reads zero
   // at rest (noise gives it a floor of about 2 pi speed_cutoff_hz * noise, 0.1 to 0.2 rad/s for
   // 1 degree), and a linear law would let that floor shake the output; a 30 degree step reads
   // several rad/s. The same law applies to a reporting gyro, whose bias it also ignores.
-  double speed_knee_rad_s = 2.0;
+  double speed_knee_rad_s = 1.0;
   // Extrapolate the output this far ahead along the angular velocity (Android does this).
   double predict_ms = 0;
   // Gaps longer than this reset the filter instead of slerping across them.

@@ -4,8 +4,13 @@
 // 0.3 and 1 degree at 25, 50 and 100 Hz. Deterministic: seeded noise, dt passed in, no clock.
 //
 // Thresholds come from the table in docs/headtracker.md (headtrack_filter_bench), with margin:
-// worst time to 90% there is 69 ms (limit 80, the issue's target); worst mean 30 ms (limit 40);
-// worst jitter 0.71x upstream's (limit 0.85x); 0.052 degree at 0.3 degree and 25 Hz (limit 0.065).
+// worst mean time to 90% there is 35 ms (limit 45); worst jitter 0.70x upstream's (limit 0.85x);
+// 0.052 degree at 0.3 degree and 25 Hz (limit 0.065). The worst single trial takes 79 ms (limit
+// 80, the issue's target): at 25 Hz a trial may need the second report, which comes at most 80 ms
+// after the turn, so the margin is in how far the output has got by 80 ms: at least 93.6% of the
+// step (limit 91%; 97.7% and limit 95% below 1 degree of noise). With 1 degree of noise a sample
+// is itself 3 degrees (10%) low about once in 740, so a longer run (--trials 2000) finds a trial
+// at 88%.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,7 +43,8 @@ TEST(FilterQuality, StepReaches90PercentWithin80msSilentGyro) {
       e.rate_hz = rate;
       const FilterMetrics m = evaluate_filter(FilterConfig{}, e);
       EXPECT_LE(m.t90_max_ms, 80.0) << noise << " deg, " << rate << " Hz";
-      EXPECT_LE(m.t90_mean_ms, 40.0) << noise << " deg, " << rate << " Hz";
+      EXPECT_LE(m.t90_mean_ms, 45.0) << noise << " deg, " << rate << " Hz";
+      EXPECT_GE(m.reach80_min, noise < 1 ? 0.95 : 0.91) << noise << " deg, " << rate << " Hz";
       // The model of upstream really is the slow one the issue measured (~460 ms at 25 Hz).
       EXPECT_GT(evaluate_upstream(e).t90_mean_ms, 100.0) << noise << " deg, " << rate << " Hz";
     }
@@ -138,7 +144,7 @@ TEST(Filter, ReportingGyroSetsTheSpeed) {
   const double fast[3] = {0, 0, 3.0};
   out = f.update(yaw_quat(10), fast, 0.04);
   EXPECT_NEAR(f.angular_speed(), 3.0, 1e-12);
-  EXPECT_GT(f.cutoff_hz(), 25.0);  // 16 Hz/(rad/s) * 9 / 5 + rest
+  EXPECT_GT(f.cutoff_hz(), 30.0);  // 16 Hz/(rad/s) * 9 / 4 + rest
   EXPECT_LT(angle_between(out, yaw_quat(10)), 0.01 * 10 * kPi / 180);
 }
 
