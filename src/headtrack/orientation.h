@@ -68,7 +68,7 @@ struct FilterConfig {
   double speed_cutoff_hz = 0.4;
   // Speeds well below the knee barely open the filter, speeds well above it count almost in full:
   // the cutoff follows speed^2 / (speed + knee). The estimate from orientations never reads zero
-  // at rest (noise gives it a floor of about 2 pi speed_cutoff_hz * noise, 0.1 to 0.2 rad/s for
+  // at rest (noise gives it a floor near 10 * speed_cutoff_hz * noise in radians, 0.07 rad/s for
   // 1 degree), and a linear law would let that floor shake the output; a 30 degree step reads
   // several rad/s. The same law applies to a reporting gyro, whose bias it also ignores.
   double speed_knee_rad_s = 1.0;

@@ -305,7 +305,10 @@ int main_impl(int argc, char** argv) {
                      "Head axes feeding yaw, pitch, roll (permutation of XYZ; default ZXY)");
   bridge->add_option("--invert", o.invert,
                      "Head axes to negate, or 'none' (default: ZY, i.e. yaw=-Z, roll=-Y)");
-  bridge->add_option("--smoothing", o.smoothing, "0 (none) .. 1 (heaviest), default 0.3")
+  bridge
+      ->add_option("--smoothing", o.smoothing,
+                   "0 (none) .. 1 (heaviest): steadier at rest, more lag on slow turns; "
+                   "default 0.3")
       ->check(CLI::Range(0.0, 1.0));
   bridge->add_option("--predict-ms", o.predict_ms, "Predict ahead by angular velocity (ms)")
       ->check(CLI::Range(0.0, 200.0));
