@@ -141,7 +141,25 @@ ParseResult parse_object(const json& j) {
 ParseResult parse_control_message(std::string_view text) {
   // The one place where control-plane JSON errors become coded replies.
   try {
-    const json j = json::parse(text.begin(), text.end());
+    // Nesting is bounded while parsing: replies echo client values (a ping's id), and dumping
+    // JSON recurses once per level, so ~75,000 nested arrays in 150 KB would overflow the stack.
+    // The parser itself is iterative; a container past the bound is discarded, not built.
+    bool too_deep = false;
+    const json::parser_callback_t limit_depth = [&too_deep](int depth, json::parse_event_t event,
+                                                            json&) {
+      if ((event == json::parse_event_t::object_start ||
+           event == json::parse_event_t::array_start) &&
+          depth >= kMaxJsonDepth) {
+        too_deep = true;
+        return false;
+      }
+      return true;
+    };
+    const json j = json::parse(text.begin(), text.end(), limit_depth);
+    if (too_deep)
+      return ControlError{error_code::kBadJson,
+                          "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+                          ""};
     return parse_object(j);
   } catch (const json::exception& e) {
     return ControlError{error_code::kBadJson, std::string("invalid JSON: ") + e.what(), ""};

@@ -14,6 +14,9 @@
 namespace syncd::control {
 
 inline constexpr int kProtocolVersion = 1;
+// Deepest nesting of objects and arrays a control message may have (the message itself is
+// level 1); deeper gets bad_json.
+inline constexpr int kMaxJsonDepth = 32;
 
 // Stable error codes (docs/protocol.md, "Errors"). Clients match on these strings.
 namespace error_code {

@@ -96,3 +96,22 @@ TEST(ControlMessage, ErrorJsonMergesExtra) {
   EXPECT_EQ(j["code"], "unknown_stream");
   EXPECT_EQ(j["stream"], 3);
 }
+
+TEST(ControlMessage, NestingIsBoundedAtParse) {
+  // A ping whose id nests 75,000 arrays deep: refused at parse, never built or echoed.
+  const std::string deep = R"({"type":"ping","id":)" + std::string(75'000, '[') +
+                           std::string(75'000, ']') + "}";
+  const ParseResult parsed = parse_control_message(deep);
+  const ControlError* e = as_error(parsed);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, error_code::kBadJson);
+  EXPECT_NE(e->message.find("nested deeper than 32"), std::string::npos);
+  // The bound: the message object is level 1, so an id of 31 nested arrays is the deepest taken.
+  auto nested = [](int levels) {
+    return R"({"type":"ping","id":)" + std::string(levels, '[') + std::string(levels, ']') + "}";
+  };
+  const ParseResult deepest = parse_control_message(nested(31));
+  EXPECT_TRUE(as<Ping>(deepest));
+  const ParseResult too_deep = parse_control_message(nested(32));
+  EXPECT_TRUE(as_error(too_deep));
+}
