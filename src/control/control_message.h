@@ -34,6 +34,7 @@ inline constexpr const char* kUnknownReceiver = "unknown_receiver";
 inline constexpr const char* kUnknownTopic = "unknown_topic";
 inline constexpr const char* kTopicUnavailable = "topic_unavailable";  // no --headtracker
 inline constexpr const char* kTicketUnavailable = "ticket_unavailable";
+inline constexpr const char* kTooManyTickets = "too_many_tickets";  // per connection
 inline constexpr const char* kAudioBusy = "audio_busy";                // a read is in flight
 inline constexpr const char* kAudioUnavailable = "audio_unavailable";  // no --audio-source
 inline constexpr const char* kAudioInUse = "audio_in_use";             // another connection reads

@@ -238,6 +238,7 @@ void Server::connection_closed(Connection& c) {
   if (audio_) audio_->connection_closed(c.id());
   if (pose_) pose_->connection_closed(c);
   registry_.close_owned_by(c.id());
+  tickets_.drop_owner(c.id());
   std::erase(paused_, &c);
   std::erase(resuming_, &c);
   connections_.remove(&c);

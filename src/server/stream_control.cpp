@@ -81,6 +81,7 @@ void StreamControl::register_control(ControlRouter& router) {
       return;
     }
     registry_.close(s);
+    tickets_.drop_stream(id);
     c.send_text(nlohmann::json({{"type", "stream.closed"}, {"stream", id}}).dump());
   });
 
@@ -95,7 +96,16 @@ void StreamControl::register_control(ControlRouter& router) {
       c.send_error(error_code::kNotStreamOwner, "only the stream's source hands out tickets");
       return;
     }
-    const std::string token = tickets_.create(s->id(), t.uses, t.ttl_s, core::monotonic_ns());
+    TicketRefusal refusal;
+    const std::string token =
+        tickets_.create(s->id(), c.id(), t.uses, t.ttl_s, core::monotonic_ns(), refusal);
+    if (refusal == TicketRefusal::kOwnerFull) {
+      c.send_error(error_code::kTooManyTickets,
+                   "this connection holds " + std::to_string(TicketStore::kMaxTicketsPerOwner) +
+                       " live tickets; they free up as they are used, expire, or their stream "
+                       "closes");
+      return;
+    }
     if (token.empty()) {
       c.send_error(error_code::kTicketUnavailable, "no ticket could be made now");
       return;

@@ -1,7 +1,8 @@
 # Unit tests of src/server (writer limits, control routing, slow consumers) and of frames
 # leaving the loop (core::WorkerHandoff; also run under TSan). Included from
 # tests/unit/CMakeLists.txt.
-add_executable(server_tests ${SYNC_ROOT}/tests/unit/server_test.cpp)
+add_executable(server_tests ${SYNC_ROOT}/tests/unit/server_test.cpp
+                            ${SYNC_ROOT}/tests/unit/ticket_store_test.cpp)
 target_link_libraries(server_tests PRIVATE sync_server GTest::gtest_main)
 add_test(NAME server_tests COMMAND server_tests)
 set_tests_properties(server_tests PROPERTIES TIMEOUT 120)
