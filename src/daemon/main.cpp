@@ -53,7 +53,20 @@ int main(int argc, char** argv) {
   app.add_option("--max-message-mb", max_message_mb, "Largest WebSocket data message")
       ->capture_default_str();
   app.add_option("--max-streams", cfg.stream_limits.max_streams)->capture_default_str();
+  app.add_option("--max-streams-per-connection", cfg.stream_limits.max_streams_per_owner,
+                 "Streams one connection may have open at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1024u));
+  size_t max_pool_mb = cfg.stream_limits.max_pool_bytes_total >> 20;
+  app.add_option("--max-pool-mb", max_pool_mb,
+                 "Frame pool memory of all streams, counted until it is unmapped")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t(1), size_t(1) << 20));
   app.add_option("--handshake-timeout-ms", cfg.handshake_timeout_ms)->capture_default_str();
+  app.add_option("--silent-timeout-ms", cfg.silent_timeout_ms,
+                 "Close connections that send no byte this long")
+      ->capture_default_str()
+      ->check(CLI::Range(100u, 600'000u));
   app.add_option("--idle-timeout-s", idle_timeout_s, "Close WebSockets silent this long")
       ->capture_default_str();
   size_t read_turn_kb = cfg.read_turn_bytes / 1024;
@@ -139,6 +152,7 @@ int main(int argc, char** argv) {
   cfg.output_budget_bytes = output_budget_mb << 20;
   cfg.max_message_bytes = max_message_mb << 20;
   cfg.stream_limits.max_frame_bytes = cfg.max_message_bytes;
+  cfg.stream_limits.max_pool_bytes_total = max_pool_mb << 20;
   cfg.idle_timeout_ms = idle_timeout_s * 1000;
   cfg.read_window_bytes = std::max<size_t>(read_window_kb, 4) * 1024;
   cfg.read_turn_bytes = std::max<size_t>(read_turn_kb, 64) * 1024;

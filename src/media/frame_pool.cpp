@@ -1,6 +1,7 @@
 #include "media/frame_pool.h"
 
 #include <sys/mman.h>
+#include <algorithm>
 #include <unistd.h>
 
 namespace syncd::media {
@@ -19,7 +20,7 @@ class AnonymousMapping final : public PoolBacking {
 };
 }  // namespace
 
-FramePool* FramePool::create(size_t slot_bytes, uint32_t slot_count) {
+FramePool* FramePool::create(size_t slot_bytes, uint32_t slot_count, Prefault prefault) {
   if (slot_count == 0 || slot_count > kMaxSlots || slot_bytes == 0) return nullptr;
   const size_t page = size_t(::sysconf(_SC_PAGESIZE));
   const size_t stride = (slot_bytes + page - 1) / page * page;
@@ -39,17 +40,37 @@ FramePool* FramePool::create(size_t slot_bytes, uint32_t slot_count) {
   if (head > 0) ::munmap(base, head);
   if (head < kHugePageBytes) ::munmap(aligned + total, kHugePageBytes - head);
   ::madvise(aligned, total, MADV_HUGEPAGE);  // advisory: small pages when the kernel says no
-  // Fault every page in now, not on the first frames: resident memory is flat from setup on and
-  // the first frames do not pay for page faults. MADV_POPULATE_WRITE (Linux 5.14) does it in one
-  // call; older kernels get a write to every page.
-  if (::madvise(aligned, total, MADV_POPULATE_WRITE) != 0) {
-    for (size_t off = 0; off < total; off += page) aligned[off] = 0;
-  }
   FramePool* pool = create_in(aligned, stride, slot_count, slot_bytes,
                               std::make_unique<AnonymousMapping>(aligned, total),
                               SlotReuse::kMostRecent);
   pool->mapped_bytes_ = total;
+  if (prefault == Prefault::kNow) pool->prefault();
   return pool;
+}
+
+void FramePool::prefault() {
+  // Fault every page in before the first frame: resident memory is flat from setup on, and the
+  // first frames do not pay for page faults on the loop. MADV_POPULATE_WRITE (Linux 5.14) does
+  // it in one call and leaves the bytes as they are; older kernels get an atomic add of zero to
+  // a byte of every page, which also leaves them as they are if a writer is already at work.
+  //
+  // In steps of 2 MiB: the kernel holds the process's memory-map lock while it populates, and a
+  // thread that maps memory meanwhile (the loop's malloc of a large reply) would wait for all of
+  // a 1 GiB pool, and every page fault behind that thread with it.
+  uint8_t* start = first_slot_;
+  const size_t bytes = slot_stride_ * slot_count_;
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  for (size_t off = 0; off < bytes; off += kHugePageBytes) {
+    const size_t step = std::min(kHugePageBytes, bytes - off);
+    if (::madvise(start + off, step, MADV_POPULATE_WRITE) == 0) continue;
+    for (size_t p = off; p < off + step; p += page)
+      __atomic_fetch_add(start + p, uint8_t(0), __ATOMIC_RELAXED);
+  }
+}
+
+void FramePool::charge_to(std::shared_ptr<std::atomic<size_t>> account) {
+  account->fetch_add(mapped_bytes_, std::memory_order_relaxed);
+  account_ = std::move(account);
 }
 
 FramePool* FramePool::create_in(uint8_t* first_slot, size_t slot_stride, uint32_t slot_count,
@@ -59,6 +80,8 @@ FramePool* FramePool::create_in(uint8_t* first_slot, size_t slot_stride, uint32_
   auto* pool = new FramePool();
   pool->reuse_ = reuse;
   pool->backing_ = std::move(backing);
+  pool->first_slot_ = first_slot;
+  pool->slot_stride_ = slot_stride;
   pool->mapped_bytes_ = slot_stride * slot_count;
   pool->slot_bytes_ = slot_bytes;
   pool->slot_count_ = slot_count;
@@ -76,7 +99,10 @@ FramePool* FramePool::create_in(uint8_t* first_slot, size_t slot_stride, uint32_
   return pool;
 }
 
-FramePool::~FramePool() = default;  // the backing releases the memory
+FramePool::~FramePool() {
+  backing_.reset();  // the memory is unmapped here
+  if (account_) account_->fetch_sub(mapped_bytes_, std::memory_order_relaxed);
+}
 
 FrameSlot* FramePool::acquire() {
   // Only this thread clears bits, so the set seen here can only grow until the fetch_and below.

@@ -12,8 +12,11 @@
 // hold a frame"). The cap counts distinct slots: any number of consumers may pin the frame that
 // is already pinned (a frame sent to ten receivers takes one slot, not ten).
 //
-// The pool's memory is one mapping, touched at setup so that resident memory is flat from the
-// first frame on. The pool itself is reference-counted too (one reference per slot in use plus
+// The pool's memory is one mapping, touched at setup (prefault()) so that resident memory is flat
+// from the first frame on. Faulting in a big pool takes long (1 GiB: ~1-2 s), so its creator may
+// defer that to a worker thread rather than hold syncd's loop. A pool charges its mapped bytes to
+// an account (the registry's budget) until its memory is really unmapped, however long a
+// consumer keeps it after its stream closed. The pool itself is reference-counted too (one reference per slot in use plus
 // the owning stream's), so a stream may close while a consumer still holds one of its frames.
 //
 // Threads: acquire() and pin accounting's cap belong to one thread, the pool's writer (syncd's
@@ -96,8 +99,11 @@ class FramePool {
   // Creates a pool of slot_count slots of slot_bytes each (rounded up to whole pages) in an
   // anonymous mapping backed by transparent huge pages where the kernel allows them, reusing
   // the most recently released slot first. Returns nullptr if the memory cannot be had. The
-  // caller owns one pool reference. Control plane (may take milliseconds: it faults in pages).
-  static FramePool* create(size_t slot_bytes, uint32_t slot_count);
+  // caller owns one pool reference. Control plane. With Prefault::kNow it faults every page in
+  // (milliseconds to seconds); with kDeferred the caller calls prefault() later, on any thread.
+  enum class Prefault { kNow, kDeferred };
+  static FramePool* create(size_t slot_bytes, uint32_t slot_count,
+                           Prefault prefault = Prefault::kNow);
   // A pool over memory the backing owns: slot i starts at first_slot + i * slot_stride.
   static FramePool* create_in(uint8_t* first_slot, size_t slot_stride, uint32_t slot_count,
                               size_t slot_bytes, std::unique_ptr<PoolBacking> backing,
@@ -120,6 +126,13 @@ class FramePool {
   void add_ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void drop_ref();
 
+  // Faults every page of the slots in, without changing their bytes. Blocking (about 1-2 ms a
+  // MiB without huge pages); any thread holding a reference, once per pool.
+  void prefault();
+  // Adds mapped_bytes() to *account now and takes them off when the memory is unmapped (on
+  // whichever thread drops the last reference). Control plane, once per pool.
+  void charge_to(std::shared_ptr<std::atomic<size_t>> account);
+
   size_t slot_bytes() const { return slot_bytes_; }
   uint32_t slot_count() const { return slot_count_; }
   uint32_t slots_in_use() const;
@@ -135,6 +148,9 @@ class FramePool {
   void give_back(FrameSlot* slot);
 
   std::unique_ptr<PoolBacking> backing_;
+  std::shared_ptr<std::atomic<size_t>> account_;  // charged mapped_bytes_, if any
+  uint8_t* first_slot_ = nullptr;
+  size_t slot_stride_ = 0;
   size_t mapped_bytes_ = 0;
   size_t slot_bytes_ = 0;
   uint32_t slot_count_ = 0;

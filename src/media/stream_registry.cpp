@@ -20,8 +20,12 @@ const char* open_error_code(OpenError e) {
       return "bad_slots";
     case OpenError::kTooMany:
       return "stream_limit";
+    case OpenError::kTooManyForOwner:
+      return "connection_stream_limit";
     case OpenError::kNoMemory:
       return "no_memory";
+    case OpenError::kCount:
+      break;
   }
   return "?";
 }
@@ -37,41 +41,29 @@ void StreamRegistry::add_publisher(std::unique_ptr<Publisher> publisher) {
   publishers_.push_back(std::move(publisher));
 }
 
-Stream* StreamRegistry::open(const StreamConfig& config, uint64_t owner, OpenError& error) {
-  error = OpenError::kNone;
-  if (find(config.name)) {
-    error = OpenError::kNameTaken;
+Stream* StreamRegistry::open(const StreamConfig& config, uint64_t owner, OpenError& error,
+                             FramePool::Prefault prefault) {
+  error = check_open(config, owner);
+  if (error != OpenError::kNone) {
+    ++open_refused_[size_t(error)];
     return nullptr;
   }
-  FrameLayout layout;
-  if (config.width > limits_.max_width || config.height > limits_.max_height ||
-      !frame_layout(config.format, config.width, config.height, layout) ||
-      layout.bytes > limits_.max_frame_bytes) {
-    error = OpenError::kBadGeometry;
-    return nullptr;
-  }
-  if (config.slots == 0 || config.slots > limits_.max_slots) {
-    error = OpenError::kBadSlots;
-    return nullptr;
-  }
-  if (open_.size() >= limits_.max_streams) {
-    error = OpenError::kTooMany;
-    return nullptr;
-  }
-  const size_t frame_bytes = layout.bytes;
-  if (pool_bytes_ + frame_bytes * config.slots > limits_.max_pool_bytes_total) {
-    error = OpenError::kNoMemory;
-    return nullptr;
-  }
+  const FrameLayout layout = [&] {
+    FrameLayout l;
+    frame_layout(config.format, config.width, config.height, l);
+    return l;
+  }();
   FramePool* pool = nullptr;
   for (auto& p : publishers_)
-    if ((pool = p->create_pool(config, frame_bytes))) break;
-  if (!pool) pool = FramePool::create(frame_bytes, config.slots);
+    if ((pool = p->create_pool(config, layout.bytes))) break;
+  if (!pool) pool = FramePool::create(layout.bytes, config.slots, FramePool::Prefault::kDeferred);
   if (!pool) {
     error = OpenError::kNoMemory;
+    ++open_refused_[size_t(error)];
     return nullptr;
   }
-  pool_bytes_ += pool->mapped_bytes();
+  pool->charge_to(pool_bytes_);
+  if (prefault == FramePool::Prefault::kNow) pool->prefault();
   const uint32_t id = next_id_++;
   auto stream = std::make_unique<Stream>(id, config, layout, owner, pool);
   Stream* raw = stream.get();
@@ -80,10 +72,29 @@ Stream* StreamRegistry::open(const StreamConfig& config, uint64_t owner, OpenErr
   return raw;
 }
 
+OpenError StreamRegistry::check_open(const StreamConfig& config, uint64_t owner) const {
+  // Precedence (docs/protocol.md, "Errors"): the request itself first, then the limits.
+  for (const auto& [id, s] : open_)
+    if (s->config().name == config.name) return OpenError::kNameTaken;
+  FrameLayout layout;
+  if (config.width > limits_.max_width || config.height > limits_.max_height ||
+      !frame_layout(config.format, config.width, config.height, layout) ||
+      layout.bytes > limits_.max_frame_bytes)
+    return OpenError::kBadGeometry;
+  if (config.slots == 0 || config.slots > limits_.max_slots) return OpenError::kBadSlots;
+  if (open_.size() >= limits_.max_streams) return OpenError::kTooMany;
+  uint32_t owned = 0;
+  for (const auto& [id, s] : open_) owned += s->owner() == owner;
+  if (owned >= limits_.max_streams_per_owner) return OpenError::kTooManyForOwner;
+  // Checked in size_t: slots <= max_slots and bytes <= max_frame_bytes, so no overflow.
+  if (pool_bytes() + layout.bytes * config.slots > limits_.max_pool_bytes_total)
+    return OpenError::kNoMemory;
+  return OpenError::kNone;
+}
+
 void StreamRegistry::close(Stream* stream) {
   auto it = open_.find(stream->id());
   if (it == open_.end()) return;
-  pool_bytes_ -= stream->pool()->mapped_bytes();
   for (auto& p : publishers_) p->on_stream_close(*stream);
   stream->close();
   closed_.push_back(std::move(it->second));
@@ -295,6 +306,10 @@ void StreamRegistry::write_stats(nlohmann::json& out) const {
     list.push_back(std::move(j));
   }
   out["streams"] = std::move(list);
+  nlohmann::json refused = nlohmann::json::object();
+  for (size_t e = 1; e < size_t(OpenError::kCount); ++e)
+    refused[open_error_code(OpenError(e))] = open_refused_[e];
+  out["open_refused"] = std::move(refused);
 }
 
 void StreamRegistry::write_metrics(telemetry::PrometheusText& out) const {
@@ -341,6 +356,10 @@ void StreamRegistry::write_metrics(telemetry::PrometheusText& out) const {
                     *stages[i]);
   }
   for (auto& p : publishers_) p->write_metrics(out, streams);
+  out.family("syncd_stream_open_refused_total", "counter", "stream.open refused, by error code.");
+  for (size_t e = 1; e < size_t(OpenError::kCount); ++e)
+    out.sample("syncd_stream_open_refused_total",
+               std::string("code=\"") + open_error_code(OpenError(e)) + "\"", open_refused_[e]);
 }
 
 }  // namespace syncd::media

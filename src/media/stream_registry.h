@@ -11,6 +11,8 @@
 // Thread: the loop thread only.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -30,7 +32,10 @@ struct StreamLimits {
   uint32_t max_height = 8192;
   uint32_t max_slots = 16;
   uint32_t max_streams = 16;
+  uint32_t max_streams_per_owner = 8;  // one connection's share of max_streams
   size_t max_frame_bytes = 64ull << 20;
+  // Frame pool memory of the whole process, counted until a pool is unmapped (which may be after
+  // its stream closed, while a consumer still holds a frame).
   size_t max_pool_bytes_total = 2ull << 30;
   size_t frame_event_records = 1u << 16;  // ~18 min of one 60 fps stream; 2.6 MB
 };
@@ -97,7 +102,16 @@ class SlotLease {
 };
 
 // Stable error codes of stream setup (docs/protocol.md, "Errors").
-enum class OpenError { kNone, kNameTaken, kBadGeometry, kBadSlots, kTooMany, kNoMemory };
+enum class OpenError {
+  kNone,
+  kNameTaken,
+  kBadGeometry,
+  kBadSlots,
+  kTooMany,          // max_streams open in the process
+  kTooManyForOwner,  // max_streams_per_owner open by this owner
+  kNoMemory,         // over max_pool_bytes_total, or the memory could not be had
+  kCount
+};
 const char* open_error_code(OpenError e);
 
 class StreamRegistry {
@@ -105,7 +119,9 @@ class StreamRegistry {
   static constexpr size_t kRetainedClosedStreams = 32;
 
   explicit StreamRegistry(StreamLimits limits = {})
-      : limits_(limits), events_(limits.frame_event_records) {}
+      : limits_(limits),
+        pool_bytes_(std::make_shared<std::atomic<size_t>>(0)),
+        events_(limits.frame_event_records) {}
   ~StreamRegistry();
 
   void add_publisher(std::unique_ptr<Publisher> publisher);
@@ -117,8 +133,12 @@ class StreamRegistry {
   // Whether any publisher verifies frames by their content hash (Publisher::verifies_content).
   bool verifies_content() const { return verifies_content_; }
 
-  // Control plane: validates the configuration and allocates the stream's pool.
-  Stream* open(const StreamConfig& config, uint64_t owner, OpenError& error);
+  // Control plane: validates the configuration and allocates the stream's pool. With
+  // Prefault::kDeferred the pool's pages are not faulted in yet: the caller runs
+  // stream->pool()->prefault() off the loop before it tells the source the stream is ready.
+  // Refusals are counted by code (write_stats: "open_refused").
+  Stream* open(const StreamConfig& config, uint64_t owner, OpenError& error,
+               FramePool::Prefault prefault = FramePool::Prefault::kNow);
   void close(Stream* stream);
   void close_owned_by(uint64_t owner);
 
@@ -141,10 +161,14 @@ class StreamRegistry {
 
   uint64_t total_dropped() const;
   const telemetry::FrameEventLog& frame_events() const { return events_; }
-  size_t pool_bytes() const { return pool_bytes_; }
+  // Pool memory mapped now, including pools of closed streams that consumers still hold.
+  size_t pool_bytes() const { return pool_bytes_->load(std::memory_order_relaxed); }
+  const StreamLimits& limits() const { return limits_; }
 
  private:
   friend class SlotLease;
+  // The first reason to refuse a stream.open, in the documented precedence, or kNone.
+  OpenError check_open(const StreamConfig& config, uint64_t owner) const;
   bool commit(FrameSlot* slot, uint64_t now_ns);
   void abort(FrameSlot* slot, DropReason reason);
 
@@ -153,7 +177,9 @@ class StreamRegistry {
   std::map<uint32_t, std::unique_ptr<Stream>> open_;
   std::deque<std::unique_ptr<Stream>> closed_;
   uint32_t next_id_ = 1;
-  size_t pool_bytes_ = 0;
+  // Charged by every pool until it is unmapped; a worker may drop a pool's last reference.
+  std::shared_ptr<std::atomic<size_t>> pool_bytes_;
+  std::array<uint64_t, size_t(OpenError::kCount)> open_refused_{};
   bool verifies_content_ = false;
   telemetry::FrameEventLog events_;
 };

@@ -100,6 +100,14 @@ void Connection::check_timeouts(uint64_t now_ns) {
     return;
   }
   if (phase_ == Phase::kHttp) {
+    // A socket that has sent nothing at all is closed sooner, without a reply: it costs a
+    // descriptor and asks for nothing (an idle pre-connect, or a flood of them).
+    if (last_receive_ns_ == created_ns_ &&
+        now_ns - created_ns_ > uint64_t(cfg.silent_timeout_ms) * 1'000'000) {
+      ++host_.counters().silent_closes;
+      destroy();
+      return;
+    }
     if (now_ns - created_ns_ > uint64_t(cfg.handshake_timeout_ms) * 1'000'000) {
       ++host_.counters().handshake_timeouts;
       send_http(408, "text/plain", "request head not received in time\n");

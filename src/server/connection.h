@@ -76,6 +76,8 @@ class Connection final : public ws::DecoderSink, private WriterListener {
   bool closing() const { return closing_; }
 
   bool is_websocket() const { return phase_ == Phase::kWebSocket && !closing_; }
+  // Still reading its first request head (or has sent nothing yet).
+  bool awaiting_request() const { return phase_ == Phase::kHttp && !closing_; }
   SocketWriter& writer() { return *writer_; }
   // Reading was paused after a turn's budget of bytes (see on_read); picks it up again.
   void resume_reading();

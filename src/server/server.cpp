@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -19,7 +20,32 @@ namespace syncd::server {
 
 namespace {
 constexpr uint64_t kTickMs = 250;
+// Descriptors kept for everything that is not a connection: the listener, the loop's own,
+// pools and rings, devices, audio, logs.
+constexpr size_t kReservedDescriptors = 64;
+
+// Every connection is a descriptor. With the usual soft limit (1,024) descriptors would run out
+// before --max-connections applies, and then accept() fails for everyone, /healthz and new
+// producers included. So: raise the soft limit to the hard one, and keep the cap below it.
+size_t fit_connections_to_descriptors(size_t wanted) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return wanted;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  const size_t usable = limit.rlim_cur == RLIM_INFINITY ? wanted
+                        : limit.rlim_cur > kReservedDescriptors * 2
+                            ? size_t(limit.rlim_cur) - kReservedDescriptors
+                            : size_t(limit.rlim_cur) / 2;
+  if (usable >= wanted) return wanted;
+  std::fprintf(stderr,
+               "syncd: --max-connections %zu lowered to %zu: the descriptor limit is %llu\n",
+               wanted, usable, static_cast<unsigned long long>(limit.rlim_cur));
+  return usable;
 }
+}  // namespace
 
 namespace {
 // The HTTP stream publisher is part of every syncd: receivers come and go with tickets.
@@ -39,7 +65,9 @@ Server::Server(ServerConfig config)
       http_routes_(HttpRoutes::Services{config_, counters_, registry_, tickets_, *receivers_,
                                         [this] { return stats_json(); },
                                         [this] { return metrics_text(); }}),
-      stream_control_(config_, registry_, tickets_, control_, [this] { return stats_json(); }),
+      stream_control_(config_, &loop_, registry_, tickets_, control_,
+                      [this] { return stats_json(); },
+                      [this](uint64_t id) { return find_connection(id); }),
       discard_(new uint8_t[config_.read_window_bytes]) {
   uv_loop_init(&loop_);
   // libuv then accounts the time it waits in epoll, which the loop's busy time excludes.
@@ -85,6 +113,7 @@ void Server::register_control() {
 
 int Server::start() {
   started_ns_ = core::monotonic_ns();
+  config_.max_connections = fit_connections_to_descriptors(config_.max_connections);
   // First, so that a bad --headtracker (an unreadable replay file) fails before anything is
   // open. A missing device is not a failure: the reader keeps looking.
   if (!config_.headtracker.empty()) {
@@ -180,16 +209,34 @@ void Server::on_connection(uv_stream_t* listener, int status) {
     c->destroy();
     return;
   }
-  self->connections_.push_back(c);
-  if (self->connections_.size() > self->config_.max_connections) {
-    // Closing at once (rather than not accepting) keeps the backlog from filling with peers
-    // that would wait forever; the peer sees a reset and may retry.
-    ++self->counters_.connections_refused;
-    c->destroy();
-    return;
+  if (self->connections_.size() >= self->config_.max_connections) {
+    // At the cap, the oldest connection that has not yet sent a complete request makes room:
+    // silent or slow sockets cannot lock out /healthz and new producers. With none of those,
+    // the new one is closed at once (rather than not accepted, which would fill the backlog
+    // with peers waiting forever); it sees a reset and may retry.
+    Connection* oldest = nullptr;
+    for (Connection* open : self->connections_)
+      if (open->awaiting_request()) {
+        oldest = open;
+        break;
+      }
+    if (!oldest) {
+      ++self->counters_.connections_refused;
+      c->destroy();
+      return;
+    }
+    ++self->counters_.connections_evicted;
+    oldest->destroy();
   }
+  self->connections_.push_back(c);
   ++self->counters_.connections_accepted;
   c->start();
+}
+
+Connection* Server::find_connection(uint64_t id) {
+  for (Connection* c : connections_)
+    if (c->id() == id) return c;
+  return nullptr;
 }
 
 void Server::resume_after_poll(Connection& connection) {
@@ -302,6 +349,7 @@ void Server::on_tick(uv_timer_t* timer) {
   const uint64_t now = core::monotonic_ns();
   self->registry_.tick(now);
   self->tickets_.purge(now);
+  self->receivers_->end_overdue(now);
   self->sweep_connections(now);
   if (self->config_.status_line && now - self->last_status_ns_ >= 1'000'000'000) {
     self->last_status_ns_ = now;
@@ -359,6 +407,9 @@ std::string Server::stats_json() {
       {"connections_open", connections_.size()},
       {"connections_accepted", c.connections_accepted},
       {"connections_refused", c.connections_refused},
+      {"connections_evicted", c.connections_evicted},
+      {"silent_closes", c.silent_closes},
+      {"max_connections", config_.max_connections},
       {"handshake_timeouts", c.handshake_timeouts},
       {"idle_timeouts", c.idle_timeouts},
       {"slow_consumer_closes", c.slow_consumer_closes},
@@ -416,6 +467,8 @@ std::string Server::metrics_text() {
   out.family("syncd_connections_total", "counter", "Connections by outcome.");
   out.sample("syncd_connections_total", "outcome=\"accepted\"", c.connections_accepted);
   out.sample("syncd_connections_total", "outcome=\"refused_limit\"", c.connections_refused);
+  out.sample("syncd_connections_total", "outcome=\"evicted_at_limit\"", c.connections_evicted);
+  out.sample("syncd_connections_total", "outcome=\"closed_silent\"", c.silent_closes);
   out.family("syncd_read_turns_total", "counter",
              "Read turns that used up --read-turn-kb, by outcome (yielded to others or went on).");
   out.sample("syncd_read_turns_total", "outcome=\"yielded\"", c.read_turns_yielded);

@@ -81,6 +81,7 @@ class Server final : private ConnectionHost {
     return {discard_.get(), config_.read_window_bytes};
   }
 
+  Connection* find_connection(uint64_t id);  // an open connection, or nullptr
   void register_control();
   static void on_connection(uv_stream_t* listener, int status);
   static void on_signal(uv_signal_t* handle, int signum);

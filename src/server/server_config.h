@@ -25,11 +25,13 @@ struct ServerConfig {
   std::optional<media::PatternConfig> pattern;
   std::optional<audio::AudioSourceConfig> audio;  // --audio-source
   std::vector<std::string> allowed_origins;  // exact Origin values allowed besides loopback
+  // Lowered at start to fit the descriptor limit (raised to its hard value), less a reserve.
   size_t max_connections = 1024;
   size_t max_header_bytes = 8192;
   size_t max_message_bytes = 64ull << 20;  // data messages (frames); 1009 above
   size_t max_text_bytes = 1ull << 20;      // control messages
   uint32_t handshake_timeout_ms = 10'000;  // HTTP request head must complete within this
+  uint32_t silent_timeout_ms = 3'000;      // a connection that sends no byte at all: closed
   uint32_t idle_timeout_ms = 120'000;      // WebSocket: nothing received (pings are sent at half)
   size_t read_window_bytes = 256 * 1024;   // largest read straight into a frame slot
   size_t read_turn_bytes = 1024 * 1024;    // bytes one connection reads per loop turn
@@ -46,7 +48,9 @@ struct ServerConfig {
 // Counters of the server itself (bad input and connections). Exact; loop thread only.
 struct ServerCounters {
   uint64_t connections_accepted = 0;
-  uint64_t connections_refused = 0;  // over max_connections
+  uint64_t connections_refused = 0;  // over max_connections, none to evict
+  uint64_t connections_evicted = 0;  // at max_connections: the oldest without a request went
+  uint64_t silent_closes = 0;        // nothing sent within silent_timeout_ms: closed
   uint64_t handshake_timeouts = 0;
   uint64_t idle_timeouts = 0;
   uint64_t write_timeouts = 0;         // nothing taken for --write-timeout-ms: closed

@@ -4,28 +4,39 @@
 // Thread: the loop thread. Control plane (allocates).
 #pragma once
 
+#include <uv.h>
+
+#include <cstdint>
 #include <functional>
 #include <string>
 
 namespace syncd::media {
+class FramePool;
+class Stream;
 class StreamRegistry;
-}
+}  // namespace syncd::media
 
 namespace syncd::server {
 
+class Connection;
 class ControlRouter;
 class TicketStore;
 struct ServerConfig;
 
 class StreamControl {
  public:
-  StreamControl(const ServerConfig& config, media::StreamRegistry& registry, TicketStore& tickets,
-                const ControlRouter& router, std::function<std::string()> stats_json)
+  // find_connection: the open connection with that id, or nullptr.
+  StreamControl(const ServerConfig& config, uv_loop_t* loop, media::StreamRegistry& registry,
+                TicketStore& tickets, const ControlRouter& router,
+                std::function<std::string()> stats_json,
+                std::function<Connection*(uint64_t)> find_connection)
       : config_(config),
+        loop_(loop),
         registry_(registry),
         tickets_(tickets),
         router_(router),
-        stats_json_(std::move(stats_json)) {}
+        stats_json_(std::move(stats_json)),
+        find_connection_(std::move(find_connection)) {}
 
   void register_control(ControlRouter& router);
 
@@ -34,11 +45,25 @@ class StreamControl {
   static constexpr uint64_t kStatsCacheNs = 100'000'000;
 
  private:
+  // A new stream's pool being faulted in on a libuv pool thread (uv_queue_work).
+  struct PrefaultJob {
+    uv_work_t work;
+    StreamControl* self;
+    uint32_t stream_id;
+    uint64_t owner;
+    media::FramePool* pool;  // holds a pool reference until the job is done
+  };
+  static void prefault_on_worker(uv_work_t* work);
+  static void prefault_done(uv_work_t* work, int status);
+  static std::string opened_json(const media::Stream& s);
+
   const ServerConfig& config_;
+  uv_loop_t* loop_;
   media::StreamRegistry& registry_;
   TicketStore& tickets_;
   const ControlRouter& router_;  // for the capabilities in the welcome
   std::function<std::string()> stats_json_;
+  std::function<Connection*(uint64_t)> find_connection_;
   std::string stats_reply_;  // {"type":"stats","stats":...}, built at stats_built_ns_
   uint64_t stats_built_ns_ = 0;
 };

@@ -225,7 +225,18 @@ void StreamReceivers::on_stream_close(const media::Stream& stream) {
     if (r.stream_id != stream.id()) continue;
     drop_pending(r);
     r.finishing = true;
+    r.finishing_since_ns = core::monotonic_ns();
     finish_if_idle(r);
+  }
+}
+
+void StreamReceivers::end_overdue(uint64_t now_ns) {
+  for (auto& [id, rp] : receivers_) {
+    Receiver& r = *rp;
+    if (!r.finishing || r.cut_at_close || now_ns - r.finishing_since_ns < kFinishGraceNs)
+      continue;
+    r.cut_at_close = true;
+    r.connection->destroy();  // its writes are cancelled; their pins (and the pool) go
   }
 }
 
@@ -266,7 +277,8 @@ nlohmann::json StreamReceivers::receiver_json(const Receiver& r) const {
             {"write_complete", telemetry::stage_json(r.stages.write_complete)},
             {"ack", telemetry::stage_json(r.stages.ack)}}},
           {"slowest", std::move(slow)},
-          {"slowest_not_kept", r.slow_not_kept}};
+          {"slowest_not_kept", r.slow_not_kept},
+          {"cut_at_close", r.cut_at_close}};
 }
 
 void StreamReceivers::write_stream_stats(uint32_t stream_id, nlohmann::json& out) const {

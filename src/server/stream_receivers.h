@@ -36,6 +36,9 @@ class StreamReceivers final : public media::Publisher {
  public:
   static constexpr size_t kMaxWritesInFlight = 4;  // per receiver; the byte limit binds first
   static constexpr size_t kSlowestKept = 8;
+  // A receiver of a stream that closed gets this long to take the frames in flight; then its
+  // connection is closed, so a receiver that stopped reading cannot keep the pool mapped.
+  static constexpr uint64_t kFinishGraceNs = 1'000'000'000;
 
   // max_frames_in_flight: the source byte limit, in frames of the stream (default 2).
   explicit StreamReceivers(uint32_t max_frames_in_flight = 2);
@@ -49,6 +52,9 @@ class StreamReceivers final : public media::Publisher {
   // Credit from the receiver; false when no such receiver.
   bool grant(uint64_t receiver_id, uint32_t frames, uint64_t now_ns);
   size_t count() const { return receivers_.size(); }
+  // Closes receivers whose stream ended more than kFinishGraceNs ago and that still have
+  // frames in flight (counted: "cut_at_close"). Called from the loop's periodic tick.
+  void end_overdue(uint64_t now_ns);
   // Routes credit (the WebSocket form of POST /streams/NAME/credit) to this publisher.
   void register_control(ControlRouter& router);
 
@@ -92,6 +98,8 @@ class StreamReceivers final : public media::Publisher {
     uint32_t credit = 0;
     size_t bytes_in_flight = 0;
     bool finishing = false;  // stream ended: close once the writes in flight complete
+    uint64_t finishing_since_ns = 0;
+    bool cut_at_close = false;  // closed with frames in flight, kFinishGraceNs after its stream
     media::FrameSlot* pending = nullptr;
     uint64_t pending_offered_ns = 0;
     DropStage pending_stage = kAdmission;

@@ -123,9 +123,15 @@ class AllowedOrigin(unittest.TestCase):
 
 class ConnectionLimit(unittest.TestCase):
     def test_over_limit_is_refused_and_counted(self):
+        # Held connections that made their request (WebSockets); idle ones would be evicted
+        # to make room instead (test_redteam_core.py).
         with Syncd("--max-connections", "4") as syncd:
-            held = [socket.create_connection(("127.0.0.1", syncd.port)) for _ in range(4)]
-            time.sleep(0.2)
+            held = []
+            for _ in range(4):
+                s = socket.create_connection(("127.0.0.1", syncd.port), timeout=5)
+                s.sendall(upgrade_request())
+                self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 101"))
+                held.append(s)
             extra = socket.create_connection(("127.0.0.1", syncd.port), timeout=5)
             try:
                 self.assertIn(extra.recv(10), (b"",))

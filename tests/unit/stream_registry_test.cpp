@@ -302,3 +302,50 @@ TEST_F(Fixture, Nv12StreamsTakeTheirPlaneSize) {
   EXPECT_EQ(registry.open(c, 1, e), nullptr);
   EXPECT_EQ(e, OpenError::kBadGeometry);
 }
+
+TEST(StreamLimits, OneConnectionCannotTakeEveryStream) {
+  StreamLimits limits;
+  limits.max_streams = 6;
+  limits.max_streams_per_owner = 2;
+  StreamRegistry registry(limits);
+  OpenError e;
+  ASSERT_NE(registry.open(small("a1"), /*owner=*/1, e), nullptr);
+  ASSERT_NE(registry.open(small("a2"), 1, e), nullptr);
+  EXPECT_EQ(registry.open(small("a3"), 1, e), nullptr);
+  EXPECT_EQ(e, OpenError::kTooManyForOwner);
+  EXPECT_STREQ(open_error_code(e), "connection_stream_limit");
+  EXPECT_NE(registry.open(small("b1"), /*owner=*/2, e), nullptr);
+  nlohmann::json stats;
+  registry.write_stats(stats);
+  EXPECT_EQ(stats["open_refused"]["connection_stream_limit"], 1);
+}
+
+TEST(StreamLimits, APoolCountsAgainstTheBudgetUntilItIsUnmapped) {
+  StreamLimits limits;
+  limits.max_pool_bytes_total = 3 << 20;  // room for one 2 MiB pool, not two
+  StreamRegistry registry(limits);
+  StreamConfig big = small("big", 2);
+  big.width = 512;
+  big.height = 512;  // 1 MiB a frame, 2 slots
+  OpenError e;
+  Stream* s = registry.open(big, 1, e);
+  ASSERT_NE(s, nullptr);
+  EXPECT_GE(registry.pool_bytes(), size_t(2) << 20);
+  // Something still holds a frame of the stream (here a lease; a stalled receiver's write
+  // does the same) when the stream closes: the pool stays mapped, and counted.
+  IngestRequest r;
+  r.stream_id = s->id();
+  r.owner = 1;
+  IngestRefusal why;
+  SlotLease held = registry.begin(r, why);
+  ASSERT_TRUE(held);
+  registry.close(s);
+  EXPECT_GE(registry.pool_bytes(), size_t(2) << 20);
+  big.name = "big2";
+  EXPECT_EQ(registry.open(big, 2, e), nullptr);
+  EXPECT_EQ(e, OpenError::kNoMemory);
+  // The last frame goes: the memory is unmapped and the budget is free again.
+  held.abort(DropReason::kDisconnected);
+  EXPECT_EQ(registry.pool_bytes(), 0u);
+  EXPECT_NE(registry.open(big, 2, e), nullptr);
+}
