@@ -23,7 +23,7 @@
 #include "headtrack/hidraw.h"
 #include "headtrack/replay.h"
 #include "headtrack/report_decoder.h"
-#include "headtrack/spsc_ring.h"
+#include "core/spsc_ring.h"
 
 namespace syncd::headtrack {
 
@@ -113,7 +113,7 @@ class TrackerReader {
   int stop_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> finished_{false};
-  SpscRing<TrackerEvent, kRingCapacity> ring_;
+  core::SpscRing<TrackerEvent, kRingCapacity> ring_;
 
   // Reader-thread state.
   ReplayFile replay_;

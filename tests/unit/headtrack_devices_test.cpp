@@ -15,7 +15,7 @@
 
 #include "headtrack/hidraw.h"
 #include "headtrack/replay.h"
-#include "headtrack/spsc_ring.h"
+#include "core/spsc_ring.h"
 #include "headtrack/tracker_reader.h"
 #include "headtrack_fixtures.h"
 
@@ -140,7 +140,7 @@ TEST(Replay, RecorderRoundTrip) {
 }
 
 TEST(SpscRing, TwoThreadsInOrder) {
-  static SpscRing<uint64_t, 64> ring;
+  static syncd::core::SpscRing<uint64_t, 64> ring;
   constexpr uint64_t kCount = 200000;
   std::thread producer([] {
     for (uint64_t i = 0; i < kCount;) {
@@ -165,7 +165,7 @@ TEST(SpscRing, TwoThreadsInOrder) {
 }
 
 TEST(SpscRing, FullAndEmpty) {
-  SpscRing<int, 4> ring;
+  syncd::core::SpscRing<int, 4> ring;
   int v;
   EXPECT_FALSE(ring.try_pop(v));
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(ring.try_push(i));
