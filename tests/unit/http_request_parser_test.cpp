@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "net/http/request_parser.h"
@@ -154,6 +155,26 @@ TEST(HttpRequestParser, AmbiguousFramingIsRefused) {
     for (size_t i = 0; i < c.head.size() && st == ParseStatus::kIncomplete; ++i)
       st = bytewise.feed(&c.head[i], 1);
     EXPECT_EQ(st, c.expected) << c.name << " (a byte at a time)";
+  }
+}
+
+TEST(HttpRequestParser, RequestLineEndsInItsVersion) {
+  // Without HTTP_PARSER_STRICT, http-parser reads any bytes as "HTTP" and so can take a request
+  // line across a bare LF; its header lines then start elsewhere than anyone else's (found by
+  // fuzz_http_request).
+  const std::string spanning =
+      "POST /x H\x01\n\n/2.1\r\nContent-Lengtdw t::\n\rade\xa3P";
+  for (size_t chunk : {spanning.size(), size_t{2}, size_t{1}}) {
+    RequestParser p;
+    ParseStatus st = ParseStatus::kIncomplete;
+    for (size_t i = 0; i < spanning.size() && st == ParseStatus::kIncomplete; i += chunk)
+      st = p.feed(spanning.data() + i, std::min(chunk, spanning.size() - i));
+    EXPECT_EQ(st, ParseStatus::kBadRequest) << chunk;
+  }
+  for (const char* line : {"GET /stats HXXP/1.1\r\n\r\n", "GET /stats HTTP/1.x\r\n\r\n",
+                           "GET /stats\r\n\r\n", "GET /a b HTTP/1.1 x\r\n\r\n"}) {
+    RequestParser p;
+    EXPECT_EQ(feed_all(p, line), ParseStatus::kBadRequest) << line;
   }
 }
 

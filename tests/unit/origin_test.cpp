@@ -65,6 +65,7 @@ TEST(Origin, EverythingElseIsRefused) {
       "Http://localhost",
       "http://LOCALHOST",
       "http://[::1",
+      "http://[::C]:1",  // a serialized origin's IPv6 address is lower-case too
       "http://[::1]]",
       "http://[::g]",
       "http://[fe80::1%25eth0]",
@@ -82,6 +83,10 @@ TEST(Origin, EverythingElseIsRefused) {
       "http://xn--\xc3\xa9.example",
   };
   for (const char* value : refused) EXPECT_FALSE(parse_origin(value)) << value;
+  // A NUL inside the brackets ends inet_pton's reading early (found by fuzz_http_authority).
+  using namespace std::string_view_literals;
+  EXPECT_FALSE(parse_origin("https://[::1\0\0\0\0\xff\xff\xff\xff]"sv));
+  EXPECT_FALSE(parse_host_header("[::1\0evil]"sv));
 }
 
 TEST(Origin, AllowedAreLoopbackHttpOrListed) {

@@ -67,6 +67,10 @@ bool parse_ipv6(std::string_view bracketed, in6_addr* out) {
     return false;
   char text[INET6_ADDRSTRLEN];
   const std::string_view inside = bracketed.substr(1, bracketed.size() - 2);
+  // inet_pton stops at a NUL: check every byte, so "[::1\0evil]" is not "[::1]".
+  for (char c : inside)
+    if (!(is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.'))
+      return false;
   std::memcpy(text, inside.data(), inside.size());
   text[inside.size()] = '\0';
   return ::inet_pton(AF_INET6, text, out) == 1;
@@ -90,6 +94,9 @@ std::optional<Authority> parse_authority(std::string_view text, bool lower_only)
     }
     in6_addr addr;
     if (!parse_ipv6(a.host, &addr)) return std::nullopt;
+    if (lower_only)
+      for (char c : a.host)
+        if (is_upper(c)) return std::nullopt;
     a.kind = HostKind::kIPv6;
   } else {
     const size_t colon = text.find(':');

@@ -49,17 +49,19 @@ void RequestParser::reset() {
   after_cr_ = false;
   line_start_ = false;
   in_name_ = false;
+  std::memset(line_tail_, 0, sizeof line_tail_);
+  line_bytes_ = 0;
   error_reason_ = "";
 }
 
-bool RequestParser::scan_head(const char* data, size_t size) {
+ParseStatus RequestParser::scan_head(const char* data, size_t size) {
   for (size_t i = 0; i < size && scan_part_ != ScanPart::kDone; ++i) {
     const char c = data[i];
     if (after_cr_) {
       after_cr_ = false;
       if (c != '\n') {
         error_reason_ = "bare CR in request head";
-        return false;
+        return ParseStatus::kAmbiguousFraming;
       }
     }
     if (c == '\r') {
@@ -68,23 +70,40 @@ bool RequestParser::scan_head(const char* data, size_t size) {
     }
     if (scan_part_ == ScanPart::kBeforeRequestLine) {
       // Empty lines before the request line are ignored (RFC 9112 section 2.2).
-      if (c != '\n') scan_part_ = ScanPart::kRequestLine;
+      if (c == '\n') continue;
+      scan_part_ = ScanPart::kRequestLine;
+    }
+    if (scan_part_ == ScanPart::kRequestLine) {
+      if (c != '\n') {
+        std::memmove(line_tail_, line_tail_ + 1, sizeof line_tail_ - 1);
+        line_tail_[sizeof line_tail_ - 1] = c;
+        ++line_bytes_;
+        continue;
+      }
+      // The request line must end in its version, or its end is not where it seems.
+      const char* t = line_tail_;
+      if (line_bytes_ < sizeof line_tail_ || std::memcmp(t, " HTTP/", 6) != 0 ||
+          t[6] < '0' || t[6] > '9' || t[7] != '.' || t[8] < '0' || t[8] > '9') {
+        error_reason_ = "malformed request line";
+        return ParseStatus::kBadRequest;
+      }
+      scan_part_ = ScanPart::kHeaders;
+      line_start_ = true;
+      in_name_ = true;
       continue;
     }
     if (c == '\n') {
-      if (scan_part_ == ScanPart::kHeaders && line_start_) {
+      if (line_start_) {
         scan_part_ = ScanPart::kDone;  // the empty line: what follows is not head
       } else {
-        scan_part_ = ScanPart::kHeaders;
         line_start_ = true;
         in_name_ = true;
       }
       continue;
     }
-    if (scan_part_ == ScanPart::kRequestLine) continue;
     if (line_start_ && (c == ' ' || c == '\t')) {
       error_reason_ = "obs-fold line in request head";
-      return false;
+      return ParseStatus::kAmbiguousFraming;
     }
     line_start_ = false;
     if (in_name_) {
@@ -92,11 +111,11 @@ bool RequestParser::scan_head(const char* data, size_t size) {
         in_name_ = false;
       } else if (c == ' ' || c == '\t') {
         error_reason_ = "whitespace in a header name";
-        return false;
+        return ParseStatus::kAmbiguousFraming;
       }
     }
   }
-  return true;
+  return ParseStatus::kComplete;
 }
 
 ParseStatus RequestParser::feed(const char* data, size_t size) {
@@ -108,7 +127,7 @@ ParseStatus RequestParser::feed(const char* data, size_t size) {
   const size_t offered = size < allowance ? size : allowance;
   // First, so that a smuggling attempt is named as one even where http-parser would refuse the
   // same byte with a generic error. The scan stops by itself at the end of the head.
-  if (!scan_head(data, offered)) return ParseStatus::kAmbiguousFraming;
+  if (const ParseStatus s = scan_head(data, offered); s != ParseStatus::kComplete) return s;
   const size_t parsed = http_parser_execute(&parser_, &settings_, data, offered);
   consumed_ += parsed;
   head_bytes_ += parsed;

@@ -69,8 +69,10 @@ class RequestParser {
   void reset();
 
  private:
-  // Checks the raw head bytes http-parser accepted for what it tolerates but syncd refuses.
-  bool scan_head(const char* data, size_t size);
+  // Checks the raw head bytes for what Debian's http-parser (built without HTTP_PARSER_STRICT)
+  // tolerates but syncd refuses: it then reads any byte as part of "HTTP/" and takes spaces in
+  // header names. kComplete here means "nothing refused", not a whole head.
+  ParseStatus scan_head(const char* data, size_t size);
 
   static int on_url(http_parser* p, const char* at, size_t n);
   static int on_header_field(http_parser* p, const char* at, size_t n);
@@ -95,6 +97,8 @@ class RequestParser {
   bool after_cr_ = false;
   bool line_start_ = false;  // at the first byte of a header line
   bool in_name_ = false;     // before the ':' of a header line
+  char line_tail_[9] = {};   // the request line's last 9 bytes: " HTTP/d.d"
+  size_t line_bytes_ = 0;
   const char* error_reason_ = "";
 };
 
