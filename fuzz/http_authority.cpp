@@ -13,8 +13,8 @@
 namespace {
 
 bool host_byte(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '-' || c == '.' || c == '_' || c == '[' || c == ']' || c == ':';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '.' || c == '_' || c == '[' || c == ']' || c == ':';
 }
 
 void check_authority(const syncd::http::Authority& a, std::string_view whole) {

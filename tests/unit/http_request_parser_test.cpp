@@ -137,8 +137,7 @@ TEST(HttpRequestParser, AmbiguousFramingIsRefused) {
       {"body on GET", "GET /stats HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc",
        ParseStatus::kBodyNotAllowed},
       {"body on GET announced, not yet sent",
-       "GET /stats HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\n",
-       ParseStatus::kBodyNotAllowed},
+       "GET /stats HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\n", ParseStatus::kBodyNotAllowed},
       {"chunked GET", "GET /stats HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
        ParseStatus::kBodyNotAllowed},
       {"transfer-encoding other than chunked",
@@ -162,8 +161,7 @@ TEST(HttpRequestParser, RequestLineEndsInItsVersion) {
   // Without HTTP_PARSER_STRICT, http-parser reads any bytes as "HTTP" and so can take a request
   // line across a bare LF; its header lines then start elsewhere than anyone else's (found by
   // fuzz_http_request).
-  const std::string spanning =
-      "POST /x H\x01\n\n/2.1\r\nContent-Lengtdw t::\n\rade\xa3P";
+  const std::string spanning = "POST /x H\x01\n\n/2.1\r\nContent-Lengtdw t::\n\rade\xa3P";
   for (size_t chunk : {spanning.size(), size_t{2}, size_t{1}}) {
     RequestParser p;
     ParseStatus st = ParseStatus::kIncomplete;
@@ -182,7 +180,7 @@ TEST(HttpRequestParser, CleanFramingIsAccepted) {
   const std::string heads[] = {
       "GET /stats HTTP/1.1\r\nHost: h\r\n\r\n",
       "POST /streams/a/credit HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n",
-      "\r\nGET /stats HTTP/1.1\r\nHost: h\r\n\r\n",  // an empty line first is ignored
+      "\r\nGET /stats HTTP/1.1\r\nHost: h\r\n\r\n",             // an empty line first is ignored
       "GET /stats HTTP/1.1\r\nHost: h\r\nX-A: a b\tc\r\n\r\n",  // spaces in a value are fine
   };
   for (const std::string& head : heads) {

@@ -6,8 +6,8 @@
 
 #include "net/http/authority.h"
 
-using syncd::http::HostKind;
 using syncd::http::host_allowed;
+using syncd::http::HostKind;
 using syncd::http::is_loopback;
 using syncd::http::origin_allowed;
 using syncd::http::parse_host_header;
@@ -47,7 +47,7 @@ TEST(Origin, EverythingElseIsRefused) {
       "null",
       "",
       "http://",
-      "http://[::1]evil.example",     // bytes after the IPv6 literal
+      "http://[::1]evil.example",          // bytes after the IPv6 literal
       "http://127.0.0.1:80@evil.example",  // userinfo-like
       "http://user@localhost",
       "http://localhost:80:80",
@@ -96,7 +96,7 @@ TEST(Origin, AllowedAreLoopbackHttpOrListed) {
   EXPECT_TRUE(origin_allowed("https://[::1]:3000", listed));
   EXPECT_TRUE(origin_allowed("https://noisedeck.app", listed));
   EXPECT_FALSE(origin_allowed("https://noisedeck.app:443", listed));  // exact match only
-  EXPECT_FALSE(origin_allowed("null", listed));  // never, even when listed
+  EXPECT_FALSE(origin_allowed("null", listed));                       // never, even when listed
   EXPECT_FALSE(origin_allowed("https://evil.example", listed));
   EXPECT_FALSE(origin_allowed("http://127.0.0.1.evil.example", listed));
   EXPECT_FALSE(origin_allowed("http://localhost.evil.example", listed));
@@ -139,9 +139,18 @@ TEST(Host, HeaderValuesParse) {
     EXPECT_EQ(a->port, c.port) << c.value;
     EXPECT_EQ(is_loopback(*a), c.loopback) << c.value;
   }
-  const char* refused[] = {"",          ":80",          "localhost:",  "localhost:80:80",
-                           "[::1]x",    "[::1",         "a@localhost", "localhost/x",
-                           "local host", "localhost:99999", "[fe80::1%eth0]", "h\x01"};
+  const char* refused[] = {"",
+                           ":80",
+                           "localhost:",
+                           "localhost:80:80",
+                           "[::1]x",
+                           "[::1",
+                           "a@localhost",
+                           "localhost/x",
+                           "local host",
+                           "localhost:99999",
+                           "[fe80::1%eth0]",
+                           "h\x01"};
   for (const char* value : refused) EXPECT_FALSE(parse_host_header(value)) << value;
 }
 

@@ -9,11 +9,19 @@ namespace syncd::http {
 
 namespace {
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_lower(char c) { return c >= 'a' && c <= 'z'; }
-bool is_upper(char c) { return c >= 'A' && c <= 'Z'; }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool is_lower(char c) {
+  return c >= 'a' && c <= 'z';
+}
+bool is_upper(char c) {
+  return c >= 'A' && c <= 'Z';
+}
 
-char to_lower(char c) { return is_upper(c) ? char(c - 'A' + 'a') : c; }
+char to_lower(char c) {
+  return is_upper(c) ? char(c - 'A' + 'a') : c;
+}
 
 bool ieq(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -158,9 +166,8 @@ bool host_allowed(const Authority& a, std::string_view bound_host,
   if (is_loopback(a)) return true;
   // --host takes an IPv6 address without brackets; a Host header carries them.
   const bool bound_v6 = bound_host.find(':') != std::string_view::npos;
-  const std::string_view host = a.kind == HostKind::kIPv6 && bound_v6
-                                    ? a.host.substr(1, a.host.size() - 2)
-                                    : a.host;
+  const std::string_view host =
+      a.kind == HostKind::kIPv6 && bound_v6 ? a.host.substr(1, a.host.size() - 2) : a.host;
   if (bound_host != "0.0.0.0" && bound_host != "::" && !bound_host.empty() &&
       (a.kind == HostKind::kIPv6) == bound_v6 && ieq(host, bound_host))
     return true;

@@ -82,8 +82,8 @@ ParseStatus RequestParser::scan_head(const char* data, size_t size) {
       }
       // The request line must end in its version, or its end is not where it seems.
       const char* t = line_tail_;
-      if (line_bytes_ < sizeof line_tail_ || std::memcmp(t, " HTTP/", 6) != 0 ||
-          t[6] < '0' || t[6] > '9' || t[7] != '.' || t[8] < '0' || t[8] > '9') {
+      if (line_bytes_ < sizeof line_tail_ || std::memcmp(t, " HTTP/", 6) != 0 || t[6] < '0' ||
+          t[6] > '9' || t[7] != '.' || t[8] < '0' || t[8] > '9') {
         error_reason_ = "malformed request line";
         return ParseStatus::kBadRequest;
       }

@@ -40,12 +40,12 @@ struct Request {
 };
 
 enum class ParseStatus {
-  kIncomplete,       // need more bytes
-  kComplete,         // request() is ready; consumed() bytes belong to the head (and body)
-  kBadRequest,       // malformed: answer 400
-  kHeadersTooLarge,  // answer 431
-  kBodyNotAllowed,   // a request with a body (no endpoint takes one): 400
-  kAmbiguousFraming, // a head another parser could frame differently (see above): 400
+  kIncomplete,        // need more bytes
+  kComplete,          // request() is ready; consumed() bytes belong to the head (and body)
+  kBadRequest,        // malformed: answer 400
+  kHeadersTooLarge,   // answer 431
+  kBodyNotAllowed,    // a request with a body (no endpoint takes one): 400
+  kAmbiguousFraming,  // a head another parser could frame differently (see above): 400
 };
 
 struct RequestLimits {
