@@ -2,6 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 
 #include "net/http/request_parser.h"
 
@@ -18,6 +19,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // Whatever completed must respect the limits and be self-consistent.
       if (parser.request().headers.size() > 16) std::abort();
       if (parser.consumed() > size) std::abort();
+      // Smuggling-prone heads never complete: no header name holds whitespace.
+      for (const auto& [name, value] : parser.request().headers)
+        if (name.find_first_of(" \t\r\n") != std::string::npos) std::abort();
+      // Nor does one whose request line held a line break.
+      if (parser.request().target.find_first_of(" \r\n") != std::string::npos) std::abort();
       (void)parser.request().path();
       break;
     }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "media/publisher_factory.h"
+#include "net/http/authority.h"
 #include "server/server.h"
 
 namespace {
@@ -48,6 +49,12 @@ int main(int argc, char** argv) {
   app.add_option("--source", source, "Built-in producer: pattern[:WIDTHxHEIGHT@FPS]");
   app.add_option("--allow-origin", origins,
                  "Extra browser Origin allowed to open /ws (repeatable; loopback always is)");
+  app.add_option("--allow-host", cfg.allowed_hosts,
+                 "Extra Host name (NAME or NAME:PORT) requests may use (repeatable; loopback and "
+                 "the --host address always are)")
+      ->check([](const std::string& v) {
+        return syncd::http::parse_host_header(v) ? std::string() : "not a host name: " + v;
+      });
   app.add_option("--max-connections", cfg.max_connections)->capture_default_str();
   app.add_option("--max-header-bytes", cfg.max_header_bytes)->capture_default_str();
   app.add_option("--max-message-mb", max_message_mb, "Largest WebSocket data message")

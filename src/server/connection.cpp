@@ -25,6 +25,7 @@ const char* status_text(int status) {
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
+    case 421: return "Misdirected Request";
     case 426: return "Upgrade Required";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
@@ -261,8 +262,12 @@ void Connection::handle_http_bytes(char* data, size_t size) {
       send_http(431, "text/plain", std::string(http_.error_reason()) + "\n");
       return;
     case http::ParseStatus::kBadRequest:
-    case http::ParseStatus::kBodyNotAllowed:
       ++host_.counters().http_bad_requests;
+      send_http(400, "text/plain", std::string(http_.error_reason()) + "\n");
+      return;
+    case http::ParseStatus::kBodyNotAllowed:
+    case http::ParseStatus::kAmbiguousFraming:
+      ++host_.counters().http_framing_refused;
       send_http(400, "text/plain", std::string(http_.error_reason()) + "\n");
       return;
   }

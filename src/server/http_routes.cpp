@@ -6,6 +6,7 @@
 
 #include "core/clock.h"
 #include "media/stream_registry.h"
+#include "net/http/authority.h"
 #include "net/ws/frame_encoder.h"
 #include "server/connection.h"
 #include "server/server_config.h"
@@ -53,21 +54,6 @@ bool valid_websocket_key(std::string_view key) {
   return true;
 }
 
-bool loopback_host(std::string_view host) {
-  if (host == "localhost" || host == "[::1]") return true;
-  // 127.0.0.0/8 in dotted form.
-  if (host.substr(0, 4) != "127.") return false;
-  int dots = 0;
-  for (char c : host) {
-    if (c == '.') {
-      ++dots;
-    } else if (!std::isdigit(static_cast<unsigned char>(c))) {
-      return false;
-    }
-  }
-  return dots == 3;
-}
-
 // Value of a query parameter in a request target, or empty.
 std::string_view query_param(std::string_view target, std::string_view name) {
   const size_t q = target.find('?');
@@ -93,23 +79,7 @@ bool parse_uint(std::string_view text, uint64_t& out) {
 }  // namespace
 
 bool origin_allowed(std::string_view origin, const std::vector<std::string>& allowed) {
-  for (const std::string& a : allowed)
-    if (origin == a) return true;
-  // scheme "://" host [":" port]
-  const size_t scheme_end = origin.find("://");
-  if (scheme_end == std::string_view::npos) return false;
-  const std::string_view scheme = origin.substr(0, scheme_end);
-  if (scheme != "http" && scheme != "https") return false;
-  std::string_view host = origin.substr(scheme_end + 3);
-  if (host.empty() || host.find('/') != std::string_view::npos) return false;
-  if (host.front() == '[') {
-    const size_t close = host.find(']');
-    if (close == std::string_view::npos) return false;
-    host = host.substr(0, close + 1);
-  } else if (const size_t colon = host.find(':'); colon != std::string_view::npos) {
-    host = host.substr(0, colon);
-  }
-  return loopback_host(host);
+  return http::origin_allowed(origin, allowed);
 }
 
 HttpRoutes::HttpRoutes(Services services) : s_(std::move(services)) {
@@ -126,6 +96,7 @@ HttpRoutes::HttpRoutes(Services services) : s_(std::move(services)) {
 
 void HttpRoutes::handle(Connection& c, const http::Request& request, char* rest,
                         size_t rest_size) {
+  if (!check_host(c, request)) return;
   const std::string_view path = request.path();
   std::string allow;
   for (const Route& route : routes_) {
@@ -152,6 +123,26 @@ void HttpRoutes::handle(Connection& c, const http::Request& request, char* rest,
   }
   ++s_.counters.http_not_found;
   c.send_http(404, "text/plain", "not found\n");
+}
+
+bool HttpRoutes::check_host(Connection& c, const http::Request& r) {
+  size_t hosts = 0;
+  for (const auto& [name, value] : r.headers) hosts += name == "host";
+  if (hosts == 0 && r.http_major == 1 && r.http_minor == 0) return true;  // HTTP/1.0 may omit it
+  const auto authority = hosts == 1 ? http::parse_host_header(r.header("host")) : std::nullopt;
+  if (!authority) {
+    // RFC 9112 section 3.2: a missing, repeated or malformed Host is a 400.
+    ++s_.counters.http_host_invalid;
+    c.send_http(400, "text/plain", "missing, repeated or malformed Host\n");
+    return false;
+  }
+  if (!http::host_allowed(*authority, s_.config.host, s_.config.allowed_hosts)) {
+    // A DNS-rebinding name that resolves to loopback: the browser thinks it talks to that site.
+    ++s_.counters.http_host_refused;
+    c.send_http(421, "text/plain", "Host not served here\n");
+    return false;
+  }
+  return true;
 }
 
 bool HttpRoutes::check_origin(Connection& c, const http::Request& r) {
@@ -232,6 +223,16 @@ void HttpRoutes::stream_credit(Connection& c, const http::Request& r, char*, siz
       path.substr(path.size() - kCredit.size()) != kCredit) {
     ++s_.counters.http_method_not_allowed;
     c.send_http(405, "text/plain", "method not allowed\n", "Allow: GET\r\n");
+    return;
+  }
+  // A state change needs a request a foreign page cannot make without a CORS preflight, which
+  // syncd never approves: an allowed Origin (browsers send one on every POST), or, from a
+  // native client that sends no Origin, the non-safelisted header Sync-Client.
+  if (r.has_header("origin")) {
+    if (!check_origin(c, r)) return;
+  } else if (!r.has_header("sync-client")) {
+    ++s_.counters.origin_missing_refused;
+    c.send_http(403, "text/plain", "POST needs an allowed Origin or a Sync-Client header\n");
     return;
   }
   uint64_t receiver = 0, frames = 1;

@@ -2,8 +2,10 @@
 // /ws (the WebSocket upgrade), /healthz, /stats, /metrics, /events/frames, /streams/NAME (a
 // receiver's stream), /streams/NAME/credit, and the embedded web pages.
 //
-// Origin policy: browsers reach loopback from any site, so a request that carries an Origin
-// must name a loopback origin or one listed with --allow-origin (DESIGN.md, "Security").
+// Cross-site policy (docs/security.md, "Cross-site access"): browsers reach loopback from any
+// site, so every request must name a loopback Host (or the bound address, or an --allow-host
+// name) to stop DNS rebinding; a request that carries an Origin must name a loopback origin or
+// one listed with --allow-origin; a POST without an Origin must carry Sync-Client.
 //
 // Thread: the loop thread. Control plane (allocates).
 #pragma once
@@ -27,7 +29,8 @@ class TicketStore;
 struct ServerConfig;
 struct ServerCounters;
 
-// Whether an Origin header value is loopback or listed in `allowed`. Pure.
+// Whether an Origin header value is loopback or listed in `allowed` (http::origin_allowed).
+// Pure; any thread.
 bool origin_allowed(std::string_view origin, const std::vector<std::string>& allowed);
 
 class HttpRoutes {
@@ -64,6 +67,8 @@ class HttpRoutes {
   void frame_events(Connection& c, const http::Request& r, char*, size_t);
   void stream_receive(Connection& c, const http::Request& r, char*, size_t);
   void stream_credit(Connection& c, const http::Request& r, char*, size_t);
+  // Each answers the refusal itself and returns false when the request must go no further.
+  bool check_host(Connection& c, const http::Request& r);
   bool check_origin(Connection& c, const http::Request& r);
 
   Services s_;

@@ -422,6 +422,10 @@ std::string Server::stats_json() {
       {"http_headers_too_large", c.http_headers_too_large},
       {"http_not_found", c.http_not_found},
       {"origin_refused", c.origin_refused},
+      {"origin_missing_refused", c.origin_missing_refused},
+      {"http_host_refused", c.http_host_refused},
+      {"http_host_invalid", c.http_host_invalid},
+      {"http_framing_refused", c.http_framing_refused},
       {"tickets_refused", c.tickets_refused},
       {"tickets_live", tickets_.size()},
       {"receivers", receivers_->count()},
@@ -482,12 +486,22 @@ std::string Server::metrics_text() {
              "Bytes copied for connections and not yet written (all connections).");
   out.sample("syncd_output_queued_bytes", "", uint64_t(output_budget_.used()));
   out.family("syncd_http_errors_total", "counter", "HTTP requests refused, by status.");
-  out.sample("syncd_http_errors_total", "status=\"400\"", c.http_bad_requests);
-  out.sample("syncd_http_errors_total", "status=\"403\"", c.origin_refused + c.tickets_refused);
+  out.sample("syncd_http_errors_total", "status=\"400\"",
+             c.http_bad_requests + c.http_host_invalid + c.http_framing_refused);
+  out.sample("syncd_http_errors_total", "status=\"403\"",
+             c.origin_refused + c.origin_missing_refused + c.tickets_refused);
   out.sample("syncd_http_errors_total", "status=\"404\"", c.http_not_found);
   out.sample("syncd_http_errors_total", "status=\"405\"", c.http_method_not_allowed);
+  out.sample("syncd_http_errors_total", "status=\"421\"", c.http_host_refused);
   out.sample("syncd_http_errors_total", "status=\"426\"", c.version_refused);
   out.sample("syncd_http_errors_total", "status=\"431\"", c.http_headers_too_large);
+  out.family("syncd_http_refused_total", "counter",
+             "HTTP requests refused by the cross-site and framing checks, by reason.");
+  out.sample("syncd_http_refused_total", "reason=\"host_not_allowed\"", c.http_host_refused);
+  out.sample("syncd_http_refused_total", "reason=\"host_invalid\"", c.http_host_invalid);
+  out.sample("syncd_http_refused_total", "reason=\"origin_not_allowed\"", c.origin_refused);
+  out.sample("syncd_http_refused_total", "reason=\"origin_missing\"", c.origin_missing_refused);
+  out.sample("syncd_http_refused_total", "reason=\"framing\"", c.http_framing_refused);
   out.family("syncd_ws_protocol_errors_total", "counter",
              "WebSocket connections failed by syncd, by close code.");
   out.sample("syncd_ws_protocol_errors_total", "code=\"1002\"", c.ws_close_1002);

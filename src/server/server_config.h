@@ -25,6 +25,7 @@ struct ServerConfig {
   std::optional<media::PatternConfig> pattern;
   std::optional<audio::AudioSourceConfig> audio;  // --audio-source
   std::vector<std::string> allowed_origins;  // exact Origin values allowed besides loopback
+  std::vector<std::string> allowed_hosts;    // Host names allowed besides loopback (--allow-host)
   // Lowered at start to fit the descriptor limit (raised to its hard value), less a reserve.
   size_t max_connections = 1024;
   size_t max_header_bytes = 8192;
@@ -62,6 +63,10 @@ struct ServerCounters {
   uint64_t http_not_found = 0;      // 404
   uint64_t http_method_not_allowed = 0;  // 405
   uint64_t origin_refused = 0;      // 403
+  uint64_t http_host_refused = 0;   // 421: Host names neither loopback nor --allow-host
+  uint64_t http_host_invalid = 0;   // 400: Host missing (HTTP/1.1), repeated or malformed
+  uint64_t http_framing_refused = 0;  // 400: smuggling-prone framing or a body
+  uint64_t origin_missing_refused = 0;  // 403: POST with neither Origin nor Sync-Client
   uint64_t tickets_refused = 0;     // 403 on /streams/
   uint64_t version_refused = 0;     // 426
   uint64_t ws_protocol_errors = 0;  // closes we initiated for 1002/1007/1009

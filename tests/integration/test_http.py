@@ -51,7 +51,7 @@ class HttpEndpoints(unittest.TestCase):
             self.assertIn("# TYPE " + name, body)
 
     def test_unknown_path_404_and_close(self):
-        reply = raw_http(self.syncd.port, b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+        reply = raw_http(self.syncd.port, b"GET /nope HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         self.assertTrue(reply.startswith(b"HTTP/1.1 404"), reply)
         self.assertIn(b"Connection: close", reply)
 

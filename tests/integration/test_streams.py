@@ -23,7 +23,7 @@ class Receiver:
     def __init__(self, port, name, ticket, credit=None):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
         target = f"/streams/{name}?ticket={ticket}" + (f"&credit={credit}" if credit else "")
-        self.sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        self.sock.sendall(f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
         self.buffer = b""
         while b"\r\n\r\n" not in self.buffer:
             chunk = self.sock.recv(65536)
@@ -87,9 +87,9 @@ class HttpStreams(unittest.TestCase):
             ws, sid, ticket = await source(syncd.url, "gated")
             self.assertEqual(len(ticket), 32)
             self.assertTrue(raw_http(syncd.port, b"GET /streams/gated?ticket=" + b"0" * 32 +
-                                     b" HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 403"))
+                                     b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").startswith(b"HTTP/1.1 403"))
             self.assertTrue(raw_http(syncd.port, b"GET /streams/nope?ticket=" + ticket.encode() +
-                                     b" HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 404"))
+                                     b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").startswith(b"HTTP/1.1 404"))
             r = Receiver(syncd.port, "gated", ticket)
             self.assertEqual(r.status, 200)
             self.assertGreater(r.id, 0)
@@ -135,7 +135,8 @@ class HttpStreams(unittest.TestCase):
             self.assertEqual(third["dropped_before"], 7)
             # Credit by HTTP POST works too.
             reply = raw_http(syncd.port, f"POST /streams/credit/credit?receiver={r.id}&frames=1 "
-                                         "HTTP/1.1\r\nContent-Length: 0\r\n\r\n".encode())
+                                         "HTTP/1.1\r\nHost: 127.0.0.1\r\nSync-Client: 1\r\n"
+                                         "Content-Length: 0\r\n\r\n".encode())
             self.assertTrue(reply.startswith(b"HTTP/1.1 204"), reply)
             await ws.send(frame_message(sid, 10, marker_pixels(FRAME_BYTES, 10)))
             self.assertEqual(r.record()["sequence"], 10)

@@ -45,7 +45,77 @@ void RequestParser::reset() {
   complete_ = false;
   too_large_ = false;
   has_body_ = false;
+  scan_part_ = ScanPart::kBeforeRequestLine;
+  after_cr_ = false;
+  line_start_ = false;
+  in_name_ = false;
+  std::memset(line_tail_, 0, sizeof line_tail_);
+  line_bytes_ = 0;
   error_reason_ = "";
+}
+
+ParseStatus RequestParser::scan_head(const char* data, size_t size) {
+  for (size_t i = 0; i < size && scan_part_ != ScanPart::kDone; ++i) {
+    const char c = data[i];
+    if (after_cr_) {
+      after_cr_ = false;
+      if (c != '\n') {
+        error_reason_ = "bare CR in request head";
+        return ParseStatus::kAmbiguousFraming;
+      }
+    }
+    if (c == '\r') {
+      after_cr_ = true;
+      continue;
+    }
+    if (scan_part_ == ScanPart::kBeforeRequestLine) {
+      // Empty lines before the request line are ignored (RFC 9112 section 2.2).
+      if (c == '\n') continue;
+      scan_part_ = ScanPart::kRequestLine;
+    }
+    if (scan_part_ == ScanPart::kRequestLine) {
+      if (c != '\n') {
+        std::memmove(line_tail_, line_tail_ + 1, sizeof line_tail_ - 1);
+        line_tail_[sizeof line_tail_ - 1] = c;
+        ++line_bytes_;
+        continue;
+      }
+      // The request line must end in its version, or its end is not where it seems.
+      const char* t = line_tail_;
+      if (line_bytes_ < sizeof line_tail_ || std::memcmp(t, " HTTP/", 6) != 0 || t[6] < '0' ||
+          t[6] > '9' || t[7] != '.' || t[8] < '0' || t[8] > '9') {
+        error_reason_ = "malformed request line";
+        return ParseStatus::kBadRequest;
+      }
+      scan_part_ = ScanPart::kHeaders;
+      line_start_ = true;
+      in_name_ = true;
+      continue;
+    }
+    if (c == '\n') {
+      if (line_start_) {
+        scan_part_ = ScanPart::kDone;  // the empty line: what follows is not head
+      } else {
+        line_start_ = true;
+        in_name_ = true;
+      }
+      continue;
+    }
+    if (line_start_ && (c == ' ' || c == '\t')) {
+      error_reason_ = "obs-fold line in request head";
+      return ParseStatus::kAmbiguousFraming;
+    }
+    line_start_ = false;
+    if (in_name_) {
+      if (c == ':') {
+        in_name_ = false;
+      } else if (c == ' ' || c == '\t') {
+        error_reason_ = "whitespace in a header name";
+        return ParseStatus::kAmbiguousFraming;
+      }
+    }
+  }
+  return ParseStatus::kComplete;
 }
 
 ParseStatus RequestParser::feed(const char* data, size_t size) {
@@ -55,6 +125,9 @@ ParseStatus RequestParser::feed(const char* data, size_t size) {
   // frames) are never counted against it.
   const size_t allowance = limits_.max_header_bytes - head_bytes_;
   const size_t offered = size < allowance ? size : allowance;
+  // First, so that a smuggling attempt is named as one even where http-parser would refuse the
+  // same byte with a generic error. The scan stops by itself at the end of the head.
+  if (const ParseStatus s = scan_head(data, offered); s != ParseStatus::kComplete) return s;
   const size_t parsed = http_parser_execute(&parser_, &settings_, data, offered);
   consumed_ += parsed;
   head_bytes_ += parsed;
@@ -68,6 +141,11 @@ ParseStatus RequestParser::feed(const char* data, size_t size) {
   }
   if (complete_) return ParseStatus::kComplete;
   const http_errno err = HTTP_PARSER_ERRNO(&parser_);
+  if (err == HPE_UNEXPECTED_CONTENT_LENGTH || err == HPE_INVALID_TRANSFER_ENCODING) {
+    // Content-Length twice, or with Transfer-Encoding: http-parser refuses these itself.
+    error_reason_ = http_errno_description(err);
+    return ParseStatus::kAmbiguousFraming;
+  }
   if (err != HPE_OK && err != HPE_PAUSED) {
     error_reason_ = http_errno_description(err);
     return ParseStatus::kBadRequest;
@@ -119,6 +197,14 @@ int RequestParser::on_headers_complete(http_parser* p) {
   // Upgrade needs both the Upgrade header and the "upgrade" token in Connection; http-parser
   // sets p->upgrade from exactly that.
   r.upgrade = p->upgrade != 0;
+  // No endpoint takes a body, so any framing of one is refused before its bytes are awaited: a
+  // GET with Content-Length would otherwise sit until the handshake timeout. Content-Length: 0
+  // is a body of nothing.
+  if (r.has_header("transfer-encoding") ||
+      ((p->flags & F_CONTENTLENGTH) != 0 && p->content_length != 0)) {
+    self->has_body_ = true;
+    return 1;
+  }
   if (r.upgrade) {
     // Returning 2 tells http-parser there is no body; the rest of the input is not HTTP.
     return 2;

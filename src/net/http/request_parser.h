@@ -3,8 +3,11 @@
 // Built on Debian's http-parser (libhttp-parser, the parser Node.js used before llhttp, which
 // Debian 12 does not package): it is incremental, bounds-checked and widely fuzzed, so syncd does
 // not hand-roll request-line and header tokenising. This class adds what syncd needs on top:
-// a header-size limit (431), a header-count limit, lower-cased header names, and the split point
-// where an Upgrade request's WebSocket bytes begin.
+// a header-size limit (431), a header-count limit, lower-cased header names, the split point
+// where an Upgrade request's WebSocket bytes begin, and a refusal of every head whose framing
+// two parsers could read differently (request smuggling, RFC 9112 sections 2.2, 5.2 and 6.3):
+// Content-Length with Transfer-Encoding, a repeated Content-Length, any body, obs-fold lines,
+// a CR not followed by LF, and whitespace in or after a header name.
 //
 // One parser per connection; not thread-safe (the loop thread owns it).
 #pragma once
@@ -37,11 +40,12 @@ struct Request {
 };
 
 enum class ParseStatus {
-  kIncomplete,       // need more bytes
-  kComplete,         // request() is ready; consumed() bytes belong to the head (and body)
-  kBadRequest,       // malformed: answer 400
-  kHeadersTooLarge,  // answer 431
-  kBodyNotAllowed,   // a request with a body on an endpoint that takes none: 400
+  kIncomplete,        // need more bytes
+  kComplete,          // request() is ready; consumed() bytes belong to the head (and body)
+  kBadRequest,        // malformed: answer 400
+  kHeadersTooLarge,   // answer 431
+  kBodyNotAllowed,    // a request with a body (no endpoint takes one): 400
+  kAmbiguousFraming,  // a head another parser could frame differently (see above): 400
 };
 
 struct RequestLimits {
@@ -65,6 +69,11 @@ class RequestParser {
   void reset();
 
  private:
+  // Checks the raw head bytes for what Debian's http-parser (built without HTTP_PARSER_STRICT)
+  // tolerates but syncd refuses: it then reads any byte as part of "HTTP/" and takes spaces in
+  // header names. kComplete here means "nothing refused", not a whole head.
+  ParseStatus scan_head(const char* data, size_t size);
+
   static int on_url(http_parser* p, const char* at, size_t n);
   static int on_header_field(http_parser* p, const char* at, size_t n);
   static int on_header_value(http_parser* p, const char* at, size_t n);
@@ -82,6 +91,14 @@ class RequestParser {
   bool complete_ = false;
   bool too_large_ = false;
   bool has_body_ = false;
+  // scan_head state, carried across feeds.
+  enum class ScanPart { kBeforeRequestLine, kRequestLine, kHeaders, kDone };
+  ScanPart scan_part_ = ScanPart::kBeforeRequestLine;
+  bool after_cr_ = false;
+  bool line_start_ = false;  // at the first byte of a header line
+  bool in_name_ = false;     // before the ':' of a header line
+  char line_tail_[9] = {};   // the request line's last 9 bytes: " HTTP/d.d"
+  size_t line_bytes_ = 0;
   const char* error_reason_ = "";
 };
 
