@@ -28,10 +28,10 @@ struct Ring : ::testing::Test {
   void SetUp() override {
     path = "/dev/shm/sync-unit-" + std::to_string(::getpid()) + "-" +
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::string error;
+    syncd::media::ShmRegionError error;
     auto region =
         ShmRegion::create(path, "unit", layout_of(PixelFormat::kRgba8, 8, 4), kSlots, error);
-    ASSERT_TRUE(region) << error;
+    ASSERT_TRUE(region) << error.message;
     writer = region.get();
     pool = FramePool::create_in(writer->first_slot(), writer->slot_stride(), kSlots, 8 * 4 * 4,
                                 std::move(region), syncd::media::SlotReuse::kLeastRecent);
@@ -162,9 +162,9 @@ struct FormatRing {
   FormatRing(PixelFormat format, uint32_t width, uint32_t height, const char* tag)
       : layout(layout_of(format, width, height)) {
     path = "/dev/shm/sync-unit-" + std::to_string(::getpid()) + "-fmt-" + tag;
-    std::string error;
+    syncd::media::ShmRegionError error;
     auto region = ShmRegion::create(path, "fmt", layout, 2, error);
-    EXPECT_TRUE(region) << error;
+    EXPECT_TRUE(region) << error.message;
     if (!region) return;
     writer = region.get();
     pool = FramePool::create_in(writer->first_slot(), writer->slot_stride(), 2, layout.bytes,
@@ -336,10 +336,10 @@ TEST(ShmFormats, RingFromAWriterBeforePlaneFieldsStillOpensAsOnePlane) {
 }
 
 TEST(ShmFormats, WriterRefusesALayoutTheHeaderCannotHold) {
-  std::string error;
+  syncd::media::ShmRegionError error;
   FrameLayout none;  // no planes
   const std::string path = "/dev/shm/sync-unit-" + std::to_string(::getpid()) + "-none";
   EXPECT_FALSE(ShmRegion::create(path, "x", none, 2, error));
-  EXPECT_FALSE(error.empty());
+  EXPECT_STREQ(error.code, "shm_bad_layout");
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
 }
