@@ -102,6 +102,8 @@ std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std:
     return nullptr;
   }
   ::fchmod(fd, 0600);  // whatever the umask
+  struct stat created;
+  if (::fstat(fd, &created) != 0) created = {};
   if (::ftruncate(fd, off_t(total)) != 0) {
     error = {"shm_system", "cannot size " + path + ": " + std::strerror(errno)};
     ::close(fd);
@@ -119,6 +121,8 @@ std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std:
   region->path_ = path;
   region->base_ = static_cast<uint8_t*>(memory);
   region->bytes_ = total;
+  region->dev_ = created.st_dev;
+  region->ino_ = created.st_ino;
 
   sync_shm_header* h = region->header();
   std::memset(h, 0, meta_bytes);
@@ -150,7 +154,9 @@ std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std:
 ShmRegion::~ShmRegion() {
   mark_ended();
   ::munmap(base_, bytes_);
-  ::unlink(path_.c_str());
+  struct stat st;
+  if (::lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_)
+    ::unlink(path_.c_str());
 }
 
 sync_shm_slot* ShmRegion::slot_meta(uint32_t index) const {

@@ -9,6 +9,8 @@
 // Thread: the loop thread (syncd's only writer).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,7 +37,9 @@ class ShmRegion final : public PoolBacking {
   static std::unique_ptr<ShmRegion> create(const std::string& path, const std::string& stream,
                                            const FrameLayout& layout, uint32_t slot_count,
                                            ShmRegionError& error);
-  ~ShmRegion() override;  // marks the ring ended, unmaps and unlinks
+  // Marks the ring ended, unmaps, and unlinks the path if it still names this region's file
+  // (a later ring at the same path, made while this one's pool was still held, stays).
+  ~ShmRegion() override;
 
   // PoolBacking: the seqlock goes odd before the socket writes a byte into the slot.
   void on_acquire(FrameSlot& slot) override;
@@ -63,6 +67,8 @@ class ShmRegion final : public PoolBacking {
   uint8_t* base_ = nullptr;
   size_t bytes_ = 0;
   uint64_t published_ = 0;
+  dev_t dev_ = 0;  // the file created, to recognise it at the path later
+  ino_t ino_ = 0;
 };
 
 // The default region path for this user: /dev/shm/sync-<uid>.frames.
