@@ -10,8 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "sync/shm_reader.h"
 
@@ -19,13 +19,17 @@ namespace {
 
 // One file per fuzzing process, rewritten for every input: created 0600 by this process, so the
 // owner and mode checks pass and the header checks are what is exercised.
-const std::string& ring_path() {
-  static const std::string path = "/dev/shm/sync-fuzz-" + std::to_string(::getpid()) + ".frames";
+const char* ring_path() {
+  static char path[64];
+  if (!path[0]) {
+    std::snprintf(path, sizeof path, "/dev/shm/sync-fuzz-%d.frames", int(::getpid()));
+    std::atexit([] { ::unlink(path); });  // leave nothing in /dev/shm
+  }
   return path;
 }
 
 bool write_file(const uint8_t* data, size_t size) {
-  const int fd = ::open(ring_path().c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  const int fd = ::open(ring_path(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return false;
   bool ok = ::ftruncate(fd, 0) == 0 && ::pwrite(fd, data, size, 0) == ssize_t(size);
   ::close(fd);
@@ -68,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   sync_shm_reader* r = nullptr;
-  const int rc = sync_shm_open(ring_path().c_str(), &r);
+  const int rc = sync_shm_open(ring_path(), &r);
   if (rc != SYNC_SHM_OK) {
     if (r != nullptr || rc > 0 || rc < SYNC_SHM_EREPLACED) __builtin_trap();
     return 0;
@@ -80,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // must keep every later read inside the mapping.
   uint8_t inverted[sizeof(sync_shm_header)];
   for (size_t i = 0; i < sizeof inverted; ++i) inverted[i] = uint8_t(~data[i]);
-  const int fd = ::open(ring_path().c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  const int fd = ::open(ring_path(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   if (fd >= 0) {
     if (::pwrite(fd, inverted, sizeof inverted, 0) != ssize_t(sizeof inverted)) __builtin_trap();
     ::close(fd);
