@@ -18,9 +18,10 @@ READER = test_shm.READER
 NOBODY = 65534  # the uid another local user's file gets here (root can chown to it)
 
 
-def forged_ring(width=640, height=360, slots=2, slot_stride=None):
+def forged_ring(width=64, height=36, slots=2, slot_stride=None):
     """A well-formed rgba8 ring with one published frame, byte for byte as include/sync/shm_ring.h
-    lays it out (docs/protocol.md, "Shared-memory ring"): what a forger would plant."""
+    lays it out (docs/protocol.md, "Shared-memory ring"): what a forger would plant. With a
+    forged slot_stride the pixels are cut at 64 KiB (the header claims they fit)."""
     frame = width * height * 4
     stride = frame if slot_stride is None else slot_stride
     slots_offset = 256
@@ -34,7 +35,7 @@ def forged_ring(width=640, height=360, slots=2, slot_stride=None):
     assert len(header) == 256
     slot0 = struct.pack("<IIQQQQQ16s", 2, 0, 1, 0, 0, 0, 1, b"")
     body = header + slot0 + bytes(pixels_offset - 256 - 64)
-    return body + bytes([0x5A]) * min(stride * slots, 64 * 1024)
+    return body + bytes([0x5A]) * (stride * slots if slot_stride is None else 64 * 1024)
 
 
 def metric(syncd, name):
