@@ -3,6 +3,8 @@
 // take and check, and again after the header is rewritten under the open reader. The reader
 // must return an error code for anything it does not accept and never read outside the file.
 // sync_shm_check_header (the pure check) must agree with what open accepted.
+#include "sync/shm_reader.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,8 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#include "sync/shm_reader.h"
 
 namespace {
 

@@ -440,20 +440,18 @@ TEST(ShmTrust, ReaderRefusesSizesAndOffsetsOutsideTheFile) {
     void (*forge)(sync_shm_header&);
   };
   const Case cases[] = {
-      {"slot_stride 2^63 (times 2 slots wraps to 0)", [](sync_shm_header& h) {
-         h.slot_stride = uint64_t(1) << 63;
-       }},
-      {"slot_stride 2^62 times 4 slots wraps to 0", [](sync_shm_header& h) {
+      {"slot_stride 2^63 (times 2 slots wraps to 0)",
+       [](sync_shm_header& h) { h.slot_stride = uint64_t(1) << 63; }},
+      {"slot_stride 2^62 times 4 slots wraps to 0",
+       [](sync_shm_header& h) {
          h.slot_stride = uint64_t(1) << 62;
          h.slot_count = 4;
        }},
       {"slots_offset 2^40", [](sync_shm_header& h) { h.slots_offset = uint64_t(1) << 40; }},
-      {"slots_offset + slot records wraps", [](sync_shm_header& h) {
-         h.slots_offset = UINT64_MAX - 63;
-       }},
-      {"pixels_offset + pixels wraps", [](sync_shm_header& h) {
-         h.pixels_offset = UINT64_MAX - 4095;
-       }},
+      {"slots_offset + slot records wraps",
+       [](sync_shm_header& h) { h.slots_offset = UINT64_MAX - 63; }},
+      {"pixels_offset + pixels wraps",
+       [](sync_shm_header& h) { h.pixels_offset = UINT64_MAX - 4095; }},
       {"slot records inside the header", [](sync_shm_header& h) { h.slots_offset = 64; }},
       {"slot records misaligned", [](sync_shm_header& h) { h.slots_offset = 260; }},
       {"region_bytes past the file", [](sync_shm_header& h) { h.region_bytes += 1; }},
@@ -566,8 +564,7 @@ TEST(ShmLiveness, WriterKilledIsReportedNotServed) {
   ASSERT_GE(child, 0);
   if (child == 0) {  // the writer: one frame, then it waits to be killed (no heartbeat timer)
     syncd::media::ShmRegionError error;
-    auto region = ShmRegion::create(path, "doomed", layout_of(PixelFormat::kRgba8, 8, 4), 2,
-                                    error);
+    auto region = ShmRegion::create(path, "doomed", layout_of(PixelFormat::kRgba8, 8, 4), 2, error);
     if (!region) ::_exit(1);
     ShmRegion* w = region.get();
     FramePool* p = FramePool::create_in(w->first_slot(), w->slot_stride(), 2, 128,
@@ -794,7 +791,8 @@ TEST(ShmPublisher, HeartbeatKeepsBeatingWhileNoFrameFlows) {
     // Let the loop run for a quarter of a second with no frame.
     uv_timer_t stop;
     uv_timer_init(&loop, &stop);
-    uv_timer_start(&stop, [](uv_timer_t* t) { uv_stop(t->loop); }, 250, 0);
+    uv_timer_start(
+        &stop, [](uv_timer_t* t) { uv_stop(t->loop); }, 250, 0);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_close(reinterpret_cast<uv_handle_t*>(&stop), nullptr);
     uint64_t beat = 0;

@@ -17,9 +17,13 @@ ShmPublisher::ShmPublisher(ShmPublisherConfig config, uv_loop_t* loop)
   uv_unref(reinterpret_cast<uv_handle_t*>(heartbeat_));
 }
 
-ShmPublisher::~ShmPublisher() { close_timer(); }
+ShmPublisher::~ShmPublisher() {
+  close_timer();
+}
 
-void ShmPublisher::stop() { close_timer(); }
+void ShmPublisher::stop() {
+  close_timer();
+}
 
 void ShmPublisher::close_timer() {
   if (!heartbeat_) return;

@@ -69,8 +69,8 @@ class ShmPublisher final : public Publisher {
   uint64_t create_failures_ = 0;
   uint64_t foreign_file_refusals_ = 0;  // shm_foreign_file and shm_exists
   ShmRegionError last_error_;
-  bool failed_pending_ = false;     // create_pool failed; the stream's open comes next
-  uint32_t failed_stream_id_ = 0;   // the stream whose ring was refused (its /stats say why)
+  bool failed_pending_ = false;      // create_pool failed; the stream's open comes next
+  uint32_t failed_stream_id_ = 0;    // the stream whose ring was refused (its /stats say why)
   uv_timer_t* heartbeat_ = nullptr;  // heap: freed in its close callback, after the loop is done
 };
 

@@ -3,8 +3,9 @@
 // A region is created 0600 for one stream, sized from its geometry and slot count, mapped
 // MAP_SHARED and pre-faulted. It is created with O_EXCL | O_NOFOLLOW: a file already at the path
 // is removed first only when it is a regular file of syncd's own user (one left by a syncd that
-// died); anything else (another user's file, a symlink, a FIFO) is refused, never written. It becomes the memory of that stream's frame pool (a PoolBacking),
-// so socket bytes land directly where readers read them. Unlinked when the pool is destroyed.
+// died); anything else (another user's file, a symlink, a FIFO) is refused, never written. It
+// becomes the memory of that stream's frame pool (a PoolBacking), so socket bytes land directly
+// where readers read them. Unlinked when the pool is destroyed, if the path still names it.
 //
 // Thread: the loop thread (syncd's only writer).
 #pragma once
