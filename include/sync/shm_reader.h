@@ -1,8 +1,9 @@
-/* Reader API for syncd's shared-memory frame ring (layout: sync/shm_ring.h).
+/* Reader API for syncd's shared-memory frame ring (layout: sync/shm_ring.h; protocol:
+ * docs/protocol.md, "Shared-memory ring").
  *
  * A reader never blocks or slows the writer. It waits for new frames on a futex (no spinning),
- * always takes the newest frame, counts the frames it skipped, and detects frames overwritten
- * while it used them. A reader that crashes leaves nothing behind: it holds no lock or slot.
+ * takes the frame after the last one it took while the ring still holds it, else the newest,
+ * counts the frames it skipped, and detects frames overwritten while it used them. A reader that crashes leaves nothing behind: it holds no lock or slot.
  *
  * Trust: a ring is opened only when the file is a regular file (not a symlink) owned by the
  * expected writer's uid and writable by nobody else, and its header describes a region that lies
@@ -104,7 +105,8 @@ const sync_shm_layout* sync_shm_get_layout(const sync_shm_reader* reader);
 /* "rgba8", "bgra8", "nv12", "i420"; "?" for another value. Any thread. */
 const char* sync_shm_format_name(uint32_t format);
 /* Waits up to timeout_ms (-1: forever) for a frame newer than the last one taken, then takes the
- * newest. SYNC_SHM_ETIMEDOUT when none came in time (the timeout always holds, whatever the
+ * next one while the ring still holds it, else the newest (counting the frames in between as
+ * skipped). SYNC_SHM_ETIMEDOUT when none came in time (the timeout always holds, whatever the
  * shared header says); SYNC_SHM_EENDED, EDEAD or EREPLACED when no frame will come. */
 int sync_shm_next(sync_shm_reader* reader, int timeout_ms, sync_shm_frame* frame);
 /* After using frame->pixels: SYNC_SHM_OK if the slot was not rewritten meanwhile, else
