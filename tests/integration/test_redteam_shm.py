@@ -18,7 +18,7 @@ READER = test_shm.READER
 NOBODY = 65534  # the uid another local user's file gets here (root can chown to it)
 
 
-def forged_ring(width=64, height=36, slots=2, slot_stride=None):
+def forged_ring(width=64, height=36, slots=2, slot_stride=None, write_counter=1):
     """A well-formed rgba8 ring with one published frame, byte for byte as include/sync/shm_ring.h
     lays it out (docs/protocol.md, "Shared-memory ring"): what a forger would plant. With a
     forged slot_stride the pixels are cut at 64 KiB (the header claims they fit)."""
@@ -28,8 +28,8 @@ def forged_ring(width=64, height=36, slots=2, slot_stride=None):
     pixels_offset = 4096
     region = (pixels_offset + stride * slots) & (2**64 - 1)
     header = struct.pack("<IHHIIIIQQQQQIIIIQQ64s", 0x524E5953, 1, 256, width, height, 1, slots,
-                         stride, frame, slots_offset, pixels_offset, region, 1, 1, 1, 0, 1, 0,
-                         b"forged")
+                         stride, frame, slots_offset, pixels_offset, region, 1, 1, 1, 0,
+                         write_counter, 0, b"forged")
     header += struct.pack("<II", 1, 0) + struct.pack("<QII", 0, width * 4, height)
     header += bytes(32) + struct.pack("<QQ24s", 0x0BAD, 0, b"")
     assert len(header) == 256
@@ -155,6 +155,26 @@ class PlantedRingFile(unittest.TestCase):
             self.assertNotIn("error", syncd.stream_stats("ring")["publishers"]["shm"])
             self.assertEqual(metric(syncd, "syncd_shm_region_failures_total"), 0)
             self.assertEqual(syncd.get("/healthz")[0], 200)
+
+
+    def test_header_that_never_settles_cannot_hold_the_reader(self):
+        # write_counter 9, but the newest slot holds frame 1: a reader that trusted the counter
+        # looked again at once, forever, past its timeout and past SIGTERM.
+        with open(self.path, "wb") as f:
+            f.write(forged_ring(write_counter=9))
+        os.chmod(self.path, 0o600)
+        reader = start_reader(self.path, "--seconds", "30")
+        time.sleep(1.0)
+        reader.send_signal(signal.SIGTERM)
+        stopped = time.monotonic()
+        out, err = reader.communicate(timeout=10)
+        self.assertLess(time.monotonic() - stopped, 2.0)  # within one bounded wait (500 ms)
+        summary = json.loads(out.strip().splitlines()[-1])
+        self.assertEqual(summary["frames_read"], 0)
+        # Counted as torn looks, about one per 10 ms wait rather than millions.
+        self.assertEqual(reader.returncode, 4, err)
+        self.assertGreater(summary["torn"], 0)
+        self.assertLess(summary["torn"], 300)
 
 
 class WriterLiveness(unittest.TestCase):
