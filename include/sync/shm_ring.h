@@ -1,7 +1,8 @@
 /* Shared-memory frame ring, layout version 1 (docs/protocol.md, "Shared-memory ring").
  *
- * syncd (the only writer) creates the region 0600 and publishes frames into it; any number of
- * readers in other processes map it read-only. The frame slots *are* syncd's frame pool for the
+ * syncd (the only writer) creates the region 0600 (O_EXCL, never through a symlink, and never
+ * over a file another user owns) and publishes frames into it; any number of readers in other
+ * processes map it read-only. The frame slots *are* syncd's frame pool for the
  * stream, so a frame reaches readers without a copy. Readers hold nothing: each slot carries a
  * seqlock word, odd while syncd writes the slot, and a reader re-checks it after using the
  * pixels to learn whether they were overwritten meanwhile (a "torn" read).
@@ -22,6 +23,16 @@ extern "C" {
 #define SYNC_SHM_VERSION 1u
 #define SYNC_SHM_STATE_LIVE 1u
 #define SYNC_SHM_STATE_ENDED 2u /* the stream closed; the writer will not publish again */
+
+/* Writer liveness (docs/protocol.md, "Writer liveness"). A live writer stores CLOCK_MONOTONIC in
+ * heartbeat_ns at every publish and at least every SYNC_SHM_HEARTBEAT_PERIOD_MS when no frame
+ * flows. A reader calls the writer dead when the heartbeat is older than
+ * SYNC_SHM_HEARTBEAT_STALE_MS, or when writer_pid no longer exists and the heartbeat is older
+ * than SYNC_SHM_PID_GONE_STALE_MS (the second rule is fast after a crash; the first also holds
+ * for a reader in another pid namespace, or after the pid was reused). */
+#define SYNC_SHM_HEARTBEAT_PERIOD_MS 50u
+#define SYNC_SHM_HEARTBEAT_STALE_MS 3000u
+#define SYNC_SHM_PID_GONE_STALE_MS 250u
 
 /* Pixel formats (docs/protocol.md, "Pixel formats"): the same values as the frame header's. */
 #define SYNC_SHM_FORMAT_RGBA8 1u /* one plane, 4 bytes a pixel */
@@ -65,7 +76,11 @@ typedef struct sync_shm_header {
   uint32_t plane_count;                       /* 160 */
   uint32_t reserved1;                         /* 164 */
   sync_shm_plane planes[SYNC_SHM_MAX_PLANES]; /* 168 */
-  uint8_t reserved2[40]; /* 216 zero; kept for later fields (such as a writer heartbeat) */
+  /* Liveness fields, also in once-reserved zero bytes: 0 in both means a writer that predates
+   * them (a reader then judges liveness by writer_pid alone). */
+  uint64_t generation;   /* 216 random, new for every ring the writer creates; never 0 */
+  uint64_t heartbeat_ns; /* 224 CLOCK_MONOTONIC of the writer's last sign of life, atomic */
+  uint8_t reserved2[24]; /* 232 zero; kept for later fields */
 } sync_shm_header;
 
 /* One per slot, at slots_offset + index * sizeof(sync_shm_slot). */
@@ -90,7 +105,9 @@ static_assert(offsetof(sync_shm_header, write_counter) == 80, "shm header layout
 static_assert(offsetof(sync_shm_header, stream_name) == 96, "shm header layout");
 static_assert(offsetof(sync_shm_header, plane_count) == 160, "shm header layout");
 static_assert(offsetof(sync_shm_header, planes) == 168, "shm header layout");
-static_assert(offsetof(sync_shm_header, reserved2) == 216, "shm header layout");
+static_assert(offsetof(sync_shm_header, generation) == 216, "shm header layout");
+static_assert(offsetof(sync_shm_header, heartbeat_ns) == 224, "shm header layout");
+static_assert(offsetof(sync_shm_header, reserved2) == 232, "shm header layout");
 static_assert(sizeof(sync_shm_plane) == 16, "shm plane layout");
 static_assert(sizeof(sync_shm_slot) == 64, "shm slot layout");
 static_assert(offsetof(sync_shm_slot, frame_sequence) == 8, "shm slot layout");
@@ -101,6 +118,8 @@ _Static_assert(sizeof(sync_shm_header) == 256, "shm header layout");
 _Static_assert(offsetof(sync_shm_header, write_counter) == 80, "shm header layout");
 _Static_assert(offsetof(sync_shm_header, plane_count) == 160, "shm header layout");
 _Static_assert(offsetof(sync_shm_header, planes) == 168, "shm header layout");
+_Static_assert(offsetof(sync_shm_header, generation) == 216, "shm header layout");
+_Static_assert(offsetof(sync_shm_header, heartbeat_ns) == 224, "shm header layout");
 _Static_assert(sizeof(sync_shm_plane) == 16, "shm plane layout");
 _Static_assert(sizeof(sync_shm_slot) == 64, "shm slot layout");
 #endif

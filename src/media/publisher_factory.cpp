@@ -12,7 +12,7 @@ const PublisherEntry kPublishers[] = {
      }},
     {"shm", "shared-memory ring for local readers (include/sync/shm_reader.h)",
      [](const PublisherContext& c) -> std::unique_ptr<Publisher> {
-       return std::make_unique<ShmPublisher>(c.shm);
+       return std::make_unique<ShmPublisher>(c.shm, c.loop);
      }},
 };
 }  // namespace

@@ -18,7 +18,7 @@ namespace syncd::media {
 
 // What a factory may use.
 struct PublisherContext {
-  uv_loop_t* loop = nullptr;  // for publishers with a worker thread (core::WorkerHandoff)
+  uv_loop_t* loop = nullptr;  // for worker threads (core::WorkerHandoff) and loop timers
   ShmPublisherConfig shm;
 };
 

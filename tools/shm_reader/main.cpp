@@ -4,8 +4,12 @@
 //
 // Any pixel format the ring carries is read the same way: the hash covers the whole frame, all
 // planes. Prints a live line on a terminal and one JSON summary on stdout at the end, with the
-// ring's format and plane layout as the reader API reports them. Exit codes:
-// 0 done, 1 usage, 3 the ring could not be opened, 4 verification failures or torn frames.
+// ring's format and plane layout as the reader API reports them.
+//
+// When the writer dies (SYNC_SHM_EDEAD) or restarts (SYNC_SHM_EREPLACED), the reader stops and
+// says so ("end" in the summary), or with --reattach waits for the new ring and reads on.
+// Exit codes: 0 done, 1 usage, 3 the ring could not be opened, 4 verification failures or torn
+// frames, 5 the writer died or was replaced (without --reattach, or no new ring came in time).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -32,6 +36,20 @@ uint64_t monotonic_ns() {
   return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
 }
 
+const char* end_name(int code) {
+  switch (code) {
+    case SYNC_SHM_OK:
+      return "";
+    case SYNC_SHM_EENDED:
+      return "ended";
+    case SYNC_SHM_EDEAD:
+      return "writer_dead";
+    case SYNC_SHM_EREPLACED:
+      return "writer_replaced";
+  }
+  return sync_shm_strerror(code);
+}
+
 struct ReadEvent {
   uint64_t sequence;
   uint64_t publish_ns;
@@ -47,7 +65,9 @@ int main(int argc, char** argv) {
   uint64_t max_frames = 0;
   std::string events_path;
   bool quiet = false;
+  bool reattach = false;
   int open_wait_s = 10;
+  uint32_t writer_uid = uint32_t(::geteuid());
   app.add_option("--path", path, "Ring file")->capture_default_str();
   app.add_option("--seconds", seconds, "Read for this long");
   app.add_option("--frames", max_frames, "Read this many frames");
@@ -55,6 +75,11 @@ int main(int argc, char** argv) {
   app.add_option("--open-wait", open_wait_s, "Seconds to wait for the ring to appear")
       ->capture_default_str();
   app.add_flag("--quiet", quiet, "No live line");
+  app.add_option("--writer-uid", writer_uid,
+                 "The uid that must own the ring (syncd's user; default: this process's)")
+      ->capture_default_str();
+  app.add_flag("--reattach", reattach,
+               "When the writer dies or restarts, wait for its new ring and read on");
   CLI11_PARSE(app, argc, argv);
   if (seconds <= 0 && max_frames == 0) {
     std::fprintf(stderr, "sync-shm-reader: give --seconds or --frames\n");
@@ -66,8 +91,11 @@ int main(int argc, char** argv) {
   sync_shm_reader* reader = nullptr;
   int rc = SYNC_SHM_ENOENT;
   const uint64_t open_deadline = monotonic_ns() + uint64_t(open_wait_s) * 1'000'000'000u;
-  while ((rc = sync_shm_open(path.c_str(), &reader)) != SYNC_SHM_OK && !g_stop) {
-    if (monotonic_ns() > open_deadline || (rc != SYNC_SHM_ENOENT && rc != SYNC_SHM_EFORMAT)) {
+  // A missing ring, one still being created, or one whose writer died (its successor may be on
+  // its way) are waited for; a ring that is not trusted is refused at once.
+  while ((rc = sync_shm_open_as(path.c_str(), writer_uid, &reader)) != SYNC_SHM_OK && !g_stop) {
+    if (monotonic_ns() > open_deadline ||
+        (rc != SYNC_SHM_ENOENT && rc != SYNC_SHM_EFORMAT && rc != SYNC_SHM_EDEAD)) {
       std::fprintf(stderr, "sync-shm-reader: %s: %s\n", path.c_str(), sync_shm_strerror(rc));
       return 3;
     }
@@ -93,6 +121,8 @@ int main(int argc, char** argv) {
   uint64_t last_status = start;
   const bool live = !quiet && ::isatty(STDERR_FILENO);
   int end_reason = SYNC_SHM_OK;
+  uint64_t writer_changes = 0;  // dead or replaced writers seen (with --reattach: reattached)
+  std::vector<uint64_t> generations{info->generation};
 
   while (!g_stop) {
     const uint64_t now = monotonic_ns();
@@ -103,8 +133,29 @@ int main(int argc, char** argv) {
     rc = sync_shm_next(reader, wait_ms, &frame);
     const uint64_t read_ns = monotonic_ns();
     if (rc == SYNC_SHM_ETIMEDOUT) continue;
+    if ((rc == SYNC_SHM_EDEAD || rc == SYNC_SHM_EREPLACED) && reattach) {
+      ++writer_changes;
+      std::fprintf(stderr, "sync-shm-reader: %s: %s; waiting for the new ring\n", path.c_str(),
+                   sync_shm_strerror(rc));
+      int reopened = sync_shm_reopen(reader);
+      while (reopened != SYNC_SHM_OK && !g_stop && monotonic_ns() < deadline) {
+        usleep(20'000);
+        reopened = sync_shm_reopen(reader);
+      }
+      if (reopened != SYNC_SHM_OK) {
+        end_reason = rc;
+        break;
+      }
+      generations.push_back(info->generation);
+      any = false;  // the new writer's producer numbers its frames afresh
+      continue;
+    }
     if (rc != SYNC_SHM_OK) {
       end_reason = rc;
+      if (rc == SYNC_SHM_EDEAD || rc == SYNC_SHM_EREPLACED) {
+        ++writer_changes;
+        std::fprintf(stderr, "sync-shm-reader: %s: %s\n", path.c_str(), sync_shm_strerror(rc));
+      }
       break;
     }
     bool hash_ok = true;
@@ -193,8 +244,16 @@ int main(int argc, char** argv) {
       {"unique_fps_per_second", per_second},
       {"seconds", elapsed},
       {"ended", end_reason == SYNC_SHM_EENDED},
+      // Why reading stopped before the deadline: "ended", "writer_dead", "writer_replaced",
+      // another error's name, or "" (deadline, frame count or signal).
+      {"end", end_name(end_reason)},
+      {"writer_changes", writer_changes},
+      {"reattached", c.reopens},
+      {"generations", generations},
+      {"writer_pid", info->writer_pid},
   };
   std::printf("%s\n", summary.dump().c_str());
   sync_shm_close(reader);
+  if (end_reason == SYNC_SHM_EDEAD || end_reason == SYNC_SHM_EREPLACED) return 5;
   return (verify_failures || c.torn) ? 4 : 0;
 }

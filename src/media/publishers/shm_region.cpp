@@ -2,12 +2,15 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
+#include "core/clock.h"
 #include "core/futex.h"
 
 namespace syncd::media {
@@ -23,6 +26,49 @@ size_t page_round(size_t n) {
 int open_region(const std::string& path, int flags, mode_t mode) {
   return ::open(path.c_str(), flags | O_CLOEXEC, mode);
 }
+
+// A new ring's generation: random, so a reader can tell two rings at the same path apart even
+// when the file system reuses the inode. Never 0 (0 means "a writer without the field").
+uint64_t new_generation() {
+  uint64_t g = 0;
+  if (::getrandom(&g, sizeof g, GRND_NONBLOCK) != ssize_t(sizeof g))
+    g = core::monotonic_ns() ^ (uint64_t(::getpid()) << 40);
+  return g ? g : 1;
+}
+
+const char* file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "regular file";
+  if (S_ISLNK(mode)) return "symlink";
+  if (S_ISFIFO(mode)) return "fifo";
+  if (S_ISDIR(mode)) return "directory";
+  return "special file";
+}
+
+// Removes a file at path that a syncd of this user left behind. False, with error set, when
+// something else is there: it is not ours to remove, and syncd must not write into it.
+bool remove_stale(const std::string& path, ShmRegionError& error) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return true;
+    error = {"shm_system", "cannot inspect " + path + ": " + std::strerror(errno)};
+    return false;
+  }
+  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+    char detail[160];
+    std::snprintf(detail, sizeof detail, "%s owned by uid %u, mode %04o", file_kind(st.st_mode),
+                  unsigned(st.st_uid), unsigned(st.st_mode & 07777));
+    error = {"shm_foreign_file", path + " exists and is not a ring of syncd's user (" + detail +
+                                     "); not replacing it: remove it or choose another --shm-path"};
+    return false;
+  }
+  // A file left by a syncd that crashed is replaced; readers still mapping it keep their view
+  // and learn from its dead writer (or the new inode at the path) that it is over.
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    error = {"shm_system", "cannot remove stale " + path + ": " + std::strerror(errno)};
+    return false;
+  }
+  return true;
+}
 }  // namespace
 
 std::string default_region_path() {
@@ -31,9 +77,9 @@ std::string default_region_path() {
 
 std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std::string& stream,
                                              const FrameLayout& layout, uint32_t slot_count,
-                                             std::string& error) {
+                                             ShmRegionError& error) {
   if (layout.plane_count == 0 || layout.plane_count > SYNC_SHM_MAX_PLANES || layout.bytes == 0) {
-    error = "frame layout does not fit the ring header";
+    error = {"shm_bad_layout", "frame layout does not fit the ring header"};
     return nullptr;
   }
   const uint64_t frame_bytes = layout.bytes;
@@ -42,16 +88,24 @@ std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std:
   const size_t stride = page_round(frame_bytes);
   const size_t total = pixels_offset + stride * slot_count;
 
-  // A file left by a syncd that crashed is replaced; readers still mapping it keep their view.
-  ::unlink(path.c_str());
-  const int fd = open_region(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (!remove_stale(path, error)) return nullptr;
+  // O_EXCL: the file is new and ours. If another process planted one since the check above,
+  // the open fails rather than writing into (or through a symlink to) that file.
+  const int fd = open_region(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
   if (fd < 0) {
-    error = "cannot create " + path + ": " + std::strerror(errno);
+    if (errno == EEXIST) {
+      error = {"shm_exists", path + " was created by another process while syncd was " +
+                                 "creating it; not using it"};
+    } else {
+      error = {"shm_system", "cannot create " + path + ": " + std::strerror(errno)};
+    }
     return nullptr;
   }
   ::fchmod(fd, 0600);  // whatever the umask
+  struct stat created;
+  if (::fstat(fd, &created) != 0) created = {};
   if (::ftruncate(fd, off_t(total)) != 0) {
-    error = "cannot size " + path + ": " + std::strerror(errno);
+    error = {"shm_system", "cannot size " + path + ": " + std::strerror(errno)};
     ::close(fd);
     ::unlink(path.c_str());
     return nullptr;
@@ -59,7 +113,7 @@ std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std:
   void* memory = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   ::close(fd);
   if (memory == MAP_FAILED) {
-    error = "cannot map " + path + ": " + std::strerror(errno);
+    error = {"shm_system", "cannot map " + path + ": " + std::strerror(errno)};
     ::unlink(path.c_str());
     return nullptr;
   }
@@ -67,6 +121,8 @@ std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std:
   region->path_ = path;
   region->base_ = static_cast<uint8_t*>(memory);
   region->bytes_ = total;
+  region->dev_ = created.st_dev;
+  region->ino_ = created.st_ino;
 
   sync_shm_header* h = region->header();
   std::memset(h, 0, meta_bytes);
@@ -82,6 +138,8 @@ std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std:
   h->pixels_offset = pixels_offset;
   h->region_bytes = total;
   h->writer_pid = uint32_t(::getpid());
+  h->generation = new_generation();
+  h->heartbeat_ns = core::monotonic_ns();
   h->plane_count = layout.plane_count;
   for (uint32_t i = 0; i < layout.plane_count; ++i)
     h->planes[i] = {layout.planes[i].offset, layout.planes[i].stride, layout.planes[i].rows};
@@ -96,7 +154,9 @@ std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std:
 ShmRegion::~ShmRegion() {
   mark_ended();
   ::munmap(base_, bytes_);
-  ::unlink(path_.c_str());
+  struct stat st;
+  if (::lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_)
+    ::unlink(path_.c_str());
 }
 
 sync_shm_slot* ShmRegion::slot_meta(uint32_t index) const {
@@ -130,6 +190,10 @@ void ShmRegion::publish(const FrameSlot& slot, uint64_t publish_time_ns) {
   __atomic_store_n(&h->write_counter, counter, __ATOMIC_RELEASE);
   __atomic_add_fetch(&h->futex_word, 1u, __ATOMIC_RELEASE);
   core::futex_wake_all(&h->futex_word);
+}
+
+void ShmRegion::heartbeat(uint64_t now_ns) {
+  __atomic_store_n(&header()->heartbeat_ns, now_ns, __ATOMIC_RELEASE);
 }
 
 void ShmRegion::mark_ended() {
