@@ -111,10 +111,8 @@ test('page B receives with a ticket, verifies every frame; pairs/s vs no receive
     const s = await streamStats(syncd, 'main');
     const rec = s.publishers.http.receivers.find((x) => String(x.receiver) === String(r1.receiver));
     assert.ok(rec, 'receiver listed in /stats');
-    // docs/protocol.md "Credit": offered = completed + dropped + pending + in flight (older
-    // syncd: offered = sent + dropped + pending).
-    if (rec.in_flight !== undefined) assert.equal(rec.offered, rec.completed + rec.dropped_total + rec.pending + rec.in_flight);
-    else assert.equal(rec.offered, rec.sent + rec.dropped_total + rec.pending);
+    // docs/protocol.md "Credit": offered = completed + dropped + pending + in flight.
+    assert.equal(rec.offered, rec.completed + rec.dropped_total + rec.pending + rec.in_flight);
     console.log(`# receiver ${rec.receiver} in syncd: offered ${rec.offered} sent ${rec.sent} completed ${rec.completed} dropped ${JSON.stringify(rec.dropped)} pending ${rec.pending}; B saw droppedBefore total ${r1.dropped}`);
 
     // Closing A (its control connection goes, so does the stream) ends B's stream cleanly:
