@@ -1,8 +1,9 @@
 /* Reader API for syncd's shared-memory frame ring (layout: sync/shm_ring.h).
  *
  * A reader never blocks or slows the writer. It waits for new frames on a futex (no spinning),
- * always takes the newest frame, counts the frames it skipped, and detects frames overwritten
- * while it used them. A reader that crashes leaves nothing behind: it holds no lock or slot.
+ * takes the frame after the last one it took while the ring still holds it, else the newest
+ * (counting the frames in between as skipped), and detects frames overwritten while it used
+ * them (docs/protocol.md, "Shared-memory ring", reader protocol). A reader that crashes leaves nothing behind: it holds no lock or slot.
  *
  * Threads: a sync_shm_reader is used by one thread at a time. Different readers are independent.
  * Errors: functions return SYNC_SHM_OK or a negative SYNC_SHM_E* code; sync_shm_strerror()
@@ -75,7 +76,8 @@ const sync_shm_layout* sync_shm_get_layout(const sync_shm_reader* reader);
 /* "rgba8", "bgra8", "nv12", "i420"; "?" for another value. Any thread. */
 const char* sync_shm_format_name(uint32_t format);
 /* Waits up to timeout_ms (-1: forever) for a frame newer than the last one taken, then takes the
- * newest. */
+ * next one in publish order if the ring still holds it, else the newest (the frames in between
+ * count as skipped). */
 int sync_shm_next(sync_shm_reader* reader, int timeout_ms, sync_shm_frame* frame);
 /* After using frame->pixels: SYNC_SHM_OK if the slot was not rewritten meanwhile, else
  * SYNC_SHM_ETORN (and the torn counter grows). */
