@@ -86,6 +86,34 @@ class RedTeamProtocol(unittest.TestCase):
             ws.close()
             self.assert_healthy(syncd)
 
+    # docs/protocol.md, "Which error when several apply": one error per message, the first
+    # check that fails, in the documented order; the connection stays usable.
+    def test_error_precedence_before_hello(self):
+        with Syncd() as syncd:
+            ws = RawWebSocket(syncd.port)
+            errors_before = syncd.stats()["server"]["control_errors"]
+            cases = [
+                ("{not json", "bad_json"),
+                ('["stream.open"]', "bad_message"),
+                ('{"type":"no.such.type"}', "unknown_type"),
+                # Fields are checked before hello: a bad stream.open is bad_message.
+                ('{"type":"stream.open","name":"a","width":0,"height":2}', "bad_message"),
+                ('{"type":"stream.open","name":"a","width":2,"height":2,"slots":17}',
+                 "hello_required"),
+                ('{"type":"stats"}', "hello_required"),
+            ]
+            for text, code in cases:
+                ws.send_text(text)
+                reply = ws.recv_json()
+                self.assertEqual((reply["type"], reply["code"]), ("error", code), text)
+            self.assertEqual(syncd.stats()["server"]["control_errors"],
+                             errors_before + len(cases))
+            hello(ws)  # still usable
+            ws.send_text(json.dumps({"type": "audio.read"}))
+            self.assertEqual(ws.recv_json()["code"], "audio_unavailable")
+            ws.close()
+            self.assert_healthy(syncd)
+
     # Item 15: one slot range (the registry's, 1-16) and one code for every count outside it.
     def test_stream_open_slots_out_of_range_is_bad_slots(self):
         with Syncd() as syncd:
