@@ -133,19 +133,20 @@ void AudioService::send_packet(uint64_t /*now_ns*/) {
   const audio::BackendStatus status = backend_->status();
   h.rate = status.rate ? status.rate : config_.rate;
   h.frames = frames;
-  h.sequence = r.sequence++;
+  h.sequence = r.sequence;
   h.xruns = uint32_t(status.xruns);
+  // Where the reader will stand once this packet is sent; a refused packet moves nothing.
+  audio::CapturePosition after = r.position;
   if (frames > 0) {
     h.first_frame = run.first_frame;
     h.timestamp_ns = run.timestamp_ns;
     // Frames between this reader's position and the run were lost after it attached: the
     // run's block counts them (dropped or gap), and the flag marks the jump.
     if (run.first_frame != r.position.next_frame) h.flags |= audio::kNaudFlagDiscontinuity;
-    r.position.next_frame = run.first_frame + frames;
-    r.position.timestamp_ns =
-        run.timestamp_ns + uint64_t(frames) * 1'000'000'000ull / ring_->rate();
-    r.position.dropped_total = run.dropped_total;
-    r.position.gap_total = run.gap_total;
+    after.next_frame = run.first_frame + frames;
+    after.timestamp_ns = run.timestamp_ns + uint64_t(frames) * 1'000'000'000ull / ring_->rate();
+    after.dropped_total = run.dropped_total;
+    after.gap_total = run.gap_total;
   } else {
     // Nothing new: the packet says where the reader stands, with the capture time its next
     // frame will have (0 only before anything was ever captured).
@@ -153,8 +154,8 @@ void AudioService::send_packet(uint64_t /*now_ns*/) {
     h.timestamp_ns = r.position.timestamp_ns;
   }
   // Losses before this reader attached are not its losses.
-  h.dropped_frames = r.position.dropped_total - r.dropped_base;
-  h.gap_frames = r.position.gap_total - r.gap_base;
+  h.dropped_frames = after.dropped_total - r.dropped_base;
+  h.gap_frames = after.gap_total - r.gap_base;
   const size_t payload = audio::kNaudHeaderBytes + h.payload_bytes();
   // The WebSocket header is placed right before the NAUD header so both go out as one buffer.
   uint8_t ws_header[ws::kMaxServerHeaderBytes];
@@ -181,6 +182,8 @@ void AudioService::send_packet(uint64_t /*now_ns*/) {
     return;
   }
   r.writing = true;
+  r.position = after;
+  ++r.sequence;
   bytes_sent_ += ws_bytes + payload;
 }
 
