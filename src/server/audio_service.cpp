@@ -93,7 +93,7 @@ const char* AudioService::read(Connection& connection, const control::AudioRead&
   }
   const uint64_t now = core::monotonic_ns();
   if (!attached_) {
-    // A new reader's stream begins at the newest captured frame: what was captured before it
+    // A new reader's stream begins after the newest captured frame: what was captured before it
     // is not its to miss, and nothing of a previous reader's position carries over.
     const uint64_t before = ring_->readable_frames();
     r.position = ring_->skip_to_newest();

@@ -76,8 +76,8 @@ class AudioService {
     // Loss counters at the position this reader attached at: its packets count from there.
     uint64_t dropped_base = 0;
     uint64_t gap_base = 0;
-    // Where this reader stands: set at attach to the newest captured frame, then moved past
-    // every packet. A packet that does not start here is flagged, and the frames in between
+    // Where this reader stands: set at attach to just after the newest captured frame, then moved
+    // past every packet. A packet that does not start here is flagged, and the frames in between
     // are in its dropped_frames / gap_frames.
     audio::CapturePosition position;
     uint32_t frames_in_flight = 0;

@@ -138,7 +138,7 @@ class RedTeamProtocol(unittest.TestCase):
             ws.close()
             self.assert_healthy(syncd)
 
-    # Item 13: a reader starts at the newest captured frame, not at 0 and not where the previous
+    # Item 13: a reader starts after the newest captured frame, not at 0 and not where the previous
     # reader stopped; its first packet carries the capture time of that position.
     def test_audio_readers_start_at_the_current_position(self):
         rate, channels = 48000, 2
