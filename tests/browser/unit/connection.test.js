@@ -78,8 +78,11 @@ test('hello/welcome, requests, typed errors, ping and credit', async () => {
     unsub();
     // A held audio.read does not swallow the replies of requests sent after it.
     const audio = conn.readAudio({ maxFrames: 2, minFrames: 2, timeoutMs: 100 });
-    // The fake holds the read 50 ms: a pong that waited behind it would take longer.
-    await pingWithin(conn, 50);
+    let audioDone = false;
+    audio.then(() => { audioDone = true; }, () => {});
+    // The fake holds the read 50 ms and answers the ping at once: the pong must not wait for it.
+    await pingWithin(conn, 1000);
+    assert.equal(audioDone, false, 'the pong waited behind the held audio read');
     const pkt = await audio;
     assert.equal(pkt.frames, 2);
     assert.deepEqual([...pkt.samples], [0.5, -0.5]);
