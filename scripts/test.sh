@@ -12,9 +12,11 @@ fuzz_seconds=${SYNC_FUZZ_SECONDS:-30}
 echo "== release build and tests"
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$jobs"
-# Timing-contract tests (paced 60 fps, audio RTT under video load) measure a shared 2-core
-# machine; a test that fails is run once more and both runs stay in the log.
-ctest --test-dir build/release --output-on-failure -j1 --repeat until-pass:2
+# Every test must pass the first time, except the timing-contract tests (label "timing": paced
+# 60 fps, audio continuity and RTT under video load), which measure a shared 2-core machine: one
+# of those that fails is run once more, and both runs stay in the log.
+ctest --test-dir build/release --output-on-failure -j1 -LE timing
+ctest --test-dir build/release --output-on-failure -j1 -L timing --repeat until-pass:2
 
 echo "== browser tests (Debian chromium + playwright-core; web/sync.js, pages, tickets, credit)"
 (cd tests/browser && npm ci --no-audit --no-fund && SYNCD=$PWD/../../build/release/src/daemon/syncd npm test)

@@ -3,7 +3,8 @@
  *
  * A reader never blocks or slows the writer. It waits for new frames on a futex (no spinning),
  * takes the frame after the last one it took while the ring still holds it, else the newest,
- * counts the frames it skipped, and detects frames overwritten while it used them. A reader that crashes leaves nothing behind: it holds no lock or slot.
+ * counts the frames it skipped, and detects frames overwritten while it used them. A reader
+ * that crashes leaves nothing behind: it holds no lock or slot.
  *
  * Trust: a ring is opened only when the file is a regular file (not a symlink) owned by the
  * expected writer's uid and writable by nobody else, and its header describes a region that lies

@@ -52,6 +52,17 @@ struct ReadRun {
   uint64_t gap_total = 0;
 };
 
+// Where the captured stream stands after the newest frame the reader has passed: the absolute
+// index the next frame will have, the capture time it will have at the nominal rate, and the
+// cumulative loss counters before it. A reader that starts here and adds the loss counters of
+// every later block accounts for every frame (docs/protocol.md, "Continuity").
+struct CapturePosition {
+  uint64_t next_frame = 0;
+  uint64_t timestamp_ns = 0;  // 0 before the first block is captured
+  uint64_t dropped_total = 0;
+  uint64_t gap_total = 0;
+};
+
 class CaptureRing {
  public:
   // Blocks needed so that the block ring never fills before the sample ring with writer
@@ -173,6 +184,7 @@ class CaptureRing {
     while (reader_block_ != wb) {
       const CaptureBlock& blk = blocks_[reader_block_ % capacity_blocks_];
       if (blk.ring_pos + blk.frames > target) break;  // partly consumed: keep it
+      passed_ = end_of(blk);
       ++reader_block_;
     }
     reader_frames_ = target;
@@ -186,6 +198,14 @@ class CaptureRing {
     const uint64_t n = readable_frames();
     consume(n);
     return n;
+  }
+
+  // Consumes everything readable and returns the position after the newest captured frame: where
+  // a reader that attaches now starts. Frames the writer loses after it show up in the next
+  // block's loss counters, so nothing between the position and the next block goes uncounted.
+  CapturePosition skip_to_newest() {
+    consume_all();
+    return passed_;
   }
 
   // ---- Counters (any thread; relaxed snapshots) ---------------------------------------------
@@ -209,6 +229,12 @@ class CaptureRing {
     return s;
   }
 
+  CapturePosition end_of(const CaptureBlock& b) const {
+    return {b.first_frame + b.frames,
+            b.timestamp_ns + uint64_t(b.frames) * 1'000'000'000ull / rate_, b.dropped_total,
+            b.gap_total};
+  }
+
   float* const samples_;
   CaptureBlock* const blocks_;
   const uint32_t channels_;
@@ -225,6 +251,7 @@ class CaptureRing {
   // Reader-owned.
   uint64_t reader_frames_ = 0;
   uint64_t reader_block_ = 0;
+  CapturePosition passed_;  // the end of the newest block consumed whole
 
   // Shared indices on their own cache lines so the two threads do not false-share.
   alignas(64) std::atomic<uint64_t> written_blocks_{0};  // writer stores, reader loads

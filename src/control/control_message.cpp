@@ -1,5 +1,6 @@
 #include "control/control_message.h"
 
+#include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
 
@@ -66,10 +67,11 @@ ParseResult parse_object(const json& j) {
     uint64_t w = 0, h = 0, slots = 4;
     if (!read_uint(j, "width", 1, 16384, true, w, why)) return bad(type, why);
     if (!read_uint(j, "height", 1, 16384, true, h, why)) return bad(type, why);
-    if (!read_uint(j, "slots", 1, 64, false, slots, why)) return bad(type, why);
+    // Any count is passed on: the registry owns the slot range and refuses it with bad_slots.
+    if (!read_uint(j, "slots", 0, UINT64_MAX, false, slots, why)) return bad(type, why);
     o.config.width = uint32_t(w);
     o.config.height = uint32_t(h);
-    o.config.slots = uint32_t(slots);
+    o.config.slots = uint32_t(std::min<uint64_t>(slots, UINT32_MAX));  // out of range either way
     o.config.format = media::PixelFormat::kRgba8;
     if (auto f = j.find("format"); f != j.end()) {
       if (!f->is_string() || !media::parse_pixel_format(f->get<std::string>(), o.config.format))

@@ -20,7 +20,9 @@ struct TrackerSample {
   bool has_angular_velocity = false;
   bool has_counter = false;
   uint32_t counter = 0;  // reference-frame discontinuity counter (raw)
-  int64_t t_ns = 0;      // when the report was read (or its replay time); set by the caller
+  // CLOCK_MONOTONIC when the report was read (a paced replay too; an unpaced replay: the
+  // file's time); set by the caller.
+  int64_t t_ns = 0;
 };
 
 enum class DecodeStatus : uint8_t {

@@ -189,7 +189,10 @@ void TrackerReader::run_replay() {
       const DecodeStatus st = decoder_.decode(r.bytes, e.sample);
       count_decode(st);
       if (st != DecodeStatus::kOk) continue;
-      e.sample.t_ns = int64_t(t_ms * 1e6);  // file time: dt is deterministic in any mode
+      // Paced by the file, stamped like a device: CLOCK_MONOTONIC when the report is read, so
+      // poses line up with video and audio. An unpaced replay has no moment of reading; it
+      // keeps the file's time, which also makes the filter's dt deterministic there.
+      e.sample.t_ns = config_.replay_realtime ? int64_t(core::monotonic_ns()) : int64_t(t_ms * 1e6);
       if (push(e, true)) samples_.fetch_add(1, std::memory_order_relaxed);
     }
     offset_ms += pass_ms;

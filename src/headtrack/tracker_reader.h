@@ -30,7 +30,9 @@ namespace syncd::headtrack {
 struct ReaderConfig {
   // "auto" (first head tracker found), "/dev/hidrawN", or "replay:FILE".
   std::string source = "auto";
-  bool replay_realtime = true;  // false: as fast as the consumer drains
+  // Paced by the file's deltas, each report stamped with CLOCK_MONOTONIC when it is read (as a
+  // device's are). false: as fast as the consumer drains, stamped with the file's own time.
+  bool replay_realtime = true;
   // Play a replay file again and again, as a device keeps reporting (syncd's pose topic); off,
   // the reader ends with "end of replay" (the bridge exits then). Real-time replays only.
   bool replay_loop = false;

@@ -93,16 +93,18 @@ const char* AudioService::read(Connection& connection, const control::AudioRead&
   }
   const uint64_t now = core::monotonic_ns();
   if (!attached_) {
-    // A new reader's stream begins now: what was captured before it is not its to miss.
-    frames_discarded_ += ring_->consume_all();
+    // A new reader's stream begins after the newest captured frame: what was captured before it
+    // is not its to miss, and nothing of a previous reader's position carries over.
+    const uint64_t before = ring_->readable_frames();
+    r.position = ring_->skip_to_newest();
+    frames_discarded_ += before;
     attached_ = true;
     ++attaches_;
     r.connection = &connection;
     r.id = connection.id();
     r.sequence = 0;
-    r.started = false;
-    r.dropped_base = ring_->dropped_frames();
-    r.gap_base = ring_->gap_frames();
+    r.dropped_base = r.position.dropped_total;
+    r.gap_base = r.position.gap_total;
   }
   ++reads_;
   r.request = request;
@@ -131,23 +133,29 @@ void AudioService::send_packet(uint64_t /*now_ns*/) {
   const audio::BackendStatus status = backend_->status();
   h.rate = status.rate ? status.rate : config_.rate;
   h.frames = frames;
-  h.sequence = r.sequence++;
+  h.sequence = r.sequence;
   h.xruns = uint32_t(status.xruns);
+  // Where the reader will stand once this packet is sent; a refused packet moves nothing.
+  audio::CapturePosition after = r.position;
   if (frames > 0) {
     h.first_frame = run.first_frame;
     h.timestamp_ns = run.timestamp_ns;
-    // Losses that happened before this reader attached are not its losses.
-    h.dropped_frames = run.dropped_total >= r.dropped_base ? run.dropped_total - r.dropped_base : 0;
-    h.gap_frames = run.gap_total >= r.gap_base ? run.gap_total - r.gap_base : 0;
-    if (r.started && run.first_frame != r.next_frame) h.flags |= audio::kNaudFlagDiscontinuity;
-    r.started = true;
-    r.next_frame = run.first_frame + frames;
+    // Frames between this reader's position and the run were lost after it attached: the
+    // run's block counts them (dropped or gap), and the flag marks the jump.
+    if (run.first_frame != r.position.next_frame) h.flags |= audio::kNaudFlagDiscontinuity;
+    after.next_frame = run.first_frame + frames;
+    after.timestamp_ns = run.timestamp_ns + uint64_t(frames) * 1'000'000'000ull / ring_->rate();
+    after.dropped_total = run.dropped_total;
+    after.gap_total = run.gap_total;
   } else {
-    // Nothing new: the packet still says where the stream stands.
-    h.first_frame = r.next_frame;
-    h.dropped_frames = ring_->dropped_frames() - r.dropped_base;
-    h.gap_frames = ring_->gap_frames() - r.gap_base;
+    // Nothing new: the packet says where the reader stands, with the capture time its next
+    // frame will have (0 only before anything was ever captured).
+    h.first_frame = r.position.next_frame;
+    h.timestamp_ns = r.position.timestamp_ns;
   }
+  // Losses before this reader attached are not its losses.
+  h.dropped_frames = after.dropped_total - r.dropped_base;
+  h.gap_frames = after.gap_total - r.gap_base;
   const size_t payload = audio::kNaudHeaderBytes + h.payload_bytes();
   // The WebSocket header is placed right before the NAUD header so both go out as one buffer.
   uint8_t ws_header[ws::kMaxServerHeaderBytes];
@@ -174,6 +182,8 @@ void AudioService::send_packet(uint64_t /*now_ns*/) {
     return;
   }
   r.writing = true;
+  r.position = after;
+  ++r.sequence;
   bytes_sent_ += ws_bytes + payload;
 }
 

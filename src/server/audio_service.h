@@ -73,10 +73,13 @@ class AudioService {
     uint64_t received_ns = 0;
     uint64_t deadline_ns = 0;
     uint32_t sequence = 0;
-    uint64_t dropped_base = 0;  // ring counters when this reader attached
+    // Loss counters at the position this reader attached at: its packets count from there.
+    uint64_t dropped_base = 0;
     uint64_t gap_base = 0;
-    uint64_t next_frame = 0;    // first_frame the next packet continues from
-    bool started = false;
+    // Where this reader stands: set at attach to just after the newest captured frame, then moved
+    // past every packet. A packet that does not start here is flagged, and the frames in between
+    // are in its dropped_frames / gap_frames.
+    audio::CapturePosition position;
     uint32_t frames_in_flight = 0;
     uint8_t header[ws::kMaxServerHeaderBytes + audio::kNaudHeaderBytes];
   };

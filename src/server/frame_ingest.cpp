@@ -9,6 +9,18 @@
 
 namespace syncd::server {
 
+namespace {
+// Every frame_size_mismatch says the same thing: which stream and frame (sequence), how many
+// bytes its message has (qualifier "over " when refused before its end), and how many the
+// stream's frames take, header included.
+std::string size_mismatch_message(const media::FrameHeader& frame, const char* qualifier,
+                                  uint64_t message_bytes, uint64_t frame_bytes) {
+  return "stream " + std::to_string(frame.stream_id) + " frame " + std::to_string(frame.sequence) +
+         ": message is " + qualifier + std::to_string(message_bytes) + " bytes, stream needs " +
+         std::to_string(media::kFrameHeaderBytes + frame_bytes);
+}
+}  // namespace
+
 void FrameIngest::begin_message(uint64_t first_frame_bytes, bool single_frame, uint64_t start_ns) {
   abandon();  // cannot hold a lease here: the previous message ended or was abandoned
   active_ = true;
@@ -72,9 +84,7 @@ std::optional<FrameError> FrameIngest::begin_frame() {
     case media::IngestRefusal::kSizeMismatch: {
       const media::Stream* s = registry_.find(parsed_.stream_id);
       return refuse(control::error_code::kFrameSizeMismatch,
-                    "frame payload is " + std::to_string(message_bytes_) +
-                        " bytes, stream needs " +
-                        std::to_string(media::kFrameHeaderBytes + (s ? s->frame_bytes() : 0)));
+                    size_mismatch_message(parsed_, "", message_bytes_, s ? s->frame_bytes() : 0));
     }
     case media::IngestRefusal::kPoolFull:
       // The newest frame is refused at admission; counted, no reply (the stats carry it).
@@ -102,7 +112,8 @@ std::optional<FrameError> FrameIngest::data(uint8_t* bytes, size_t size) {
     // More bytes than the stream's frame holds (only possible for fragmented messages, whose
     // total is not known from the first header).
     return refuse(control::error_code::kFrameSizeMismatch,
-                  "frame carries more bytes than its stream's frame size");
+                  size_mismatch_message(parsed_, "over ", media::kFrameHeaderBytes + filled_ + size,
+                                        lease_.frame_bytes()));
   }
   uint8_t* dst = lease_.pixels() + filled_;
   // Payload that arrived in the read buffer (the first bytes after the header) is copied;
@@ -137,11 +148,14 @@ std::optional<FrameError> FrameIngest::end_message(uint64_t now_ns) {
     lease_.info().received_hash = hasher_.digest();
     lease_.info().received_hash_valid = true;
   }
-  const bool complete = filled_ == lease_.frame_bytes();
+  const uint64_t frame_bytes = lease_.frame_bytes();
+  const bool complete = filled_ == frame_bytes;
   if (!lease_.commit(filled_, now_ns) && !complete) {
-    return FrameError{control::error_code::kFrameSizeMismatch,
-                      "frame ended short of its stream's frame size", parsed_.stream_id,
-                      parsed_.sequence};
+    // A fragmented message whose fragments ended early: worded like the single-message case.
+    return FrameError{
+        control::error_code::kFrameSizeMismatch,
+        size_mismatch_message(parsed_, "", media::kFrameHeaderBytes + filled_, frame_bytes),
+        parsed_.stream_id, parsed_.sequence};
   }
   return std::nullopt;
 }

@@ -46,7 +46,12 @@ void StreamControl::register_control(ControlRouter& router) {
     media::Stream* s =
         registry_.open(open.config, c.id(), err, media::FramePool::Prefault::kDeferred);
     if (!s) {
-      c.send_error(media::open_error_code(err), "stream not opened",
+      // The slot range is the registry's own limit, so the message cannot drift from it.
+      const std::string why =
+          err == media::OpenError::kBadSlots
+              ? "'slots' out of range [1, " + std::to_string(config_.stream_limits.max_slots) + "]"
+              : "stream not opened";
+      c.send_error(media::open_error_code(err), why,
                    nlohmann::json({{"name", open.config.name}}).dump());
       return;
     }

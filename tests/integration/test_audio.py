@@ -133,11 +133,14 @@ class SyntheticAudio(unittest.TestCase):
             self.assertEqual(p.returncode, 2, spec)
 
 
-@unittest.skipUnless(shutil.which("jackd") and os.path.exists(TONE), "needs jackd and sync-jack-tone")
 class JackAudio(unittest.TestCase):
-    """A real JACK server (dummy driver), private to this test through its server name."""
+    """A real JACK server (dummy driver), private to this test through its server name. jackd and
+    sync-jack-tone are test dependencies (scripts/install-deps.sh): without them the tests fail,
+    saying which is missing, rather than skip."""
 
     def setUp(self):
+        self.assertTrue(shutil.which("jackd"), "jackd is not installed (scripts/install-deps.sh)")
+        self.assertTrue(os.path.exists(TONE), f"sync-jack-tone is not built (SYNC_JACK_TONE={TONE})")
         self.server = f"synctest{os.getpid()}"
         self.saved_env = dict(os.environ)
         os.environ["JACK_DEFAULT_SERVER"] = self.server

@@ -155,6 +155,37 @@ TEST(CaptureRing, ConsumeAllReleasesEverything) {
   ASSERT_TRUE(write_counter(fx.ring, 40, 64));  // the whole capacity is free again
 }
 
+// Where a reader that attaches now starts (docs/protocol.md, "audio.read"): after the newest
+// captured frame, with its capture time, whatever was read or discarded before.
+TEST(CaptureRing, SkipToNewestStartsAfterTheNewestFrame) {
+  Fixture fx(100, 1);
+  const CapturePosition empty = fx.ring.skip_to_newest();
+  EXPECT_EQ(empty.next_frame, 0u);
+  EXPECT_EQ(empty.timestamp_ns, 0u);  // nothing captured yet
+
+  ASSERT_TRUE(write_counter(fx.ring, 0, 30, 1'000'000'000));
+  ASSERT_TRUE(write_counter(fx.ring, 30, 18, 1'000'625'000));
+  fx.ring.consume(5);  // a previous reader stopped part-way through the first block
+  const CapturePosition now = fx.ring.skip_to_newest();
+  EXPECT_EQ(now.next_frame, 48u);
+  EXPECT_EQ(now.timestamp_ns, 1'001'000'000u);  // 18 frames at 48 kHz after the newest block
+  EXPECT_EQ(fx.ring.readable_frames(), 0u);
+  // Nothing new: a later reader gets the same position, not an older one.
+  EXPECT_EQ(fx.ring.skip_to_newest().next_frame, 48u);
+
+  // Frames lost after the position are in the next block's counters, so a reader that starts
+  // there accounts for every frame: first_frame = position + dropped.
+  ASSERT_TRUE(write_counter(fx.ring, 48, 100));
+  EXPECT_FALSE(write_counter(fx.ring, 148, 10));  // overrun
+  const CapturePosition full = fx.ring.skip_to_newest();
+  EXPECT_EQ(full.next_frame, 148u);
+  EXPECT_EQ(full.dropped_total, 0u);
+  ASSERT_TRUE(write_counter(fx.ring, 158, 10));
+  const ReadRun run = fx.ring.peek(100);
+  EXPECT_EQ(run.first_frame, full.next_frame + (run.dropped_total - full.dropped_total));
+  EXPECT_EQ(run.dropped_total, 10u);
+}
+
 // One writer thread, one reader thread, a small ring so that both wrap thousands of times and
 // overruns happen. Every frame read must be exact, and frames read + frames dropped must equal
 // frames written.

@@ -79,7 +79,8 @@ test('a loopback page is allowed (control)', async () => {
       return { rtt, server };
     });
     assert.match(r.server, /^syncd\//);
-    assert.ok(r.rtt >= 0);
+    // A real round trip through syncd: a number, and well under a second on loopback.
+    assert.ok(Number.isFinite(r.rtt) && r.rtt < 1000, `ping rtt ${r.rtt} ms`);
   } finally {
     await browser.close();
   }

@@ -4,7 +4,7 @@
 // publishing with no receiver, in the same run.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startSyncd, launch, sleep, streamStats, waitFor, hasStreamReceivers } from '../lib/harness.js';
+import { startSyncd, launch, sleep, streamStats, waitFor, streamReceiversMissing } from '../lib/harness.js';
 
 const FPS = Number(process.env.SYNC_BROWSER_FPS ?? 15);
 const WINDOW_MS = Number(process.env.SYNC_BROWSER_WINDOW_MS ?? 6000);
@@ -12,12 +12,12 @@ const WINDOW_MS = Number(process.env.SYNC_BROWSER_WINDOW_MS ?? 6000);
 // browser itself saturates (~30 MB/s a WebSocket) and the ratio falls to ~0.8. 0 disables.
 const MIN_RATIO = Number(process.env.SYNC_BROWSER_MIN_RATIO ?? 0.9);
 
-let syncd, browser, supported;
+let syncd, browser, receiversMissing;
 before(async () => {
   syncd = await startSyncd();
-  supported = await hasStreamReceivers(syncd);
+  receiversMissing = await streamReceiversMissing(syncd);
   browser = await launch(syncd);
-  console.log(`# pages served by ${browser.servedBy}; receivers ${supported ? 'supported' : 'NOT supported by this syncd'}`);
+  console.log(`# pages served by ${browser.servedBy}`);
 });
 after(async () => {
   await browser?.close();
@@ -72,7 +72,7 @@ test('page A publishes 640x360 through syncd; every frame passes the marker chec
 });
 
 test('page B receives with a ticket, verifies every frame; pairs/s vs no receiver; closing A ends B cleanly', async (t) => {
-  if (!supported) return t.skip('syncd has no ticket.create / /streams yet');
+  assert.equal(receiversMissing, '', `syncd must serve ticket.create and /streams: ${receiversMissing}`);
   const a = await openSource('main', '&ticket=0');
   let b;
   try {
@@ -111,10 +111,8 @@ test('page B receives with a ticket, verifies every frame; pairs/s vs no receive
     const s = await streamStats(syncd, 'main');
     const rec = s.publishers.http.receivers.find((x) => String(x.receiver) === String(r1.receiver));
     assert.ok(rec, 'receiver listed in /stats');
-    // docs/protocol.md "Credit": offered = completed + dropped + pending + in flight (older
-    // syncd: offered = sent + dropped + pending).
-    if (rec.in_flight !== undefined) assert.equal(rec.offered, rec.completed + rec.dropped_total + rec.pending + rec.in_flight);
-    else assert.equal(rec.offered, rec.sent + rec.dropped_total + rec.pending);
+    // docs/protocol.md "Credit": offered = completed + dropped + pending + in flight.
+    assert.equal(rec.offered, rec.completed + rec.dropped_total + rec.pending + rec.in_flight);
     console.log(`# receiver ${rec.receiver} in syncd: offered ${rec.offered} sent ${rec.sent} completed ${rec.completed} dropped ${JSON.stringify(rec.dropped)} pending ${rec.pending}; B saw droppedBefore total ${r1.dropped}`);
 
     // Closing A (its control connection goes, so does the stream) ends B's stream cleanly:
@@ -140,7 +138,7 @@ test('page B receives with a ticket, verifies every frame; pairs/s vs no receive
 });
 
 test('a wrong, spent or foreign ticket gets 403; an unknown stream gets 404', async (t) => {
-  if (!supported) return t.skip('syncd has no ticket.create / /streams yet');
+  assert.equal(receiversMissing, '', `syncd must serve ticket.create and /streams: ${receiversMissing}`);
   const a = await openSource('guarded', '&ticket=0');
   const other = await openSource('other', '&ticket=0');
   try {
@@ -199,7 +197,7 @@ async function readOneRecord(name, ticket) {
 }
 
 test('the 2D getImageData fallback publishes the same pattern, top-down', async (t) => {
-  if (!supported) return t.skip('syncd has no ticket.create / /streams yet');
+  assert.equal(receiversMissing, '', `syncd must serve ticket.create and /streams: ${receiversMissing}`);
   const a = await openSource('flat', '&ticket=0&readback=2d');
   try {
     assert.equal(await a.evaluate(() => window.syncSource.publisher.readback), '2d');
@@ -221,7 +219,7 @@ test('the 2D getImageData fallback publishes the same pattern, top-down', async 
 });
 
 test('WebGL2 readback puts rows top-down: the reference block is where the page drew it', async (t) => {
-  if (!supported) return t.skip('syncd has no ticket.create / /streams yet');
+  assert.equal(receiversMissing, '', `syncd must serve ticket.create and /streams: ${receiversMissing}`);
   const a = await openSource('gl', '&ticket=0');
   try {
     await waitFor(async () => (await streamStats(syncd, 'gl'))?.frames_accepted >= 3, { what: '3 frames' });

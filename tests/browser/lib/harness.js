@@ -157,23 +157,32 @@ export async function launch(syncd, { tmp, extraArgs = [] } = {}) {
   };
 }
 
-/** Does this syncd implement tickets and /streams yet? (docs/protocol.md "HTTP stream to receivers") */
-export async function hasStreamReceivers(syncd) {
-  const r = await fetch(`${syncd.base}/streams/nosuchstream?ticket=00`);
-  await r.text().catch(() => {});
-  // Before the feature: 404 from the catch-all. After: 404 for an unknown stream too, so also
-  // look at the welcome capabilities of a control connection.
+/**
+ * Does this syncd serve tickets and /streams (docs/protocol.md "HTTP stream to receivers")?
+ * Returns why not, or '' when it does: the welcome lists `tickets` and `video.receive`, and
+ * ticket.create for a stream that does not exist is refused with `unknown_stream`. The tests
+ * assert on it: a syncd without receivers fails them rather than skipping them.
+ */
+export async function streamReceiversMissing(syncd) {
   const { default: WebSocket } = await import('ws');
   const ws = new WebSocket(syncd.ws);
+  let welcome;
   const reply = await new Promise((resolve, reject) => {
     ws.on('open', () => ws.send(JSON.stringify({ type: 'hello', protocol: 1, client: 'probe' })));
     ws.on('message', (d) => {
       const m = JSON.parse(d.toString());
-      if (m.type === 'welcome') ws.send(JSON.stringify({ type: 'ticket.create', stream: 999999 }));
-      else resolve(m);
+      if (m.type === 'welcome') {
+        welcome = m;
+        ws.send(JSON.stringify({ type: 'ticket.create', stream: 999999 }));
+      } else resolve(m);
     });
     ws.on('error', reject);
   });
   ws.close();
-  return !(reply.type === 'error' && reply.code === 'unknown_type');
+  const caps = welcome?.capabilities ?? [];
+  for (const cap of ['tickets', 'video.receive'])
+    if (!caps.includes(cap)) return `welcome capabilities ${JSON.stringify(caps)} lack ${cap}`;
+  if (reply.type !== 'error' || reply.code !== 'unknown_stream')
+    return `ticket.create for a missing stream got ${JSON.stringify(reply)}, not unknown_stream`;
+  return '';
 }

@@ -22,6 +22,14 @@ function fakeSyncd(handler) {
   return new Promise((resolve) => wss.on('listening', () => resolve({ wss, seen, url: `ws://127.0.0.1:${wss.address().port}/ws` })));
 }
 
+// A ping resolves only on the pong with its own id; returns its round trip, which must be a
+// real duration under `maxMs` (a loopback round trip takes well under a millisecond).
+async function pingWithin(conn, maxMs) {
+  const rtt = await conn.ping();
+  assert.ok(Number.isFinite(rtt) && rtt >= 0 && rtt < maxMs, `ping rtt ${rtt} ms, expected under ${maxMs} ms`);
+  return rtt;
+}
+
 test('hello/welcome, requests, typed errors, ping and credit', async () => {
   const f = await fakeSyncd((m, send) => {
     if (m.type === 'stream.open') {
@@ -54,14 +62,15 @@ test('hello/welcome, requests, typed errors, ping and credit', async () => {
     const t = await conn.createTicket(4, { uses: 2, ttl_s: 5 });
     assert.equal(t.ticket.length, 32);
     assert.deepEqual(f.seen.at(-1), { type: 'ticket.create', stream: 4, uses: 2, ttl_s: 5 });
-    assert.ok((await conn.ping()) >= 0);
+    await pingWithin(conn, 1000);
+    assert.deepEqual(f.seen.at(-1), { type: 'ping', id: 1 });
     assert.equal((await conn.stats()).server.version, 'x');
     assert.equal(conn.grantCredit(12, 1), true);
     const creditError = new Promise((r) => conn.once('credit-error', r));
     conn.grantCredit(999, 1);
     assert.equal((await creditError).code, 'unknown_receiver');
     // A credit error does not steal the reply of the request after it
-    assert.ok((await conn.ping()) >= 0);
+    await pingWithin(conn, 1000);
     assert.ok(f.seen.some((m) => JSON.stringify(m) === '{"type":"credit","receiver":12,"frames":1}'));
     // A topic error rejects the subscription, not another request.
     const unsub = conn.subscribe('pose', () => {});
@@ -69,7 +78,11 @@ test('hello/welcome, requests, typed errors, ping and credit', async () => {
     unsub();
     // A held audio.read does not swallow the replies of requests sent after it.
     const audio = conn.readAudio({ maxFrames: 2, minFrames: 2, timeoutMs: 100 });
-    assert.ok((await conn.ping()) >= 0);
+    let audioDone = false;
+    audio.then(() => { audioDone = true; }, () => {});
+    // The fake holds the read 50 ms and answers the ping at once: the pong must not wait for it.
+    await pingWithin(conn, 1000);
+    assert.equal(audioDone, false, 'the pong waited behind the held audio read');
     const pkt = await audio;
     assert.equal(pkt.frames, 2);
     assert.deepEqual([...pkt.samples], [0.5, -0.5]);

@@ -199,5 +199,7 @@ test('demo pattern module agrees with sync.js checksum', async () => {
   const pattern = await import('../../../web/demo/pattern.js');
   const px = new Uint8Array(8 * 8 * 4).map((_, i) => (i * 37) & 255);
   assert.equal(pattern.regionChecksum(px, 8, 1, 2, 5, 3), regionChecksum(px, 8, 1, 2, 5, 3));
-  assert.equal(typeof pattern.expectedRefChecksum(), 'number');
+  // The reference block's checksum is fixed by REF and refCellColor: a change to either (which
+  // every receiver page would then disagree with) shows here.
+  assert.equal(pattern.expectedRefChecksum(), 1178356677);
 });
