@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 #include <algorithm>
+#include <cerrno>
 #include <unistd.h>
 
 namespace syncd::media {
@@ -51,8 +52,8 @@ FramePool* FramePool::create(size_t slot_bytes, uint32_t slot_count, Prefault pr
 void FramePool::prefault() {
   // Fault every page in before the first frame: resident memory is flat from setup on, and the
   // first frames do not pay for page faults on the loop. MADV_POPULATE_WRITE (Linux 5.14) does
-  // it in one call and leaves the bytes as they are; older kernels get an atomic add of zero to
-  // a byte of every page, which also leaves them as they are if a writer is already at work.
+  // it and leaves the bytes as they are; older kernels (EINVAL) get an atomic add of zero to a
+  // byte of every page, which also leaves them as they are if a writer is already at work.
   //
   // In steps of 2 MiB: the kernel holds the process's memory-map lock while it populates, and a
   // thread that maps memory meanwhile (the loop's malloc of a large reply) would wait for all of
@@ -62,7 +63,7 @@ void FramePool::prefault() {
   const size_t page = size_t(::sysconf(_SC_PAGESIZE));
   for (size_t off = 0; off < bytes; off += kHugePageBytes) {
     const size_t step = std::min(kHugePageBytes, bytes - off);
-    if (::madvise(start + off, step, MADV_POPULATE_WRITE) == 0) continue;
+    if (::madvise(start + off, step, MADV_POPULATE_WRITE) == 0 || errno != EINVAL) continue;
     for (size_t p = off; p < off + step; p += page)
       __atomic_fetch_add(start + p, uint8_t(0), __ATOMIC_RELAXED);
   }

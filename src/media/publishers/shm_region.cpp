@@ -110,7 +110,9 @@ std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std:
     ::unlink(path.c_str());
     return nullptr;
   }
-  void* memory = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  // Not populated here: the registry faults the slots in (FramePool::prefault), off the loop
+  // for a stream opened by a client.
+  void* memory = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
   if (memory == MAP_FAILED) {
     error = {"shm_system", "cannot map " + path + ": " + std::strerror(errno)};
