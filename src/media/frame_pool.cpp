@@ -2,7 +2,6 @@
 
 #include <sys/mman.h>
 #include <algorithm>
-#include <cerrno>
 #include <unistd.h>
 
 namespace syncd::media {
@@ -50,20 +49,24 @@ FramePool* FramePool::create(size_t slot_bytes, uint32_t slot_count, Prefault pr
 }
 
 void FramePool::prefault() {
-  // Fault every page in before the first frame: resident memory is flat from setup on, and the
-  // first frames do not pay for page faults on the loop. MADV_POPULATE_WRITE (Linux 5.14) does
-  // it and leaves the bytes as they are; older kernels (EINVAL) get an atomic add of zero to a
-  // byte of every page, which also leaves them as they are if a writer is already at work.
-  //
-  // In steps of 2 MiB: the kernel holds the process's memory-map lock while it populates, and a
-  // thread that maps memory meanwhile (the loop's malloc of a large reply) would wait for all of
-  // a 1 GiB pool, and every page fault behind that thread with it.
+  // Every page is made ready before the first frame, so that resident memory is flat from setup
+  // on and the first frames do not pay for it on the loop. Two passes, in steps of 2 MiB:
+  //  - MADV_POPULATE_WRITE (Linux 5.14) allocates and maps the pages, leaving bytes as they are;
+  //  - then one atomic add of zero to a byte of every page, from this thread. On the VMs syncd
+  //    runs on in CI (Firecracker), the first user-space access to a page after the kernel mapped
+  //    it still costs ~5 us (no fault is counted): 10-20 ms for the first frame into each 1080p
+  //    slot instead of 0.5 ms, which made the first frames of every stream late by one slot
+  //    count (docs/benchmarks.md, "First frames"). Adding zero leaves the bytes as they are
+  //    even if a writer is already at work, and on older kernels (EINVAL) it also faults pages in.
+  // Steps, because the kernel holds the process's memory-map lock while it populates: a thread
+  // that maps memory meanwhile (the loop's malloc of a large reply) would wait for all of a
+  // 1 GiB pool, and every page fault behind that thread with it.
   uint8_t* start = first_slot_;
   const size_t bytes = slot_stride_ * slot_count_;
   const size_t page = size_t(::sysconf(_SC_PAGESIZE));
   for (size_t off = 0; off < bytes; off += kHugePageBytes) {
     const size_t step = std::min(kHugePageBytes, bytes - off);
-    if (::madvise(start + off, step, MADV_POPULATE_WRITE) == 0 || errno != EINVAL) continue;
+    ::madvise(start + off, step, MADV_POPULATE_WRITE);  // advisory: the pass below suffices
     for (size_t p = off; p < off + step; p += page)
       __atomic_fetch_add(start + p, uint8_t(0), __ATOMIC_RELAXED);
   }
