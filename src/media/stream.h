@@ -79,6 +79,12 @@ class Stream {
   void tick(uint64_t now_ns) { rate_.advance(now_ns / 1'000'000); }
   // Drops the pool reference; counters stay readable.
   void close();
+  // Closes the stream and hands its pool reference to the caller (nullptr if already closed).
+  FramePool* take_pool() {
+    FramePool* p = pool_;
+    pool_ = nullptr;
+    return p;
+  }
 
   const StreamCounters& counters() const { return counters_; }
   const telemetry::RateBins& rate() const { return rate_; }

@@ -96,7 +96,11 @@ void StreamRegistry::close(Stream* stream) {
   auto it = open_.find(stream->id());
   if (it == open_.end()) return;
   for (auto& p : publishers_) p->on_stream_close(*stream);
-  stream->close();
+  FramePool* pool = stream->take_pool();
+  if (release_)
+    release_(pool);
+  else
+    pool->drop_ref();
   closed_.push_back(std::move(it->second));
   open_.erase(it);
   while (closed_.size() > kRetainedClosedStreams) {

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
@@ -133,6 +134,11 @@ class StreamRegistry {
   // Whether any publisher verifies frames by their content hash (Publisher::verifies_content).
   bool verifies_content() const { return verifies_content_; }
 
+  // How a closed stream's pool reference is dropped. Unmapping a pool of small pages takes
+  // ~0.1 ms a MiB (a 1 GiB ring: ~100 ms), so syncd hands it to a pool thread; by default it is
+  // dropped at once, on the caller's thread.
+  void set_pool_release(std::function<void(FramePool*)> release) { release_ = std::move(release); }
+
   // Control plane: validates the configuration and allocates the stream's pool. With
   // Prefault::kDeferred the pool's pages are not faulted in yet: the caller runs
   // stream->pool()->prefault() off the loop before it tells the source the stream is ready.
@@ -180,6 +186,7 @@ class StreamRegistry {
   // Charged by every pool until it is unmapped; a worker may drop a pool's last reference.
   std::shared_ptr<std::atomic<size_t>> pool_bytes_;
   std::array<uint64_t, size_t(OpenError::kCount)> open_refused_{};
+  std::function<void(FramePool*)> release_;
   bool verifies_content_ = false;
   telemetry::FrameEventLog events_;
 };

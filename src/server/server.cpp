@@ -70,6 +70,15 @@ Server::Server(ServerConfig config)
                       [this](uint64_t id) { return find_connection(id); }),
       discard_(new uint8_t[config_.read_window_bytes]) {
   uv_loop_init(&loop_);
+  // A closed stream's pool is unmapped on a libuv pool thread (when the stream held its last
+  // reference): munmap of a 1 GiB ring of small pages holds a thread for ~100 ms.
+  registry_.set_pool_release([this](media::FramePool* pool) {
+    auto* work = new uv_work_t;
+    work->data = pool;
+    uv_queue_work(
+        &loop_, work, [](uv_work_t* w) { static_cast<media::FramePool*>(w->data)->drop_ref(); },
+        [](uv_work_t* w, int) { delete w; });
+  });
   // libuv then accounts the time it waits in epoll, which the loop's busy time excludes.
   uv_loop_configure(&loop_, UV_METRICS_IDLE_TIME);
   loop_.data = this;

@@ -349,3 +349,19 @@ TEST(StreamLimits, APoolCountsAgainstTheBudgetUntilItIsUnmapped) {
   EXPECT_EQ(registry.pool_bytes(), 0u);
   EXPECT_NE(registry.open(big, 2, e), nullptr);
 }
+
+TEST(StreamLimits, AClosedStreamsPoolGoesToTheReleaseHook) {
+  StreamRegistry registry;
+  FramePool* handed = nullptr;
+  registry.set_pool_release([&](FramePool* pool) { handed = pool; });
+  OpenError e;
+  Stream* s = registry.open(small("r"), 1, e);
+  ASSERT_NE(s, nullptr);
+  FramePool* pool = s->pool();
+  registry.close(s);
+  // syncd drops it on a pool thread; until then it is mapped, and counted.
+  ASSERT_EQ(handed, pool);
+  EXPECT_GT(registry.pool_bytes(), 0u);
+  handed->drop_ref();
+  EXPECT_EQ(registry.pool_bytes(), 0u);
+}

@@ -86,8 +86,10 @@ void ShmPublisher::on_stream_open(const Stream& stream) {
 
 void ShmPublisher::on_stream_close(const Stream& stream) {
   if (stream.id() != ring_stream_id_) return;
-  // The region lives until the pool's last slot is released; readers learn now that it ended.
+  // The mapping lives until the pool's last slot is released; readers learn now that it ended,
+  // and the path goes now (a new ring may take it at once).
   region_->mark_ended();
+  region_->unlink_path();
   region_ = nullptr;
   ring_stream_id_ = 0;
   if (heartbeat_) uv_timer_stop(heartbeat_);  // an ended ring needs no heartbeat

@@ -156,6 +156,12 @@ std::unique_ptr<ShmRegion> ShmRegion::create(const std::string& path, const std:
 ShmRegion::~ShmRegion() {
   mark_ended();
   ::munmap(base_, bytes_);
+  unlink_path();
+}
+
+void ShmRegion::unlink_path() {
+  if (unlinked_) return;
+  unlinked_ = true;
   struct stat st;
   if (::lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_)
     ::unlink(path_.c_str());

@@ -39,8 +39,13 @@ class ShmRegion final : public PoolBacking {
                                            const FrameLayout& layout, uint32_t slot_count,
                                            ShmRegionError& error);
   // Marks the ring ended, unmaps, and unlinks the path if it still names this region's file
-  // (a later ring at the same path, made while this one's pool was still held, stays).
+  // (a later ring at the same path, made while this one's pool was still held, stays) and
+  // unlink_path() has not run. May run on a pool thread (the pool's last reference).
   ~ShmRegion() override;
+  // The stream ended: removes the path now, if it still names this region's file, so that the
+  // destructor, which may run on another thread, never races a new ring at the same path. Loop
+  // thread (the writer's).
+  void unlink_path();
 
   // PoolBacking: the seqlock goes odd before the socket writes a byte into the slot.
   void on_acquire(FrameSlot& slot) override;
@@ -70,6 +75,7 @@ class ShmRegion final : public PoolBacking {
   uint64_t published_ = 0;
   dev_t dev_ = 0;  // the file created, to recognise it at the path later
   ino_t ino_ = 0;
+  bool unlinked_ = false;
 };
 
 // The default region path for this user: /dev/shm/sync-<uid>.frames.
