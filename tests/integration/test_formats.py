@@ -125,8 +125,13 @@ class PixelFormats(unittest.TestCase):
             self.assertEqual(r["format"], "i420")
             self.assertEqual((r["width"], r["height"]), (W, H))
             self.assertEqual(r["frame_bytes"], W * H * 3 // 2)
-            self.assertEqual(r["frames"], 90)
-            self.assertEqual(r["hash_verified"], 90)
+            # Every frame offered to the receiver reached it, verified. The producer's paced
+            # schedule may start before the receiver is admitted (it finds the ticket file by
+            # polling), so the first frame or two may never have been offered to it.
+            offered = syncd.stream_stats("recv")["publishers"]["http"]["receivers"][0]["offered"]
+            self.assertGreaterEqual(offered, 88)
+            self.assertEqual(r["frames"], offered)
+            self.assertEqual(r["hash_verified"], offered)
             self.assertEqual(r["verify_failures"], 0)
             self.check_stream(syncd, "recv", "i420", 90)
             self.assertEqual(syncd.stop(), 0)

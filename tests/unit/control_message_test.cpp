@@ -104,7 +104,7 @@ TEST(ControlMessage, NestingIsBoundedAtParse) {
   const ParseResult parsed = parse_control_message(deep);
   const ControlError* e = as_error(parsed);
   ASSERT_TRUE(e);
-  EXPECT_EQ(e->code, error_code::kBadJson);
+  EXPECT_STREQ(e->code, error_code::kBadJson);  // codes are compared as strings
   EXPECT_NE(e->message.find("nested deeper than 32"), std::string::npos);
   // The bound: the message object is level 1, so an id of 31 nested arrays is the deepest taken.
   auto nested = [](int levels) {
