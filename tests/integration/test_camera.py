@@ -144,13 +144,45 @@ class Camera(unittest.TestCase):
             self.assertIn('camera "Sync Camera" unavailable', err)
             self.assertIn("serving everything else", err)
 
+    def test_an_odd_sized_stream_is_dropped_and_counted(self):
+        # Every camera format shares chroma between two columns: 255 wide cannot be carried.
+        # The RGBA stream itself is fine; only the camera drops its frames.
+        async def scenario(syncd):
+            async with websockets.connect(syncd.url, max_size=None) as ws:
+                await ws.send(json.dumps({"type": "hello", "protocol": 1}))
+                await ws.recv()
+                await ws.send(json.dumps({"type": "stream.open", "name": "odd", "width": 255,
+                                          "height": H, "format": "rgba8"}))
+                opened = json.loads(await ws.recv())
+                self.assertEqual(opened["type"], "stream.opened", opened)
+                for seq in (1, 2):
+                    await ws.send(frame_message(opened["stream"], seq,
+                                                bytes(255 * H * 4), 255, H, 1))
+
+        with tempfile.TemporaryDirectory() as tmp:
+            device = os.path.join(tmp, "video10")
+            open(device, "wb").close()
+            with Syncd("--publisher", "test,camera", "--camera-device", device) as syncd:
+                asyncio.run(scenario(syncd))
+                s = syncd.wait_for(lambda: (lambda s: s if s and s["frames_verified"] == 2
+                                            else None)(syncd.stream_stats("odd")))
+                cam = s["publishers"]["camera"]
+                self.assertEqual((cam["offered"], cam["delivered"]), (2, 0))
+                self.assertEqual(cam["dropped"]["unsupported_size"], 2)
+                metrics = syncd.get("/metrics")[1]
+                self.assertIn('syncd_camera_frames_dropped_total{stream="odd",'
+                              'reason="unsupported_size"} 2', metrics)
+                self.assertEqual(syncd.get("/healthz")[0], 200)
+                self.assertEqual(syncd.stop(), 0)
+            self.assertEqual(os.path.getsize(device), 0)
+
     def test_camera_options_are_checked(self):
         import subprocess
         from harness import SYNCD
         proc = subprocess.run([SYNCD, "--port", "0", "--publisher", "camera",
                                "--camera-format", "bgrx"], capture_output=True, text=True,
                               timeout=10)
-        self.assertNotEqual(proc.returncode, 0)
+        self.assertEqual(proc.returncode, 105)  # CLI11's validation failure
         self.assertIn("camera-format", proc.stderr)
 
 
