@@ -65,8 +65,8 @@ struct CameraCounters {
 class CameraPublisher final : public Publisher {
  public:
   // Frames go on the loop's worker to backend, or are dropped as no_backend when it is nullptr
-  // (no backend could open; backend_error says why, for /stats). Without a loop (unit tests)
-  // frames are converted on the caller's thread.
+  // (no backend could open; backend_error says why, for /stats) or the worker cannot start.
+  // Without a loop (unit tests) frames are converted on the caller's thread.
   CameraPublisher(uv_loop_t* loop, CameraConfig config, std::unique_ptr<CameraBackend> backend,
                   std::string backend_error = {});
   ~CameraPublisher() override;
