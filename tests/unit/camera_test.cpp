@@ -5,6 +5,7 @@
 // skips when none exists.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -274,6 +275,7 @@ class FakeBackend final : public CameraBackend {
   bool refuse_configure = false;
   std::atomic<int> configures{0};
   std::atomic<int> queued{0};
+  std::atomic<int> queue_policy{-1};         // the scheduling policy of the thread that queued
   std::vector<std::vector<uint8_t>> frames;  // worker writes; read after the worker stopped
   uint32_t width = 0, height = 0;
 
@@ -296,6 +298,7 @@ class FakeBackend final : public CameraBackend {
     return buffer_;
   }
   bool queue(uint64_t) override {
+    queue_policy = sched_getscheduler(0);
     held = true;
     while (hold) std::this_thread::yield();
     held = false;
@@ -404,6 +407,9 @@ TEST(CameraPublisher, ConvertsOnItsWorkerAndAccountsEveryFrame) {
   }
   EXPECT_EQ(c.convert.count(), 5u);
   EXPECT_EQ(c.loop.count(), 5u);
+  // The worker is a batch thread, so that waking it does not preempt the loop.
+  EXPECT_EQ(fake->queue_policy, SCHED_BATCH);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);  // the loop's own policy is left alone
 
   // The shown stream closes: the next stream opened takes the camera.
   camera.on_stream_close(s.stream);
