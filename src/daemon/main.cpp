@@ -46,6 +46,14 @@ int main(int argc, char** argv) {
   app.add_option("--shm-slots", cfg.shm.min_slots, "Ring depth in frames (at least)")
       ->check(CLI::Range(2, 64))
       ->capture_default_str();
+  std::string camera_format = syncd::media::camera_format_name(cfg.camera.format);
+  app.add_option("--camera-device", cfg.camera.device,
+                 "Camera publisher: v4l2loopback device to write (/dev/videoN; docs/camera.md)");
+  app.add_option("--camera-name", cfg.camera.name, "Camera publisher: the name consumers list")
+      ->capture_default_str();
+  app.add_option("--camera-format", camera_format, "Camera publisher: yuy2|i420|nv12")
+      ->check(CLI::IsMember({"yuy2", "i420", "nv12"}))
+      ->capture_default_str();
   app.add_option("--source", source, "Built-in producer: pattern[:WIDTHxHEIGHT@FPS]");
   app.add_option("--allow-origin", origins,
                  "Extra browser Origin allowed to open /ws (repeatable; loopback always is)");
@@ -136,6 +144,7 @@ int main(int argc, char** argv) {
     cfg.audio = audio;
   }
 
+  syncd::media::parse_camera_format(camera_format, cfg.camera.format);  // checked above
   cfg.publishers = split_commas(publishers);
   for (const std::string& p : cfg.publishers) {
     if (!syncd::media::find_publisher(p)) {

@@ -14,6 +14,10 @@ const PublisherEntry kPublishers[] = {
      [](const PublisherContext& c) -> std::unique_ptr<Publisher> {
        return std::make_unique<ShmPublisher>(c.shm, c.loop);
      }},
+    {"camera", "system camera: v4l2loopback (--camera-device), PipeWire to come (docs/camera.md)",
+     [](const PublisherContext& c) -> std::unique_ptr<Publisher> {
+       return CameraPublisher::create(c.loop, c.camera);
+     }},
 };
 }  // namespace
 

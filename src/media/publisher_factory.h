@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "media/publisher.h"
+#include "media/publishers/camera/camera_publisher.h"
 #include "media/publishers/shm_publisher.h"
 
 namespace syncd::media {
@@ -20,6 +21,7 @@ namespace syncd::media {
 struct PublisherContext {
   uv_loop_t* loop = nullptr;  // for worker threads (core::WorkerHandoff) and loop timers
   ShmPublisherConfig shm;
+  CameraConfig camera;
 };
 
 struct PublisherEntry {
@@ -31,7 +33,7 @@ struct PublisherEntry {
 std::span<const PublisherEntry> publisher_table();
 // nullptr when no publisher has that name.
 const PublisherEntry* find_publisher(std::string_view name);
-// "test, shm": the names, for help and error messages.
+// "test, shm, camera": the names, for help and error messages.
 std::string publisher_names();
 
 }  // namespace syncd::media

@@ -82,7 +82,7 @@ Server::Server(ServerConfig config)
   // libuv then accounts the time it waits in epoll, which the loop's busy time excludes.
   uv_loop_configure(&loop_, UV_METRICS_IDLE_TIME);
   loop_.data = this;
-  media::PublisherContext context{&loop_, config_.shm};
+  media::PublisherContext context{&loop_, config_.shm, config_.camera};
   for (const std::string& name : config_.publishers) {
     // Names were checked against the table on the command line; an unknown one is skipped.
     if (const media::PublisherEntry* entry = media::find_publisher(name))

@@ -10,6 +10,7 @@
 
 #include "audio/backend.h"
 #include "media/pattern_source.h"
+#include "media/publishers/camera/camera_publisher.h"
 #include "media/publishers/shm_publisher.h"
 #include "media/stream_registry.h"
 #include "server/socket_writer.h"
@@ -19,9 +20,11 @@ namespace syncd::server {
 struct ServerConfig {
   std::string host = "127.0.0.1";
   uint16_t port = 54997;  // 0: pick a free port
-  // Publishers by name, from the table in media/publisher_factory.h ("test", "shm").
+  // Publishers by name, from the table in media/publisher_factory.h ("test", "shm",
+  // "camera").
   std::vector<std::string> publishers = {"test"};
   media::ShmPublisherConfig shm;
+  media::CameraConfig camera;  // --camera-*
   std::optional<media::PatternConfig> pattern;
   std::optional<audio::AudioSourceConfig> audio;  // --audio-source
   std::vector<std::string> allowed_origins;  // exact Origin values allowed besides loopback

@@ -1,0 +1,590 @@
+// The camera publisher's core (src/media/publishers/camera): colour conversion with known
+// pixels, NV12/I420 pass-through, the v4l2loopback backend with a regular file standing in for
+// the device, and the publisher's hand-off and drop accounting with a backend that can be made
+// slow, busy or failing. The last test writes to a real v4l2loopback device and is opt-in: it
+// skips when none exists.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "media/frame_header.h"
+#include "media/publishers/camera/camera_publisher.h"
+#include "media/publishers/camera/v4l2_backend.h"
+#include "media/stream.h"
+
+namespace {
+
+using namespace syncd::media;
+
+// SMPTE colour bars, and their BT.601 limited-range Y, U, V (rounded from the matrix): what
+// libyuv's RGB conversions must produce, within rounding.
+struct Bar {
+  uint8_t r, g, b;
+  int y, u, v;
+};
+constexpr Bar kBars[] = {
+    {255, 255, 255, 235, 128, 128},  // white
+    {255, 255, 0, 210, 16, 146},     // yellow
+    {0, 255, 255, 170, 166, 16},     // cyan
+    {0, 255, 0, 145, 54, 34},        // green
+    {255, 0, 255, 106, 202, 222},    // magenta
+    {255, 0, 0, 81, 90, 240},        // red
+    {0, 0, 255, 41, 240, 110},       // blue
+    {0, 0, 0, 16, 128, 128},         // black
+};
+constexpr uint32_t kBarWidth = 16;  // a multiple of 2: no 2x2 chroma block straddles two bars
+constexpr uint32_t kBarsW = kBarWidth * std::size(kBars);
+constexpr uint32_t kBarsH = 8;
+constexpr int kTolerance = 2;
+
+FrameLayout layout_of(PixelFormat format, uint32_t w, uint32_t h) {
+  FrameLayout layout;
+  EXPECT_TRUE(frame_layout(format, w, h, layout));
+  return layout;
+}
+
+// Colour bars in RGBA (R,G,B,A in memory) or BGRA (B,G,R,A).
+std::vector<uint8_t> bars_rgb(bool rgba) {
+  std::vector<uint8_t> out(size_t{kBarsW} * kBarsH * 4);
+  for (uint32_t y = 0; y < kBarsH; ++y) {
+    for (uint32_t x = 0; x < kBarsW; ++x) {
+      const Bar& bar = kBars[x / kBarWidth];
+      uint8_t* p = &out[(size_t{y} * kBarsW + x) * 4];
+      p[0] = rgba ? bar.r : bar.b;
+      p[1] = bar.g;
+      p[2] = rgba ? bar.b : bar.r;
+      p[3] = 255;
+    }
+  }
+  return out;
+}
+
+// Y, U and V of pixel (x, y) of a camera frame.
+struct Yuv {
+  int y, u, v;
+};
+Yuv sample(CameraFormat format, const std::vector<uint8_t>& f, uint32_t w, uint32_t h, uint32_t x,
+           uint32_t y) {
+  const size_t luma = size_t{w} * h;
+  switch (format) {
+    case CameraFormat::kYuy2: {
+      const uint8_t* pair = &f[(size_t{y} * w + (x & ~1u)) * 2];  // Y0 U Y1 V
+      return {pair[(x & 1) ? 2 : 0], pair[1], pair[3]};
+    }
+    case CameraFormat::kI420: {
+      const size_t c = size_t{y / 2} * (w / 2) + x / 2;
+      return {f[size_t{y} * w + x], f[luma + c], f[luma + luma / 4 + c]};
+    }
+    case CameraFormat::kNv12: {
+      const size_t c = luma + size_t{y / 2} * w + (x & ~1u);
+      return {f[size_t{y} * w + x], f[c], f[c + 1]};
+    }
+  }
+  return {};
+}
+
+const CameraFormat kAllFormats[] = {CameraFormat::kYuy2, CameraFormat::kI420, CameraFormat::kNv12};
+
+void check_bars(PixelFormat source_format) {
+  const std::vector<uint8_t> src = bars_rgb(source_format == PixelFormat::kRgba8);
+  const FrameLayout layout = layout_of(source_format, kBarsW, kBarsH);
+  FrameConverter converter;
+  ASSERT_TRUE(converter.prepare(kBarsW, kBarsH));
+  for (CameraFormat format : kAllFormats) {
+    SCOPED_TRACE(camera_format_name(format));
+    std::vector<uint8_t> out(camera_frame_bytes(format, kBarsW, kBarsH));
+    ASSERT_TRUE(converter.convert(layout, src.data(), format, out.data(), out.size()));
+    for (size_t b = 0; b < std::size(kBars); ++b) {
+      for (uint32_t y = 0; y < kBarsH; ++y) {
+        for (uint32_t x = uint32_t(b) * kBarWidth; x < (b + 1) * kBarWidth; ++x) {
+          const Yuv got = sample(format, out, kBarsW, kBarsH, x, y);
+          ASSERT_NEAR(got.y, kBars[b].y, kTolerance) << "bar " << b << " x " << x << " y " << y;
+          ASSERT_NEAR(got.u, kBars[b].u, kTolerance) << "bar " << b << " x " << x << " y " << y;
+          ASSERT_NEAR(got.v, kBars[b].v, kTolerance) << "bar " << b << " x " << x << " y " << y;
+        }
+      }
+    }
+  }
+}
+
+TEST(CameraConvert, RgbaColourBarsToEveryFormat) {
+  check_bars(PixelFormat::kRgba8);
+}
+TEST(CameraConvert, BgraColourBarsToEveryFormat) {
+  check_bars(PixelFormat::kBgra8);
+}
+
+// A 4:2:0 frame with every byte distinct enough to catch a plane or chroma order mix-up.
+std::vector<uint8_t> planar_420(PixelFormat format, uint32_t w, uint32_t h) {
+  const FrameLayout layout = layout_of(format, w, h);
+  std::vector<uint8_t> f(layout.bytes);
+  for (size_t i = 0; i < size_t{w} * h; ++i) f[i] = uint8_t(16 + i % 200);
+  const size_t chroma = size_t{w / 2} * (h / 2);
+  for (size_t c = 0; c < chroma; ++c) {
+    const uint8_t u = uint8_t(c * 7), v = uint8_t(255 - c * 3);
+    if (format == PixelFormat::kI420) {
+      f[layout.planes[1].offset + c] = u;
+      f[layout.planes[2].offset + c] = v;
+    } else {
+      f[layout.planes[1].offset + 2 * c] = u;
+      f[layout.planes[1].offset + 2 * c + 1] = v;
+    }
+  }
+  return f;
+}
+
+TEST(CameraConvert, PlanarSourcesPassThroughExactly) {
+  constexpr uint32_t w = 64, h = 16;
+  FrameConverter converter;
+  ASSERT_TRUE(converter.prepare(w, h));
+  for (PixelFormat source : {PixelFormat::kI420, PixelFormat::kNv12}) {
+    const std::vector<uint8_t> src = planar_420(source, w, h);
+    const FrameLayout layout = layout_of(source, w, h);
+    // The source's own Y, U, V at each pixel: the camera's must be the same bytes.
+    auto source_sample = [&](uint32_t x, uint32_t y) -> Yuv {
+      const size_t c = size_t{y / 2} * (w / 2) + x / 2;
+      const uint8_t luma = src[size_t{y} * w + x];
+      if (source == PixelFormat::kI420)
+        return {luma, src[layout.planes[1].offset + c], src[layout.planes[2].offset + c]};
+      return {luma, src[layout.planes[1].offset + 2 * c], src[layout.planes[1].offset + 2 * c + 1]};
+    };
+    for (CameraFormat format : kAllFormats) {
+      SCOPED_TRACE(std::string(pixel_format_name(source)) + " to " + camera_format_name(format));
+      std::vector<uint8_t> out(camera_frame_bytes(format, w, h));
+      ASSERT_TRUE(converter.convert(layout, src.data(), format, out.data(), out.size()));
+      if ((source == PixelFormat::kI420 && format == CameraFormat::kI420) ||
+          (source == PixelFormat::kNv12 && format == CameraFormat::kNv12)) {
+        EXPECT_EQ(out, src);
+      }
+      for (uint32_t y = 0; y < h; ++y) {
+        for (uint32_t x = 0; x < w; ++x) {
+          const Yuv want = source_sample(x, y);
+          const Yuv got = sample(format, out, w, h, x, y);
+          ASSERT_EQ(got.y, want.y) << x << "," << y;
+          // YUY2 is 4:2:2: libyuv gives both rows of a 4:2:0 block the block's chroma.
+          ASSERT_EQ(got.u, want.u) << x << "," << y;
+          ASSERT_EQ(got.v, want.v) << x << "," << y;
+        }
+      }
+    }
+  }
+}
+
+TEST(CameraConvert, RefusesWhatDoesNotFit) {
+  FrameConverter converter;
+  EXPECT_FALSE(converter.prepare(63, 16));  // odd width
+  EXPECT_FALSE(converter.prepare(64, 0));
+  EXPECT_EQ(camera_frame_bytes(CameraFormat::kYuy2, 64, 15), 0u);
+  EXPECT_EQ(camera_frame_bytes(CameraFormat::kYuy2, 64, 16), 64u * 16 * 2);
+  EXPECT_EQ(camera_frame_bytes(CameraFormat::kI420, 64, 16), 64u * 16 * 3 / 2);
+  EXPECT_EQ(camera_frame_bytes(CameraFormat::kNv12, 1920, 1080), 1920u * 1080 * 3 / 2);
+  ASSERT_TRUE(converter.prepare(64, 16));
+  const FrameLayout other = layout_of(PixelFormat::kRgba8, 32, 16);
+  std::vector<uint8_t> src(other.bytes), out(64 * 16 * 2, 0xee);
+  EXPECT_FALSE(converter.convert(other, src.data(), CameraFormat::kYuy2, out.data(), out.size()));
+  const FrameLayout right = layout_of(PixelFormat::kRgba8, 64, 16);
+  src.resize(right.bytes);
+  EXPECT_FALSE(
+      converter.convert(right, src.data(), CameraFormat::kYuy2, out.data(), out.size() - 1));
+  EXPECT_EQ(out, std::vector<uint8_t>(64 * 16 * 2, 0xee));  // untouched
+  CameraFormat f;
+  EXPECT_TRUE(parse_camera_format("nv12", f));
+  EXPECT_EQ(f, CameraFormat::kNv12);
+  EXPECT_FALSE(parse_camera_format("bgrx", f));
+}
+
+// A regular file in the test's temporary directory, removed at the end.
+struct TempFile {
+  std::string path;
+  explicit TempFile(const char* name) {
+    path = (std::filesystem::temp_directory_path() /
+            (std::string("sync-camera-") + std::to_string(::getpid()) + "-" + name))
+               .string();
+    std::ofstream(path, std::ios::trunc);
+  }
+  ~TempFile() { std::remove(path.c_str()); }
+  std::vector<uint8_t> bytes() const {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+};
+
+TEST(V4l2Backend, FileStandsInForTheDevice) {
+  TempFile file("backend");
+  V4l2LoopbackBackend backend(file.path);
+  std::string error;
+  ASSERT_TRUE(backend.open(error)) << error;
+  EXPECT_FALSE(backend.is_device());
+  EXPECT_TRUE(backend.dequeue().empty());  // nothing configured yet
+  EXPECT_FALSE(backend.configure(63, 32, CameraFormat::kYuy2, error));
+  EXPECT_NE(error.find("even"), std::string::npos) << error;
+
+  ASSERT_TRUE(backend.configure(64, 32, CameraFormat::kYuy2, error)) << error;
+  std::vector<uint8_t> expected;
+  for (int frame = 0; frame < 3; ++frame) {
+    std::span<uint8_t> buffer = backend.dequeue();
+    ASSERT_EQ(buffer.size(), 64u * 32 * 2);
+    for (size_t i = 0; i < buffer.size(); ++i) buffer[i] = uint8_t(frame * 31 + i);
+    expected.insert(expected.end(), buffer.begin(), buffer.end());
+    ASSERT_TRUE(backend.queue(1000 + frame));
+  }
+  // A new format takes effect from the next frame: I420 is 1.5 bytes a pixel.
+  ASSERT_TRUE(backend.configure(64, 32, CameraFormat::kI420, error)) << error;
+  std::span<uint8_t> buffer = backend.dequeue();
+  ASSERT_EQ(buffer.size(), 64u * 32 * 3 / 2);
+  std::fill(buffer.begin(), buffer.end(), 0x5a);
+  expected.insert(expected.end(), buffer.begin(), buffer.end());
+  ASSERT_TRUE(backend.queue(2000));
+  EXPECT_EQ(file.bytes(), expected);
+  backend.close();
+  EXPECT_FALSE(backend.queue(3000));
+}
+
+TEST(V4l2Backend, SaysWhyItCannotOpen) {
+  std::string error;
+  V4l2LoopbackBackend missing("/nonexistent/video99");
+  EXPECT_FALSE(missing.open(error));
+  EXPECT_NE(error.find("/nonexistent/video99"), std::string::npos) << error;
+  // A character device that is no V4L2 device: the capability query is refused.
+  V4l2LoopbackBackend not_video("/dev/null");
+  EXPECT_FALSE(not_video.open(error));
+  EXPECT_NE(error.find("VIDIOC_QUERYCAP"), std::string::npos) << error;
+}
+
+// A backend under the test's control: it records frames, and can be made slow (queue() waits
+// until released), busy (no buffer) or failing (configure refuses).
+class FakeBackend final : public CameraBackend {
+ public:
+  std::atomic<bool> hold{false};
+  std::atomic<bool> held{false};  // queue() is waiting on hold
+  std::atomic<bool> busy{false};
+  bool refuse_configure = false;
+  std::atomic<int> configures{0};
+  std::atomic<int> queued{0};
+  std::atomic<int> queue_policy{-1};         // the scheduling policy of the thread that queued
+  std::vector<std::vector<uint8_t>> frames;  // worker writes; read after the worker stopped
+  uint32_t width = 0, height = 0;
+
+  std::string_view kind() const override { return "fake"; }
+  std::string_view target() const override { return "memory"; }
+  bool open(std::string&) override { return true; }
+  bool configure(uint32_t w, uint32_t h, CameraFormat f, std::string& error) override {
+    ++configures;
+    if (refuse_configure) {
+      error = "refused by the test";
+      return false;
+    }
+    width = w;
+    height = h;
+    buffer_.assign(camera_frame_bytes(f, w, h), 0);
+    return true;
+  }
+  std::span<uint8_t> dequeue() override {
+    if (busy) return {};
+    return buffer_;
+  }
+  bool queue(uint64_t) override {
+    queue_policy = sched_getscheduler(0);
+    held = true;
+    while (hold) std::this_thread::yield();
+    held = false;
+    frames.push_back(buffer_);
+    ++queued;
+    return true;
+  }
+  void close() override {}
+
+ private:
+  std::vector<uint8_t> buffer_;
+};
+
+// A luma marker the way a consumer reads it back from the Y plane: the sequence's 16 low bits,
+// one 4-pixel-wide, full-height column each, black (0) or white (1).
+void draw_marker_rgba(uint8_t* pixels, uint32_t w, uint32_t h, uint64_t sequence) {
+  for (uint32_t y = 0; y < h; ++y)
+    for (uint32_t x = 0; x < w; ++x) {
+      const bool bit = x / 4 < 16 && ((sequence >> (x / 4)) & 1);
+      uint8_t* p = pixels + (size_t{y} * w + x) * 4;
+      p[0] = p[1] = p[2] = bit ? 255 : 0;
+      p[3] = 255;
+    }
+}
+uint64_t read_marker_yuy2(const std::vector<uint8_t>& f, uint32_t w, uint32_t row) {
+  uint64_t s = 0;
+  for (uint32_t bit = 0; bit < 16; ++bit)
+    if (f[(size_t{row} * w + bit * 4 + 2) * 2] > 128) s |= uint64_t{1} << bit;
+  return s;
+}
+
+// A stream on its own pool, offered frames the way the registry offers them: the writer's
+// reference is dropped right after on_frame().
+struct TestStream {
+  uint32_t w, h;
+  Stream stream;
+  TestStream(uint32_t id, uint32_t w_, uint32_t h_, uint32_t slots)
+      : w(w_),
+        h(h_),
+        stream(id,
+               StreamConfig{"cam" + std::to_string(id), w_, h_, PixelFormat::kRgba8, 60.0, slots},
+               layout_of(PixelFormat::kRgba8, w_, h_), 1,
+               FramePool::create(size_t{w_} * h_ * 4, slots)) {}
+  // False when the pool had no free slot.
+  bool offer(Publisher& p, uint64_t sequence) {
+    FrameSlot* slot = stream.pool()->acquire();
+    if (!slot) return false;
+    slot->info.sequence = sequence;
+    slot->info.bytes = stream.frame_bytes();
+    slot->info.capture_time_us = sequence * 16'667;
+    draw_marker_rgba(slot->pixels, w, h, sequence);
+    p.on_frame(stream, *slot);
+    FramePool::release(slot);
+    return true;
+  }
+};
+
+struct Loop {
+  uv_loop_t loop;
+  Loop() { uv_loop_init(&loop); }
+  ~Loop() {
+    uv_run(&loop, UV_RUN_DEFAULT);  // the hand-off's async handle closes
+    uv_loop_close(&loop);
+  }
+  template <typename Pred>
+  bool run_until(Pred pred) {
+    for (int i = 0; i < 20000 && !pred(); ++i) {
+      uv_run(&loop, UV_RUN_NOWAIT);
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    return pred();
+  }
+};
+
+void expect_accounted(const CameraCounters& c) {
+  EXPECT_EQ(c.offered, c.delivered + c.converting + c.dropped_total());
+}
+
+TEST(CameraPublisher, ConvertsOnItsWorkerAndAccountsEveryFrame) {
+  Loop loop;
+  auto backend = std::make_unique<FakeBackend>();
+  FakeBackend* fake = backend.get();
+  CameraPublisher camera(&loop.loop, CameraConfig{}, std::move(backend));
+  TestStream s(7, 128, 32, 4);
+  TestStream other(8, 128, 32, 4);
+  camera.on_stream_open(s.stream);
+  camera.on_stream_open(other.stream);  // one camera, one stream: the first is shown
+  EXPECT_EQ(camera.shown_stream(), 7u);
+  for (uint64_t seq = 1; seq <= 5; ++seq) {
+    ASSERT_TRUE(s.offer(camera, seq));
+    ASSERT_TRUE(other.offer(camera, seq));
+    ASSERT_TRUE(loop.run_until([&] { return camera.counters(7)->converting == 0; }));
+  }
+  camera.stop();
+  const CameraCounters& c = *camera.counters(7);
+  EXPECT_EQ(c.offered, 5u);
+  EXPECT_EQ(c.delivered, 5u);
+  expect_accounted(c);
+  EXPECT_EQ(camera.counters(8), nullptr);
+  EXPECT_EQ(fake->configures, 1);  // once per geometry, not per frame
+  ASSERT_EQ(fake->frames.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    ASSERT_EQ(fake->frames[i].size(), 128u * 32 * 2);
+    EXPECT_EQ(read_marker_yuy2(fake->frames[i], 128, 0), i + 1);
+    EXPECT_EQ(read_marker_yuy2(fake->frames[i], 128, 31), i + 1);
+  }
+  EXPECT_EQ(c.convert.count(), 5u);
+  EXPECT_EQ(c.loop.count(), 5u);
+  // The worker is a batch thread, so that waking it does not preempt the loop.
+  EXPECT_EQ(fake->queue_policy, SCHED_BATCH);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);  // the loop's own policy is left alone
+
+  // The shown stream closes: the next stream opened takes the camera.
+  camera.on_stream_close(s.stream);
+  TestStream next(9, 64, 16, 4);
+  camera.on_stream_open(next.stream);
+  EXPECT_EQ(camera.shown_stream(), 9u);
+}
+
+TEST(CameraPublisher, SlowBackendDropsAtTheHandoffNotOnTheLoop) {
+  Loop loop;
+  auto backend = std::make_unique<FakeBackend>();
+  FakeBackend* fake = backend.get();
+  fake->hold = true;
+  CameraPublisher camera(&loop.loop, CameraConfig{}, std::move(backend));
+  TestStream s(1, 64, 16, 8);
+  camera.on_stream_open(s.stream);
+  ASSERT_TRUE(s.offer(camera, 1));
+  ASSERT_TRUE(loop.run_until([&] { return fake->held.load(); }));  // the worker is stuck
+  for (uint64_t seq = 2; seq <= 6; ++seq) ASSERT_TRUE(s.offer(camera, seq));
+  {
+    const CameraCounters& c = *camera.counters(1);
+    EXPECT_EQ(c.converting, CameraPublisher::kQueueDepth);
+    EXPECT_EQ(c.dropped[size_t(CameraDrop::kConsumerSlow)], 6 - CameraPublisher::kQueueDepth);
+    expect_accounted(c);
+  }
+  fake->hold = false;
+  ASSERT_TRUE(loop.run_until([&] { return camera.counters(1)->converting == 0; }));
+  camera.stop();
+  const CameraCounters& c = *camera.counters(1);
+  EXPECT_EQ(c.delivered, CameraPublisher::kQueueDepth);
+  expect_accounted(c);
+  EXPECT_EQ(s.stream.pool()->slots_in_use(), 0u);  // every pin given back
+
+  nlohmann::json stats = nlohmann::json::object();
+  camera.write_stream_stats(1, stats);
+  EXPECT_EQ(stats["offered"], 6);
+  EXPECT_EQ(stats["dropped"]["consumer_slow"], 6 - CameraPublisher::kQueueDepth);
+  syncd::telemetry::PrometheusText metrics;
+  camera.write_metrics(metrics, {&s.stream});
+  EXPECT_NE(metrics.text().find("syncd_camera_frames_dropped_total{stream=\"cam1\",reason="
+                                "\"consumer_slow\"} 4"),
+            std::string::npos)
+      << metrics.text();
+}
+
+TEST(CameraPublisher, PinRefusedWhenThePoolHasNoSlotToSpare) {
+  Loop loop;
+  auto backend = std::make_unique<FakeBackend>();
+  FakeBackend* fake = backend.get();
+  fake->hold = true;
+  CameraPublisher camera(&loop.loop, CameraConfig{}, std::move(backend));
+  TestStream s(1, 64, 16, 2);  // pin cap: 1 slot
+  camera.on_stream_open(s.stream);
+  ASSERT_TRUE(s.offer(camera, 1));
+  ASSERT_TRUE(loop.run_until([&] { return fake->held.load(); }));
+  ASSERT_TRUE(s.offer(camera, 2));  // the other slot: free, but pinning it would reach the cap
+  EXPECT_EQ(camera.counters(1)->dropped[size_t(CameraDrop::kPinRefused)], 1u);
+  fake->hold = false;
+  ASSERT_TRUE(loop.run_until([&] { return camera.counters(1)->converting == 0; }));
+  camera.stop();
+  EXPECT_EQ(camera.counters(1)->delivered, 1u);
+  expect_accounted(*camera.counters(1));
+}
+
+TEST(CameraPublisher, BusyFailingAndMissingBackendsAreCountedByReason) {
+  {
+    Loop loop;
+    auto backend = std::make_unique<FakeBackend>();
+    backend->busy = true;
+    CameraPublisher camera(&loop.loop, CameraConfig{}, std::move(backend));
+    TestStream s(1, 64, 16, 4);
+    camera.on_stream_open(s.stream);
+    ASSERT_TRUE(s.offer(camera, 1));
+    ASSERT_TRUE(loop.run_until([&] { return camera.counters(1)->converting == 0; }));
+    camera.stop();
+    EXPECT_EQ(camera.counters(1)->dropped[size_t(CameraDrop::kBackendBusy)], 1u);
+    expect_accounted(*camera.counters(1));
+  }
+  {
+    Loop loop;
+    auto backend = std::make_unique<FakeBackend>();
+    backend->refuse_configure = true;
+    FakeBackend* fake = backend.get();
+    CameraPublisher camera(&loop.loop, CameraConfig{}, std::move(backend));
+    TestStream s(1, 64, 16, 4);
+    camera.on_stream_open(s.stream);
+    for (uint64_t seq = 1; seq <= 3; ++seq) {
+      ASSERT_TRUE(s.offer(camera, seq));
+      ASSERT_TRUE(loop.run_until([&] { return camera.counters(1)->converting == 0; }));
+    }
+    camera.stop();
+    EXPECT_EQ(camera.counters(1)->dropped[size_t(CameraDrop::kBackendError)], 3u);
+    EXPECT_EQ(fake->configures, 1);  // a refused geometry is not asked again
+    expect_accounted(*camera.counters(1));
+  }
+  {
+    CameraPublisher camera(nullptr, CameraConfig{}, nullptr, "no device");
+    TestStream s(1, 64, 16, 4);
+    camera.on_stream_open(s.stream);
+    ASSERT_TRUE(s.offer(camera, 1));
+    EXPECT_EQ(camera.counters(1)->dropped[size_t(CameraDrop::kNoBackend)], 1u);
+    expect_accounted(*camera.counters(1));
+    nlohmann::json stats = nlohmann::json::object();
+    camera.write_stream_stats(1, stats);
+    EXPECT_EQ(stats["backend"], "none");
+    EXPECT_EQ(stats["error"], "no device");
+  }
+  {
+    CameraPublisher camera(nullptr, CameraConfig{}, std::make_unique<FakeBackend>());
+    TestStream s(1, 62, 15, 4);  // odd height: no camera format carries it
+    camera.on_stream_open(s.stream);
+    ASSERT_TRUE(s.offer(camera, 1));
+    EXPECT_EQ(camera.counters(1)->dropped[size_t(CameraDrop::kUnsupportedSize)], 1u);
+    expect_accounted(*camera.counters(1));
+  }
+}
+
+TEST(CameraPublisher, StartsWithAFileStandingInForTheDevice) {
+  TempFile file("publisher");
+  CameraConfig config;
+  config.device = file.path;
+  config.format = CameraFormat::kI420;
+  auto camera = CameraPublisher::create(nullptr, config);
+  TestStream s(1, 64, 16, 4);
+  camera->on_stream_open(s.stream);
+  for (uint64_t seq = 1; seq <= 3; ++seq) ASSERT_TRUE(s.offer(*camera, seq));
+  camera->stop();
+  EXPECT_EQ(camera->counters(1)->delivered, 3u);
+  const std::vector<uint8_t> bytes = file.bytes();
+  ASSERT_EQ(bytes.size(), 3u * 64 * 16 * 3 / 2);
+  // Marker bit 0 of frame 1 is white: Y near 235 in the first column; black (16) after it.
+  EXPECT_NEAR(bytes[0], 235, kTolerance);
+  EXPECT_NEAR(bytes[4], 16, kTolerance);
+
+  config.device = "/nonexistent/video99";
+  auto without = CameraPublisher::create(nullptr, config);
+  nlohmann::json stats = nlohmann::json::object();
+  without->on_stream_open(s.stream);
+  without->write_stream_stats(1, stats);
+  EXPECT_NE(stats["error"].get<std::string>().find("/nonexistent/video99"), std::string::npos);
+}
+
+// Opt-in: needs a v4l2loopback device (modprobe v4l2loopback devices=1 video_nr=10
+// exclusive_caps=1 card_label="Sync Camera"; docs/camera.md). SYNC_CAMERA_DEVICE names one;
+// otherwise the first /dev/video* that takes output is used.
+TEST(V4l2Backend, OptInWritesToARealLoopbackDevice) {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("SYNC_CAMERA_DEVICE")) candidates.push_back(env);
+  for (int n = 0; n < 64; ++n) candidates.push_back("/dev/video" + std::to_string(n));
+  std::unique_ptr<V4l2LoopbackBackend> backend;
+  std::string error, errors;
+  for (const std::string& path : candidates) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) continue;
+    auto b = std::make_unique<V4l2LoopbackBackend>(path);
+    if (b->open(error)) {
+      backend = std::move(b);
+      break;
+    }
+    errors += error + "; ";
+  }
+  if (!backend)
+    GTEST_SKIP() << "opt-in: no v4l2loopback device (see docs/camera.md to load one)"
+                 << (errors.empty() ? "" : ": " + errors);
+  std::printf("v4l2loopback device %s, card \"%s\"\n", std::string(backend->target()).c_str(),
+              backend->card().c_str());
+  for (CameraFormat format : {CameraFormat::kYuy2, CameraFormat::kI420}) {
+    ASSERT_TRUE(backend->configure(640, 480, format, error)) << error;
+    for (int i = 0; i < 3; ++i) {
+      std::span<uint8_t> buffer = backend->dequeue();
+      ASSERT_EQ(buffer.size(), camera_frame_bytes(format, 640, 480));
+      std::fill(buffer.begin(), buffer.end(), uint8_t(0x80));
+      ASSERT_TRUE(backend->queue(0));
+    }
+  }
+}
+
+}  // namespace
