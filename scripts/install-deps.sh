@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libuv1-dev libhttp-parser-dev libxxhash-dev libssl-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev libbenchmark-dev libudev-dev
+  libgtest-dev libbenchmark-dev libudev-dev libyuv-dev
   clang-14 libclang-rt-14-dev
   python3 python3-websockets python3-xxhash python3-numpy python3-matplotlib
   curl util-linux
@@ -20,7 +20,7 @@ command -v npm >/dev/null || packages+=(npm)
 if [[ "${1:-}" == "--run-only" ]]; then
   packages=(build-essential cmake ninja-build pkg-config libuv1-dev libhttp-parser-dev
             libxxhash-dev libssl-dev nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
-            libudev-dev libjack-jackd2-dev)
+            libudev-dev libjack-jackd2-dev libyuv-dev)
 fi
 
 missing=()
