@@ -149,11 +149,11 @@ class PipeWireSession:
 
     def spawn(self, name, argv, **kw):
         """Starts argv in the session's process group and environment, its output into the log
-        `name` (see log()) unless stdout/stderr are given. stop() ends it with the session."""
+        `name` (see log()) unless stdout or stderr are given. stop() ends it with the session."""
         kw.setdefault("stdin", subprocess.DEVNULL)
-        kw.setdefault("stderr", subprocess.STDOUT)
         with self._log(name) as log:
             kw.setdefault("stdout", log)
+            kw.setdefault("stderr", log)
             p = subprocess.Popen(argv, env=kw.pop("env", self.env), process_group=self.pgid, **kw)
         self.procs[name] = p
         return p

@@ -162,8 +162,8 @@ int main(int argc, char *argv[]) {
   pw_loop_add_signal(loop, SIGTERM, on_quit, &c);
   c.timer = pw_loop_add_timer(loop, on_timeout, &c);
 
-  // What makes the node a camera to wireplumber, Chromium and OBS. media.type is not implied by
-  // media.class: without it wireplumber links nothing to the node.
+  // What makes the node a camera to wireplumber, Chromium and OBS. wireplumber takes the media
+  // type from media.class here; media.type is set as well for consumers that filter on it.
   struct pw_properties *props = pw_properties_new(
       PW_KEY_MEDIA_CLASS, "Video/Source", PW_KEY_MEDIA_TYPE, "Video", PW_KEY_MEDIA_CATEGORY,
       "Capture", PW_KEY_MEDIA_ROLE, "Camera", PW_KEY_NODE_NAME, argv[1], PW_KEY_NODE_DESCRIPTION,
