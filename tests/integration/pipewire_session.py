@@ -5,6 +5,7 @@ session. docs/camera.md, "Test setup", says why each step is there.
 Also a command line, for people and for the next test to build on:
   python3 pipewire_session.py probe                     what this machine has, as JSON
   python3 pipewire_session.py shell                     start a session, print its env, wait
+  python3 pipewire_session.py measure W H FPS SECS      session + camera source + counter, as JSON
   python3 pipewire_session.py count-frames TARGET SECS  consume a video node, print counts as JSON
 (count-frames needs a session's env: run it under `shell`'s exports.) The camera node the tests
 consume comes from pw_camera_source.c (build_camera_source).
@@ -297,8 +298,8 @@ def build_camera_source(directory):
 def count_frames(target, seconds, caps=None, first_frame_timeout=10.0):
     """Consumes the video node `target` (node.name or object.serial) with GStreamer's pipewiresrc
     into an appsink for `seconds` from the first frame, reading each frame's sequence marker.
-    Returns counts, unique sequences a second (by arrival), frames without a valid marker
-    ("corrupt"), repeats and gaps, the negotiated caps, and latency percentiles when the
+    Returns counts, unique sequences a second (by arrival) and low-rate seconds, frames without
+    a valid marker ("corrupt"), repeats and gaps, the negotiated caps, and latency percentiles when the
     producer stamps CLOCK_MONOTONIC into the buffer header's pts (pw_camera_source does).
     Needs the session's env in os.environ (read when the stream connects)."""
     Gst = _gst()
@@ -375,12 +376,44 @@ def count_frames(target, seconds, caps=None, first_frame_timeout=10.0):
     finally:
         pipeline.set_state(Gst.State.NULL)
     result["unique_fps"] = round(result["unique"] / seconds, 2)
+    # As docs/qualification.md counts them: complete seconds with fewer than 50 unique frames.
+    result["low_rate_seconds"] = sum(1 for n in result["unique_per_second"][:int(seconds)]
+                                     if n < 50)
     if latencies:
         latencies.sort()
         for q in (50, 99):
             i = min(len(latencies) - 1, len(latencies) * q // 100)
             result[f"latency_p{q}_ms"] = round(latencies[i] / 1e6, 3)
     return result
+
+
+def cpu_seconds(pid):
+    """User + system CPU time a live process has used, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(width, height, fps, seconds, caps=None):
+    """A whole run, for figures: a private session, pw_camera_source at width x height @ fps, and
+    count_frames for `seconds` in this process; adds the CPU each process used meanwhile and the
+    source's own counts."""
+    with tempfile.TemporaryDirectory(prefix="sync-pw-build-") as build, PipeWireSession() as s:
+        source = s.spawn("camera", [build_camera_source(build), "sync-measure-camera", str(width),
+                                    str(height), str(fps)])
+        s.wait_for_node("sync-measure-camera")
+        pids = {"camera source": source.pid, "pipewire": s.procs["pipewire"].pid,
+                "wireplumber": s.procs["wireplumber"].pid, "consumer (this process)": os.getpid()}
+        before = {k: cpu_seconds(p) for k, p in pids.items()}
+        t0 = time.monotonic()
+        result = count_frames("sync-measure-camera", seconds, caps)
+        wall = time.monotonic() - t0
+        result["cpu_percent"] = {k: round(100 * (cpu_seconds(p) - before[k]) / wall, 1)
+                                 for k, p in pids.items()}
+        source.send_signal(signal.SIGTERM)
+        source.wait(timeout=10)
+        result["source"] = json.loads(s.log("camera").strip().splitlines()[-1])
+        return result
 
 
 def probe():
@@ -426,6 +459,12 @@ def main():
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("probe")
     sub.add_parser("shell")
+    run = sub.add_parser("measure")
+    run.add_argument("width", type=int)
+    run.add_argument("height", type=int)
+    run.add_argument("fps", type=int)
+    run.add_argument("seconds", type=float)
+    run.add_argument("--caps")
     count = sub.add_parser("count-frames")
     count.add_argument("target")
     count.add_argument("seconds", type=float)
@@ -443,6 +482,8 @@ def main():
                 signal.pause()
             except KeyboardInterrupt:
                 pass
+    elif args.command == "measure":
+        print(json.dumps(measure(args.width, args.height, args.fps, args.seconds, args.caps)))
     else:
         print(json.dumps(count_frames(args.target, args.seconds, args.caps)))
 

@@ -39,11 +39,10 @@ static uint64_t monotonic_ns(void) {
   return (uint64_t)ts.tv_sec * SPA_NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
-// Fills one buffer if there is one free. Called from process (the graph asks for data) after the
-// timer triggered it.
-static void on_process(void *data) {
-  struct camera *c = data;
-  c->process_calls++;
+// Fills and queues one buffer if there is one free. Called from the timer, outside the graph's
+// cycle: the buffer waits in the stream's queue until the next cycle takes it, so a trigger
+// that merges with a running cycle delays the frame instead of losing it.
+static void send_frame(struct camera *c, uint64_t sequence) {
   struct pw_buffer *b = pw_stream_dequeue_buffer(c->stream);
   if (b == NULL) {
     c->no_buffer++;
@@ -55,7 +54,6 @@ static void on_process(void *data) {
     pw_stream_queue_buffer(c->stream, b);
     return;
   }
-  uint64_t sequence = c->ticks - 1;
   uint64_t marker[2] = {sequence, ~sequence};
   memcpy(d->data, marker, sizeof marker);
   struct spa_meta_header *h = spa_buffer_find_meta_data(buf, SPA_META_Header, sizeof *h);
@@ -73,10 +71,18 @@ static void on_process(void *data) {
   c->sent++;
 }
 
+// The graph's cycle: the queued buffer goes out; nothing to do here but count.
+static void on_process(void *data) {
+  struct camera *c = data;
+  c->process_calls++;
+}
+
 static void on_timeout(void *data, uint64_t expirations) {
   struct camera *c = data;
-  // A late wake-up counts every period it missed, as a camera that keeps its clock would.
+  // A late wake-up counts every period it missed, as a camera that keeps its clock would, and
+  // sends the newest frame.
   c->ticks += expirations;
+  send_frame(c, c->ticks - 1);
   pw_stream_trigger_process(c->stream);
 }
 
