@@ -35,6 +35,14 @@ LEAKY_ENV = ("PIPEWIRE_REMOTE", "PIPEWIRE_CORE", "PIPEWIRE_CONFIG_DIR", "PIPEWIR
              "WIREPLUMBER_CONFIG_DIR", "DBUS_SYSTEM_BUS_ADDRESS_OVERRIDE")
 
 
+def _die_with_parent():
+    """Runs in each session child before exec: SIGTERM it when the test process dies, so a test
+    killed by a timeout leaves no PipeWire behind (its temporary directory stays)."""
+    import ctypes
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+
+
 def missing_binaries():
     """Names of the session's programs that are not on PATH (scripts/install-deps.sh has them)."""
     return [b for b in BINARIES if shutil.which(b) is None]
@@ -95,7 +103,8 @@ class PipeWireSession:
             dbus = subprocess.Popen(
                 ["dbus-daemon", "--session", f"--address=unix:path={bus}", "--nofork",
                  "--print-address"], env=self.env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=log, process_group=0, text=True)
+                stdout=subprocess.PIPE, stderr=log, process_group=0, text=True,
+                preexec_fn=_die_with_parent)
         self.pgid = dbus.pid
         self.procs["dbus-daemon"] = dbus
         address = self._read_line(dbus, 5.0)
@@ -155,7 +164,8 @@ class PipeWireSession:
         with self._log(name) as log:
             kw.setdefault("stdout", log)
             kw.setdefault("stderr", log)
-            p = subprocess.Popen(argv, env=kw.pop("env", self.env), process_group=self.pgid, **kw)
+            p = subprocess.Popen(argv, env=kw.pop("env", self.env), process_group=self.pgid,
+                                 preexec_fn=_die_with_parent, **kw)
         self.procs[name] = p
         return p
 
@@ -436,13 +446,9 @@ def probe():
         "gst-pipewiresrc": version(["gst-inspect-1.0", "pipewiresrc"]) is not None,
         "gst-pipewiresink": version(["gst-inspect-1.0", "pipewiresink"]) is not None,
     }
-    try:
-        import gi
-        gi.require_version("Gst", "1.0")
-        from gi.repository import Gst  # noqa: F401
-        out["python-gst"] = True
-    except (ImportError, ValueError):
-        out["python-gst"] = False
+    # In a child: importing gi here would load GStreamer into the caller (a test process).
+    out["python-gst"] = version([sys.executable, "-c", "import gi; gi.require_version('Gst', "
+                                 "'1.0'); from gi.repository import Gst"]) is not None
     if not out["missing"]:
         try:
             with PipeWireSession(export=False) as s:

@@ -20,10 +20,10 @@
 #include <time.h>
 
 struct camera {
-  struct pw_main_loop *loop;
-  struct pw_stream *stream;
+  struct pw_main_loop* loop;
+  struct pw_stream* stream;
   struct spa_hook listener;
-  struct spa_source *timer;
+  struct spa_source* timer;
   struct spa_video_info_raw format;
   uint32_t width, height, fps;
   uint32_t frame_size, stride;
@@ -42,21 +42,21 @@ static uint64_t monotonic_ns(void) {
 // Fills and queues one buffer if there is one free. Called from the timer, outside the graph's
 // cycle: the buffer waits in the stream's queue until the next cycle takes it, so a trigger
 // that merges with a running cycle delays the frame instead of losing it.
-static void send_frame(struct camera *c, uint64_t sequence) {
-  struct pw_buffer *b = pw_stream_dequeue_buffer(c->stream);
+static void send_frame(struct camera* c, uint64_t sequence) {
+  struct pw_buffer* b = pw_stream_dequeue_buffer(c->stream);
   if (b == NULL) {
     c->no_buffer++;
     return;
   }
-  struct spa_buffer *buf = b->buffer;
-  struct spa_data *d = &buf->datas[0];
+  struct spa_buffer* buf = b->buffer;
+  struct spa_data* d = &buf->datas[0];
   if (d->data == NULL || d->maxsize < c->frame_size) {
     pw_stream_queue_buffer(c->stream, b);
     return;
   }
   uint64_t marker[2] = {sequence, ~sequence};
   memcpy(d->data, marker, sizeof marker);
-  struct spa_meta_header *h = spa_buffer_find_meta_data(buf, SPA_META_Header, sizeof *h);
+  struct spa_meta_header* h = spa_buffer_find_meta_data(buf, SPA_META_Header, sizeof *h);
   if (h != NULL) {
     // pipewiresrc turns pts into the GStreamer buffer's PTS and seq into its offset.
     h->pts = (int64_t)monotonic_ns();
@@ -72,13 +72,13 @@ static void send_frame(struct camera *c, uint64_t sequence) {
 }
 
 // The graph's cycle: the queued buffer goes out; nothing to do here but count.
-static void on_process(void *data) {
-  struct camera *c = data;
+static void on_process(void* data) {
+  struct camera* c = data;
   c->process_calls++;
 }
 
-static void on_timeout(void *data, uint64_t expirations) {
-  struct camera *c = data;
+static void on_timeout(void* data, uint64_t expirations) {
+  struct camera* c = data;
   // A late wake-up counts every period it missed, as a camera that keeps its clock would, and
   // sends the newest frame.
   c->ticks += expirations;
@@ -86,10 +86,10 @@ static void on_timeout(void *data, uint64_t expirations) {
   pw_stream_trigger_process(c->stream);
 }
 
-static void on_state_changed(void *data, enum pw_stream_state old, enum pw_stream_state state,
-                             const char *error) {
-  struct camera *c = data;
-  struct pw_loop *loop = pw_main_loop_get_loop(c->loop);
+static void on_state_changed(void* data, enum pw_stream_state old, enum pw_stream_state state,
+                             const char* error) {
+  struct camera* c = data;
+  struct pw_loop* loop = pw_main_loop_get_loop(c->loop);
   (void)old;
   if (error != NULL) fprintf(stderr, "stream error: %s\n", error);
   if (state == PW_STREAM_STATE_STREAMING) {
@@ -102,8 +102,8 @@ static void on_state_changed(void *data, enum pw_stream_state old, enum pw_strea
   }
 }
 
-static void on_param_changed(void *data, uint32_t id, const struct spa_pod *param) {
-  struct camera *c = data;
+static void on_param_changed(void* data, uint32_t id, const struct spa_pod* param) {
+  struct camera* c = data;
   if (param == NULL || id != SPA_PARAM_Format) return;
   if (spa_format_video_raw_parse(param, &c->format) < 0) return;
   uint32_t w = c->format.size.width, h = c->format.size.height;
@@ -119,20 +119,20 @@ static void on_param_changed(void *data, uint32_t id, const struct spa_pod *para
   }
   uint8_t storage[1024];
   struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(storage, sizeof storage);
-  const struct spa_pod *params[2];
+  const struct spa_pod* params[2];
   params[0] = spa_pod_builder_add_object(
       &builder, SPA_TYPE_OBJECT_ParamBuffers, SPA_PARAM_Buffers, SPA_PARAM_BUFFERS_buffers,
       SPA_POD_CHOICE_RANGE_Int(4, 2, 16), SPA_PARAM_BUFFERS_blocks, SPA_POD_Int(1),
       SPA_PARAM_BUFFERS_size, SPA_POD_Int((int32_t)c->frame_size), SPA_PARAM_BUFFERS_stride,
       SPA_POD_Int((int32_t)c->stride), SPA_PARAM_BUFFERS_dataType,
       SPA_POD_CHOICE_FLAGS_Int((1 << SPA_DATA_MemFd) | (1 << SPA_DATA_MemPtr)));
-  params[1] = spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta,
-                                         SPA_PARAM_META_type, SPA_POD_Id(SPA_META_Header),
-                                         SPA_PARAM_META_size,
-                                         SPA_POD_Int(sizeof(struct spa_meta_header)));
+  params[1] =
+      spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta,
+                                 SPA_PARAM_META_type, SPA_POD_Id(SPA_META_Header),
+                                 SPA_PARAM_META_size, SPA_POD_Int(sizeof(struct spa_meta_header)));
   pw_stream_update_params(c->stream, params, 2);
-  fprintf(stderr, "format %s %ux%u\n", spa_debug_type_find_short_name(spa_type_video_format,
-                                                                      c->format.format), w, h);
+  fprintf(stderr, "format %s %ux%u\n",
+          spa_debug_type_find_short_name(spa_type_video_format, c->format.format), w, h);
 }
 
 static const struct pw_stream_events stream_events = {
@@ -142,13 +142,13 @@ static const struct pw_stream_events stream_events = {
     .process = on_process,
 };
 
-static void on_quit(void *data, int signal_number) {
-  struct camera *c = data;
+static void on_quit(void* data, int signal_number) {
+  struct camera* c = data;
   (void)signal_number;
   pw_main_loop_quit(c->loop);
 }
 
-int main(int argc, char *argv[]) {
+int main(int argc, char* argv[]) {
   if (argc != 5) {
     fprintf(stderr, "usage: %s NAME WIDTH HEIGHT FPS\n", argv[0]);
     return 2;
@@ -163,28 +163,28 @@ int main(int argc, char *argv[]) {
   }
   pw_init(&argc, &argv);
   c.loop = pw_main_loop_new(NULL);
-  struct pw_loop *loop = pw_main_loop_get_loop(c.loop);
+  struct pw_loop* loop = pw_main_loop_get_loop(c.loop);
   pw_loop_add_signal(loop, SIGINT, on_quit, &c);
   pw_loop_add_signal(loop, SIGTERM, on_quit, &c);
   c.timer = pw_loop_add_timer(loop, on_timeout, &c);
 
   // What makes the node a camera to wireplumber, Chromium and OBS. wireplumber takes the media
   // type from media.class here; media.type is set as well for consumers that filter on it.
-  struct pw_properties *props = pw_properties_new(
-      PW_KEY_MEDIA_CLASS, "Video/Source", PW_KEY_MEDIA_TYPE, "Video", PW_KEY_MEDIA_CATEGORY,
-      "Capture", PW_KEY_MEDIA_ROLE, "Camera", PW_KEY_NODE_NAME, argv[1], PW_KEY_NODE_DESCRIPTION,
-      argv[1], NULL);
+  struct pw_properties* props =
+      pw_properties_new(PW_KEY_MEDIA_CLASS, "Video/Source", PW_KEY_MEDIA_TYPE, "Video",
+                        PW_KEY_MEDIA_CATEGORY, "Capture", PW_KEY_MEDIA_ROLE, "Camera",
+                        PW_KEY_NODE_NAME, argv[1], PW_KEY_NODE_DESCRIPTION, argv[1], NULL);
   c.stream = pw_stream_new_simple(loop, argv[1], props, &stream_events, &c);
 
   uint8_t storage[1024];
   struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(storage, sizeof storage);
-  const struct spa_pod *params[1];
+  const struct spa_pod* params[1];
   params[0] = spa_pod_builder_add_object(
       &builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat, SPA_FORMAT_mediaType,
       SPA_POD_Id(SPA_MEDIA_TYPE_video), SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw),
       SPA_FORMAT_VIDEO_format,
-      SPA_POD_CHOICE_ENUM_Id(4, SPA_VIDEO_FORMAT_I420, SPA_VIDEO_FORMAT_I420,
-                             SPA_VIDEO_FORMAT_NV12, SPA_VIDEO_FORMAT_YUY2),
+      SPA_POD_CHOICE_ENUM_Id(4, SPA_VIDEO_FORMAT_I420, SPA_VIDEO_FORMAT_I420, SPA_VIDEO_FORMAT_NV12,
+                             SPA_VIDEO_FORMAT_YUY2),
       SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&SPA_RECTANGLE(c.width, c.height)),
       SPA_FORMAT_VIDEO_framerate, SPA_POD_Fraction(&SPA_FRACTION(c.fps, 1)));
   int rc = pw_stream_connect(c.stream, PW_DIRECTION_OUTPUT, PW_ID_ANY,
@@ -195,8 +195,8 @@ int main(int argc, char *argv[]) {
   }
   pw_main_loop_run(c.loop);
   printf("{\"ticks\": %llu, \"sent\": %llu, \"no_buffer\": %llu, \"process_calls\": %llu}\n",
-         (unsigned long long)c.ticks, (unsigned long long)c.sent,
-         (unsigned long long)c.no_buffer, (unsigned long long)c.process_calls);
+         (unsigned long long)c.ticks, (unsigned long long)c.sent, (unsigned long long)c.no_buffer,
+         (unsigned long long)c.process_calls);
   pw_stream_destroy(c.stream);
   pw_main_loop_destroy(c.loop);
   pw_deinit();

@@ -5,10 +5,12 @@ the libpipewire headers are test dependencies (scripts/install-deps.sh): without
 fail, saying what is missing, rather than skip."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import pipewire_session
@@ -74,6 +76,44 @@ class PipeWireSessionTest(unittest.TestCase):
                    if o["type"] == "PipeWire:Interface:Client"]
         self.assertIn("WirePlumber", clients)
 
+    def test_probe_finds_every_part(self):
+        found = pipewire_session.probe()
+        self.assertEqual(found["missing"], [], found)
+        for part in ("gst-pipewiresrc", "gst-pipewiresink", "python-gst"):
+            self.assertTrue(found[part], f"{part}: {found}")
+        self.assertTrue(found["libpipewire-0.3"], found)
+        self.assertNotIn("session_error", found)
+        self.assertTrue(found["server_version"], found)
+
+    def test_session_children_die_with_the_test_process(self):
+        # A test killed by ctest's timeout must not leave PipeWire running: each child asks the
+        # kernel for SIGTERM when its parent dies. Here the parent is a throwaway Python.
+        code = ("import os, sys, time; sys.path.insert(0, sys.argv[1]); "
+                "import pipewire_session as m; s = m.PipeWireSession(); s.start(); "
+                "print(s.pgid, s.dir, flush=True); time.sleep(60)")
+        parent = subprocess.Popen([sys.executable, "-c", code, os.path.dirname(
+            pipewire_session.__file__)], stdout=subprocess.PIPE, text=True)
+        try:
+            pgid, directory = parent.stdout.readline().split()
+            os.killpg(int(pgid), 0)  # the session runs
+            parent.kill()
+            parent.wait()
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(int(pgid), 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.05)
+            with self.assertRaises(ProcessLookupError):
+                os.killpg(int(pgid), 0)
+        finally:
+            if parent.poll() is None:
+                parent.kill()
+                parent.wait()
+            parent.stdout.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
     def test_camera_node_is_a_video_source_while_its_stream_lives(self):
         source = self.start_camera(640, 360, 60)
         props = self.session.wait_for_node(CAMERA)
@@ -100,6 +140,9 @@ class PipeWireSessionTest(unittest.TestCase):
         source.send_signal(signal.SIGTERM)
         out, _ = source.communicate(timeout=10)
         counts = json.loads(out.strip().splitlines()[-1])
+        # Every tick's frame reaches PipeWire unless all buffers are held (filled in process,
+        # a merged trigger lost one now and then).
+        self.assertEqual(counts["sent"] + counts["no_buffer"], counts["ticks"], counts)
         self.assertGreaterEqual(counts["sent"], r["unique"], counts)
         print(f"\n  640x360@60 I420, 5 s: {r['unique_fps']} unique fps, per second "
               f"{r['unique_per_second']}, gaps {r['gaps']}, latency p50 {r.get('latency_p50_ms')} "
