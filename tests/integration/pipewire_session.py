@@ -305,13 +305,17 @@ def build_camera_source(directory):
     return out
 
 
-def count_frames(target, seconds, caps=None, first_frame_timeout=10.0):
+def count_frames(target, seconds, caps=None, first_frame_timeout=10.0, stall_after=None,
+                 stall_seconds=0.0):
     """Consumes the video node `target` (node.name or object.serial) with GStreamer's pipewiresrc
     into an appsink for `seconds` from the first frame, reading each frame's sequence marker.
     Returns counts, unique sequences a second (by arrival) and low-rate seconds, frames without
-    a valid marker ("corrupt"), repeats and gaps, the negotiated caps, and latency percentiles when the
-    producer stamps CLOCK_MONOTONIC into the buffer header's pts (pw_camera_source does).
-    Needs the session's env in os.environ (read when the stream connects)."""
+    a valid marker ("corrupt"), repeats and gaps, the negotiated caps, and latency percentiles
+    when the producer stamps CLOCK_MONOTONIC into the buffer header's pts (pw_camera_source
+    does). With stall_after, it stops pulling for stall_seconds after that many frames, once: a
+    stalled consumer, whose appsink fills and whose pipewiresrc then holds PipeWire's buffers.
+    Needs the session's env in os.environ (read when the stream connects). A format the node
+    does not offer makes pipewiresrc's start block about 30 s, then fail (not-negotiated)."""
     Gst = _gst()
     # pipewiresrc (0.3.65) sets no media.type on its stream; wireplumber links only nodes of the
     # same media.type, so without this property the consumer is destroyed as "target not found".
@@ -383,6 +387,8 @@ def count_frames(target, seconds, caps=None, first_frame_timeout=10.0):
             last = sequence
             result["unique"] += 1
             result["unique_per_second"][int(elapsed)] += 1
+            if stall_after is not None and result["frames"] == stall_after:
+                time.sleep(stall_seconds)
     finally:
         pipeline.set_state(Gst.State.NULL)
     result["unique_fps"] = round(result["unique"] / seconds, 2)
@@ -475,6 +481,8 @@ def main():
     count.add_argument("target")
     count.add_argument("seconds", type=float)
     count.add_argument("--caps")
+    count.add_argument("--stall-after", type=int)
+    count.add_argument("--stall-seconds", type=float, default=0.0)
     args = parser.parse_args()
     if args.command == "probe":
         print(json.dumps(probe(), indent=1))
@@ -491,7 +499,9 @@ def main():
     elif args.command == "measure":
         print(json.dumps(measure(args.width, args.height, args.fps, args.seconds, args.caps)))
     else:
-        print(json.dumps(count_frames(args.target, args.seconds, args.caps)))
+        print(json.dumps(count_frames(args.target, args.seconds, args.caps,
+                                      stall_after=args.stall_after,
+                                      stall_seconds=args.stall_seconds)))
 
 
 if __name__ == "__main__":

@@ -53,12 +53,14 @@ class PipeWireSessionTest(unittest.TestCase):
         self.session.wait_for_node(name)
         return p
 
-    def count_frames(self, seconds, caps=None):
+    def count_frames(self, seconds, caps=None, stall_after=None, stall_seconds=0):
         """pipewire_session's counter in its own process, so a stuck GStreamer pipeline ends
         in a timeout here instead of hanging the test run."""
         argv = [sys.executable, pipewire_session.__file__, "count-frames", CAMERA, str(seconds)]
         if caps:
             argv += ["--caps", caps]
+        if stall_after is not None:
+            argv += ["--stall-after", str(stall_after), "--stall-seconds", str(stall_seconds)]
         p = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)
         self.assertEqual(p.returncode, 0, p.stderr)
         return json.loads(p.stdout)
@@ -158,6 +160,22 @@ class PipeWireSessionTest(unittest.TestCase):
                 self.assertEqual(r["bytes"], pipewire_session.frame_size(fmt, 640, 360))
                 self.assertEqual(r["corrupt"], 0, r)
                 self.assertGreater(r["unique"], 30, r)
+
+    def test_a_stalled_consumer_costs_frames_at_the_source_not_its_clock(self):
+        # The consumer stops pulling for 2 s after 30 frames: its appsink fills, pipewiresrc
+        # holds every PipeWire buffer, and the source finds none free. It must keep its clock,
+        # count each lost tick, and deliver again once the consumer pulls.
+        source = self.start_camera(640, 360, 60)
+        r = self.count_frames(4, stall_after=30, stall_seconds=2)
+        source.send_signal(signal.SIGTERM)
+        out, _ = source.communicate(timeout=10)
+        counts = json.loads(out.strip().splitlines()[-1])
+        self.assertGreater(counts["no_buffer"], 60, counts)
+        self.assertEqual(counts["sent"] + counts["no_buffer"], counts["ticks"], counts)
+        self.assertEqual(r["corrupt"], 0, r)
+        self.assertEqual(r["repeats"], 0, r)
+        self.assertGreater(r["gaps"], 60, r)
+        self.assertGreaterEqual(r["unique_per_second"][3], 50, r)
 
     def test_stop_leaves_no_process_no_directory_and_the_old_env(self):
         outer = {k: os.environ.get(k) for k in pipewire_session.SESSION_ENV}
