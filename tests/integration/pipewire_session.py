@@ -32,7 +32,7 @@ BINARIES = ("dbus-daemon", "pipewire", "wireplumber", "pw-cli", "pw-dump")
 SESSION_ENV = ("XDG_RUNTIME_DIR", "PIPEWIRE_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS",
                "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_DATA_HOME")
 LEAKY_ENV = ("PIPEWIRE_REMOTE", "PIPEWIRE_CORE", "PIPEWIRE_CONFIG_DIR", "PIPEWIRE_CONFIG_NAME",
-             "WIREPLUMBER_CONFIG_DIR", "DBUS_SYSTEM_BUS_ADDRESS_OVERRIDE")
+             "WIREPLUMBER_CONFIG_DIR")
 
 
 def _die_with_parent():
@@ -153,6 +153,8 @@ class PipeWireSession:
             deadline = time.monotonic() + 5.0
             while self.group_pids() and time.monotonic() < deadline:
                 time.sleep(0.02)
+            # Forgotten once empty: the number may later name someone else's group.
+            self.pgid = None
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
