@@ -276,10 +276,13 @@ def frame_size(fmt, width, height):
     return harness.frame_bytes({"I420": "i420", "NV12": "nv12"}[fmt], width, height)
 
 
-def read_marker(first16):
-    """The sequence in a frame's first 16 bytes (docs/protocol.md, "Sequence marker"), or None
-    when they do not hold one."""
-    sequence, complement = struct.unpack("<QQ", first16)
+def read_sequence_marker(buf, caps=None):
+    """The sequence in a GStreamer buffer's first 16 bytes (docs/protocol.md, "Sequence
+    marker"), or None when they do not hold one. Copies 16 bytes, never maps the frame. An I420
+    or NV12 stream passed through unconverted keeps this marker at the start of its Y plane."""
+    if buf.get_size() < 16:
+        return None
+    sequence, complement = struct.unpack("<QQ", buf.extract_dup(0, 16))
     return sequence if complement == ~sequence & 0xFFFFFFFFFFFFFFFF else None
 
 
@@ -308,7 +311,7 @@ def build_camera_source(directory):
 
 
 def count_frames(target, seconds, caps=None, first_frame_timeout=10.0, stall_after=None,
-                 stall_seconds=0.0):
+                 stall_seconds=0.0, decode=read_sequence_marker):
     """Consumes the video node `target` (node.name or object.serial) with GStreamer's pipewiresrc
     into an appsink for `seconds` from the first frame, reading each frame's sequence marker.
     Returns counts, unique sequences a second (by arrival) and low-rate seconds, frames without
@@ -316,6 +319,8 @@ def count_frames(target, seconds, caps=None, first_frame_timeout=10.0, stall_aft
     when the producer stamps CLOCK_MONOTONIC into the buffer header's pts (pw_camera_source
     does). With stall_after, it stops pulling for stall_seconds after that many frames, once: a
     stalled consumer, whose appsink fills and whose pipewiresrc then holds PipeWire's buffers.
+    decode(buffer, caps) returns a frame's sequence or None; frames converted from RGB carry
+    another marker (tests/integration/test_camera.py reads it from the Y plane's columns).
     Needs the session's env in os.environ (read when the stream connects). A format the node
     does not offer makes pipewiresrc's start block about 30 s, then fail (not-negotiated)."""
     Gst = _gst()
@@ -375,7 +380,7 @@ def count_frames(target, seconds, caps=None, first_frame_timeout=10.0, stall_aft
             # PipeWire clock, which is CLOCK_MONOTONIC: so this is the producer's stamp.
             if buf.pts != Gst.CLOCK_TIME_NONE:
                 latencies.append(now_ns - (buf.pts + pipeline.get_base_time()))
-            sequence = read_marker(buf.extract_dup(0, 16)) if buf.get_size() >= 16 else None
+            sequence = decode(buf, sample.get_caps())
             if sequence is None:
                 result["corrupt"] += 1
                 continue
