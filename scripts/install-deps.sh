@@ -13,6 +13,9 @@ packages=(
   libboost-dev libwebsockets-dev
   libjack-jackd2-dev jackd2
   chromium nodejs
+  pipewire pipewire-bin wireplumber libpipewire-0.3-dev libspa-0.2-dev dbus-daemon
+  gstreamer1.0-pipewire gstreamer1.0-tools gstreamer1.0-plugins-base python3-gst-1.0
+  gir1.2-gstreamer-1.0 python3-gi
 )
 # npm: Debian's package only when no npm is on PATH (NodeSource's nodejs ships its own npm and
 # conflicts with Debian's).
@@ -20,7 +23,7 @@ command -v npm >/dev/null || packages+=(npm)
 if [[ "${1:-}" == "--run-only" ]]; then
   packages=(build-essential cmake ninja-build pkg-config libuv1-dev libhttp-parser-dev
             libxxhash-dev libssl-dev nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
-            libudev-dev libjack-jackd2-dev libyuv-dev)
+            libudev-dev libjack-jackd2-dev libyuv-dev libpipewire-0.3-dev libspa-0.2-dev)
 fi
 
 missing=()
