@@ -122,6 +122,18 @@ def raw_http(port, request: bytes, read_timeout=5.0):
         return b"".join(chunks)
 
 
+def last_json(text):
+    """The last line of a tool's output that parses as a JSON object (its summary), or {}."""
+    for line in reversed(text.strip().splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
 def upgrade_request(key=b"dGhlIHNhbXBsZSBub25jZQ==", version=b"13", origin=None):
     req = (b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
            b"Sec-WebSocket-Key: " + key + b"\r\nSec-WebSocket-Version: " + version + b"\r\n")

@@ -12,24 +12,13 @@ import unittest
 import websockets
 
 from harness import (FORMAT_CODES, PRODUCER, Syncd, frame_bytes, frame_message, frame_planes,
-                     marker_pixels)
+                     last_json, marker_pixels)
 from test_streams import Receiver
 
 READER = os.environ.get("SYNC_SHM_READER", "../../build/release/tools/shm_reader/sync-shm-reader")
 RECEIVER = os.environ.get("SYNC_STREAM_RECEIVER",
                           "../../build/release/tools/stream_receiver/sync-stream-receiver")
 W, H = 640, 360  # even, as 4:2:0 needs; small enough for a shared 2-core machine
-
-
-def last_json(text):
-    for line in reversed(text.strip().splitlines()):
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return {}
 
 
 def run_producer(syncd, fmt, stream, *extra):

@@ -7,21 +7,10 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import PRODUCER, Syncd
+from harness import PRODUCER, Syncd, last_json
 
 RECEIVER = os.environ.get("SYNC_STREAM_RECEIVER",
                           "../../build/release/tools/stream_receiver/sync-stream-receiver")
-
-
-def last_json(text):
-    for line in reversed(text.strip().splitlines()):
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return {}
 
 
 class StreamReceiver(unittest.TestCase):
