@@ -30,7 +30,7 @@ namespace syncd::media {
 
 // The command line's camera options.
 struct CameraConfig {
-  std::string device;                // --camera-device /dev/videoN: the v4l2loopback backend
+  std::string device;  // --camera-device /dev/videoN: the v4l2loopback backend; none: PipeWire
   std::string name = "Sync Camera";  // --camera-name: what consumers list
   CameraFormat format = CameraFormat::kYuy2;  // --camera-format
 };
@@ -97,6 +97,7 @@ class CameraPublisher final : public Publisher {
     FrameSlot* slot;
     uint32_t stream_id;
     FrameLayout layout;
+    double fps;  // the stream's nominal rate
     uint64_t submitted_ns;
     uint64_t convert_ns;  // set by the worker
     Verdict verdict;      // set by the worker
@@ -105,6 +106,7 @@ class CameraPublisher final : public Publisher {
   struct WorkerState {
     uint32_t width = 0;
     uint32_t height = 0;
+    uint32_t stream_id = 0;
     bool failed = false;  // configure refused this geometry: not asked again
     FrameConverter converter;
   };
