@@ -582,7 +582,7 @@ TEST(V4l2Backend, OptInWritesToARealLoopbackDevice) {
       std::span<uint8_t> buffer = backend->dequeue();
       ASSERT_EQ(buffer.size(), camera_frame_bytes(format, 640, 480));
       std::fill(buffer.begin(), buffer.end(), uint8_t(0x80));
-      ASSERT_TRUE(backend->queue(0));
+      ASSERT_TRUE(backend->queue(0, uint64_t(i)));
     }
   }
 }
