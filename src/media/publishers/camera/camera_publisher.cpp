@@ -112,20 +112,29 @@ void CameraPublisher::on_frame(const Stream& stream, FrameSlot& slot) {
   } else if (camera_frame_bytes(config_.format, layout.width, layout.height) == 0) {
     ++c.dropped[size_t(CameraDrop::kUnsupportedSize)];
   } else if (!worker_) {
-    ConvertJob job{&slot, stream.id(), layout, stream.config().fps, start_ns, 0,
-                   Verdict::kBackendError};
+    ConvertJob job = make_job(stream, slot, start_ns);
     job.verdict = convert(job);
     count_verdict(job);
   } else if (!FramePool::try_pin(&slot)) {
     ++c.dropped[size_t(CameraDrop::kPinRefused)];
-  } else if (worker_->submit(ConvertJob{&slot, stream.id(), layout, stream.config().fps, start_ns,
-                                        0, Verdict::kBackendError})) {
+  } else if (worker_->submit(make_job(stream, slot, start_ns))) {
     ++c.converting;
   } else {
     FramePool::unpin(&slot);
     ++c.dropped[size_t(CameraDrop::kConsumerSlow)];
   }
   c.loop.record(core::monotonic_ns() - start_ns);
+}
+
+CameraPublisher::ConvertJob CameraPublisher::make_job(const Stream& stream, FrameSlot& slot,
+                                                      uint64_t start_ns) {
+  return ConvertJob{.slot = &slot,
+                    .stream_id = stream.id(),
+                    .layout = stream.layout(),
+                    .fps = stream.config().fps,
+                    .submitted_ns = start_ns,
+                    .convert_ns = 0,
+                    .verdict = Verdict::kBackendError};
 }
 
 void CameraPublisher::convert_on_worker(ConvertJob& job, void* self) {

@@ -31,7 +31,7 @@ namespace syncd::media {
 // The command line's camera options.
 struct CameraConfig {
   std::string device;  // --camera-device /dev/videoN: the v4l2loopback backend; none: PipeWire
-  std::string name = "Sync Camera";  // --camera-name: what consumers list
+  std::string name = "Sync Camera";           // --camera-name: what consumers list
   CameraFormat format = CameraFormat::kYuy2;  // --camera-format
 };
 
@@ -110,6 +110,7 @@ class CameraPublisher final : public Publisher {
     bool failed = false;  // configure refused this geometry: not asked again
     FrameConverter converter;
   };
+  static ConvertJob make_job(const Stream& stream, FrameSlot& slot, uint64_t start_ns);
   static void convert_on_worker(ConvertJob& job, void* self);
   static void verdict_on_loop(ConvertJob& job, void* self);
   Verdict convert(ConvertJob& job);

@@ -40,8 +40,7 @@ class PipeWireBackend final : public CameraBackend {
   // Connects to the session's PipeWire (PIPEWIRE_REMOTE or $XDG_RUNTIME_DIR/pipewire-0). Fails
   // at once, saying so, when there is none.
   bool open(std::string& error) override;
-  bool configure(uint32_t width, uint32_t height, CameraFormat format,
-                 std::string& error) override;
+  bool configure(uint32_t width, uint32_t height, CameraFormat format, std::string& error) override;
   void set_frame_rate(double fps) override;
   // Empty while no consumer has negotiated a format, or when the consumer holds every buffer.
   std::span<uint8_t> dequeue() override;
@@ -70,7 +69,7 @@ class PipeWireBackend final : public CameraBackend {
   uint32_t width_ = 0, height_ = 0;
   uint32_t fps_num_ = 60, fps_den_ = 1;
   CameraFormat preferred_ = CameraFormat::kI420;
-  bool negotiated_ = false;       // a consumer chose a format
+  bool negotiated_ = false;  // a consumer chose a format
   bool streaming_ = false;
   CameraFormat negotiated_format_ = CameraFormat::kI420;
   size_t frame_bytes_ = 0;
