@@ -36,6 +36,8 @@ class CameraBackend {
   // A buffer of camera_frame_bytes() for the configured frame, or an empty span when none is
   // free now (the frame is dropped as backend_busy).
   virtual std::span<uint8_t> dequeue() = 0;
+  // Gives back the buffer last dequeued, unfilled (its conversion failed): it is not shown.
+  virtual void release_unfilled() {}
   // The format the buffer last dequeued wants, when the sink's consumer chose it (PipeWire);
   // nullopt: the configured one.
   virtual std::optional<CameraFormat> buffer_format() const { return std::nullopt; }

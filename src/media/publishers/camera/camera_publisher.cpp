@@ -172,10 +172,11 @@ CameraPublisher::Verdict CameraPublisher::convert(ConvertJob& job) {
     const std::span<uint8_t> buffer = backend_->dequeue();
     if (buffer.empty()) {
       verdict = Verdict::kBackendBusy;
-    } else if (w.converter.convert(job.layout, job.slot->pixels,
-                                   backend_->buffer_format().value_or(config_.format),
-                                   buffer.data(), buffer.size()) &&
-               backend_->queue(job.slot->info.accept_ns, job.slot->info.sequence)) {
+    } else if (!w.converter.convert(job.layout, job.slot->pixels,
+                                    backend_->buffer_format().value_or(config_.format),
+                                    buffer.data(), buffer.size())) {
+      backend_->release_unfilled();
+    } else if (backend_->queue(job.slot->info.accept_ns, job.slot->info.sequence)) {
       verdict = Verdict::kDelivered;
     }
   }

@@ -205,14 +205,17 @@ void PipeWireBackend::destroy_stream_locked() {
   delete listener_;
   listener_ = nullptr;
   in_flight_ = nullptr;
-  end_pending_ = false;
   negotiated_ = false;
   streaming_ = false;
   frame_bytes_ = 0;
 }
 
 void PipeWireBackend::on_param_changed(uint32_t id, const spa_pod* param) {
-  if (param == nullptr || id != SPA_PARAM_Format) return;
+  if (id != SPA_PARAM_Format) return;
+  if (param == nullptr) {  // the consumer left: no format until the next one negotiates
+    negotiated_ = false;
+    return;
+  }
   spa_video_info_raw info{};
   CameraFormat format;
   if (spa_format_video_raw_parse(param, &info) < 0 || !camera_format_of(info.format, format) ||
@@ -256,21 +259,34 @@ std::span<uint8_t> PipeWireBackend::dequeue() {
       if (d.data && d.maxsize >= frame_bytes_) {
         in_flight_ = b;
         buffer_format_ = negotiated_format_;
-        out = {static_cast<uint8_t*>(d.data), frame_bytes_};
-      } else {
-        pw_stream_queue_buffer(stream_, b);
+        // The lock stays held until queue() or release_unfilled(): while it is, PipeWire's
+        // thread cannot clear the stream's buffers (a consumer leaving or renegotiating), which
+        // unmaps them under a conversion writing into one.
+        return {static_cast<uint8_t*>(d.data), frame_bytes_};
       }
+      pw_stream_queue_buffer(stream_, b);
     }
   }
   pw_thread_loop_unlock(loop_);
   return out;
 }
 
+void PipeWireBackend::release_unfilled() {
+  if (!loop_ || !in_flight_) return;
+  // Locked since dequeue(). Queued back with no data: consumers skip an empty chunk.
+  spa_data& d = in_flight_->buffer->datas[0];
+  d.chunk->offset = 0;
+  d.chunk->size = 0;
+  pw_stream_queue_buffer(stream_, in_flight_);
+  in_flight_ = nullptr;
+  pw_thread_loop_unlock(loop_);
+}
+
 bool PipeWireBackend::queue(uint64_t accept_ns, uint64_t sequence) {
-  if (!loop_) return false;
-  pw_thread_loop_lock(loop_);
+  // Locked since a dequeue() that returned a buffer; without one there is nothing to queue.
+  if (!loop_ || !in_flight_) return false;
   bool ok = false;
-  if (stream_ && in_flight_) {
+  if (stream_) {
     spa_buffer* buf = in_flight_->buffer;
     spa_data& d = buf->datas[0];
     if (auto* h = static_cast<spa_meta_header*>(
@@ -291,7 +307,6 @@ bool PipeWireBackend::queue(uint64_t accept_ns, uint64_t sequence) {
     // next cycle, so a trigger that merges with a running cycle delays the frame, never loses it.
     pw_stream_trigger_process(stream_);
     ok = true;
-    if (end_pending_) destroy_stream_locked();
   }
   pw_thread_loop_unlock(loop_);
   return ok;
@@ -304,10 +319,8 @@ void PipeWireBackend::end_stream() {
 }
 
 void PipeWireBackend::end_on_pipewire_thread() {
-  if (in_flight_)
-    end_pending_ = true;  // the worker's queue() ends it
-  else
-    destroy_stream_locked();
+  // Runs with the lock held, so no buffer is with the worker now.
+  destroy_stream_locked();
 }
 
 void PipeWireBackend::close() {

@@ -5,10 +5,11 @@
 // docs/camera.md, "The PipeWire backend".
 //
 // Threads. PipeWire runs on its own pw_thread_loop. The camera's worker dequeues, fills and
-// queues PipeWire's own buffers itself: dequeue() and queue() each take pw_thread_loop_lock for
-// a few microseconds, and the conversion between them runs unlocked, so PipeWire's thread never
-// waits on a conversion and the loop never waits on PipeWire. open() and close() as
-// CameraBackend; end_stream() on the loop thread, never blocking (it posts to PipeWire's thread).
+// queues PipeWire's own buffers itself, holding pw_thread_loop_lock from a dequeue() that
+// returns a buffer to its queue() (or release_unfilled()): PipeWire's thread unmaps a stream's
+// buffers when a consumer leaves or renegotiates, so it must not run while one is being filled.
+// The loop never waits on PipeWire: open() and close() as CameraBackend (no frame in flight);
+// end_stream() on the loop thread, never blocking (it posts to PipeWire's thread).
 //
 // The node exists from the first configure() of a stream shown (its first frame) until
 // end_stream() or close().
@@ -44,6 +45,7 @@ class PipeWireBackend final : public CameraBackend {
   void set_frame_rate(double fps) override;
   // Empty while no consumer has negotiated a format, or when the consumer holds every buffer.
   std::span<uint8_t> dequeue() override;
+  void release_unfilled() override;
   std::optional<CameraFormat> buffer_format() const override { return buffer_format_; }
   bool queue(uint64_t accept_ns, uint64_t sequence) override;
   void end_stream() override;
@@ -74,8 +76,7 @@ class PipeWireBackend final : public CameraBackend {
   CameraFormat negotiated_format_ = CameraFormat::kI420;
   size_t frame_bytes_ = 0;
   uint32_t stride_ = 0;
-  pw_buffer* in_flight_ = nullptr;  // dequeued by the worker, not yet queued
-  bool end_pending_ = false;        // end_stream() came while a buffer was in flight
+  pw_buffer* in_flight_ = nullptr;  // dequeued by the worker, not yet queued (lock held)
   // The worker's:
   std::optional<CameraFormat> buffer_format_;
 };
