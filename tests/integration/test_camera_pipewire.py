@@ -84,13 +84,15 @@ class Producer:
             raise self.error
 
 
-def count_frames(target, seconds, caps=None, marker="luma"):
+def count_frames(target, seconds, caps=None, marker="luma", stall_after=None, stall_seconds=0):
     """pipewire_session's counter with the luma marker, in its own process (a stuck pipeline
     ends in a timeout, not a hung test run)."""
     argv = [sys.executable, pipewire_session.__file__, "count-frames", target, str(seconds),
             "--marker", marker]
     if caps:
         argv += ["--caps", caps]
+    if stall_after is not None:
+        argv += ["--stall-after", str(stall_after), "--stall-seconds", str(stall_seconds)]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)
     if p.returncode != 0:
         raise AssertionError(p.stderr)
@@ -156,6 +158,28 @@ class CameraPipeWire(unittest.TestCase):
                 self.assertEqual(cam["backend"], "pipewire")
                 self.assertEqual(cam["target"], NAME)
                 self.assertGreater(cam["delivered"], 0)
+
+    def test_a_stalled_consumer_costs_counted_drops_and_one_that_leaves_can_come_back(self):
+        with self.syncd() as syncd, Producer(syncd):
+            self.session.wait_for_node(NAME)
+            busy_before = camera_stats(syncd, "cam")["dropped"]["backend_busy"]
+            # The consumer stops pulling for 2 s after 30 frames: it holds every buffer, and
+            # syncd drops the frames it cannot place (backend_busy) instead of waiting.
+            r = count_frames(NAME, 4, stall_after=30, stall_seconds=2)
+            self.assertEqual(r["corrupt"], 0, r)
+            cam = camera_stats(syncd, "cam")
+            self.assertGreater(cam["dropped"]["backend_busy"] - busy_before, 30, cam)
+            self.assertEqual(syncd.get("/healthz")[0], 200)
+            # That consumer has left (its buffers cleared under a running stream); another
+            # negotiates, in another format, and gets frames again.
+            r = count_frames(NAME, 1, caps="video/x-raw,format=YUY2")
+            self.assertIn("format=(string)YUY2", r["caps"])
+            self.assertGreater(r["unique"], 30, r)
+            self.assertEqual(r["corrupt"], 0, r)
+            status, metrics = syncd.get("/metrics")
+            self.assertIn('syncd_camera_frames_dropped_total{stream="cam",reason="backend_busy"}',
+                          metrics)
+            self.assertEqual(syncd.get("/healthz")[0], 200)
 
     @unittest.skipUnless(os.environ.get("SYNC_CAMERA_LONG"),
                          "opt-in: SYNC_CAMERA_LONG=1 runs 1080p60 for 60 s")
