@@ -53,7 +53,7 @@ class DiscardBackend final : public CameraBackend {
     return true;
   }
   std::span<uint8_t> dequeue() override { return buffer_; }
-  bool queue(uint64_t) override { return true; }
+  bool queue(uint64_t, uint64_t) override { return true; }
   void close() override {}
 
  private:

@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string camera_format = syncd::media::camera_format_name(cfg.camera.format);
   app.add_option("--camera-device", cfg.camera.device,
-                 "Camera publisher: v4l2loopback device to write (/dev/videoN; docs/camera.md)");
+                 "Camera publisher: v4l2loopback device to write (/dev/videoN); without it, a "
+                 "PipeWire node (docs/camera.md)");
   app.add_option("--camera-name", cfg.camera.name, "Camera publisher: the name consumers list")
       ->capture_default_str();
   app.add_option("--camera-format", camera_format, "Camera publisher: yuy2|i420|nv12")

@@ -14,7 +14,8 @@ const PublisherEntry kPublishers[] = {
      [](const PublisherContext& c) -> std::unique_ptr<Publisher> {
        return std::make_unique<ShmPublisher>(c.shm, c.loop);
      }},
-    {"camera", "system camera: v4l2loopback (--camera-device), PipeWire to come (docs/camera.md)",
+    {"camera",
+     "system camera: a PipeWire node, or v4l2loopback with --camera-device (docs/camera.md)",
      [](const PublisherContext& c) -> std::unique_ptr<Publisher> {
        return CameraPublisher::create(c.loop, c.camera);
      }},

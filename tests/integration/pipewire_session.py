@@ -286,6 +286,12 @@ def read_sequence_marker(buf, caps=None):
     return sequence if complement == ~sequence & 0xFFFFFFFFFFFFFFFF else None
 
 
+def read_buffer_offset(buf, caps=None):
+    """The sequence pipewiresrc put in the buffer's offset from the producer's
+    spa_meta_header.seq (syncd's camera writes the frame's sequence there), or None."""
+    return None if buf.offset == 0xFFFFFFFFFFFFFFFF else buf.offset
+
+
 def _gst():
     import gi
     gi.require_version("Gst", "1.0")
@@ -490,6 +496,11 @@ def main():
     count.add_argument("--caps")
     count.add_argument("--stall-after", type=int)
     count.add_argument("--stall-seconds", type=float, default=0.0)
+    count.add_argument("--marker", choices=("sequence", "luma", "offset"), default="sequence",
+                       help="sequence: the 16-byte marker; luma: camera_marker's columns, for "
+                            "frames the camera converted from RGB; offset: the producer's "
+                            "sequence that syncd's camera puts in the buffer header (no check "
+                            "of the pixels)")
     args = parser.parse_args()
     if args.command == "probe":
         print(json.dumps(probe(), indent=1))
@@ -506,9 +517,14 @@ def main():
     elif args.command == "measure":
         print(json.dumps(measure(args.width, args.height, args.fps, args.seconds, args.caps)))
     else:
+        decode = read_sequence_marker
+        if args.marker == "luma":
+            from camera_marker import read_gst_marker as decode
+        elif args.marker == "offset":
+            decode = read_buffer_offset
         print(json.dumps(count_frames(args.target, args.seconds, args.caps,
                                       stall_after=args.stall_after,
-                                      stall_seconds=args.stall_seconds)))
+                                      stall_seconds=args.stall_seconds, decode=decode)))
 
 
 if __name__ == "__main__":

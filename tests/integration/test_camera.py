@@ -12,48 +12,15 @@ import unittest
 
 import websockets
 
+from camera_marker import BITS, BLACK_Y, luma, marker_frame, read_marker
 from harness import FORMAT_CODES, Syncd, frame_bytes, frame_message
 
 W, H = 256, 64    # even, as every camera format needs
-BITS = 16         # marker bits, one 8-pixel column each, full height
 FRAMES = 5
-# BT.601 limited range, as the camera writes it: black 16, white 235.
-BLACK_Y, WHITE_Y = 16, 235
-
-
-def marker_bit(sequence, x):
-    return x // 8 < BITS and (sequence >> (x // 8)) & 1
-
-
-def marker_frame(fmt, sequence):
-    """One frame of the source format with the sequence drawn in its columns."""
-    if fmt in ("rgba8", "bgra8"):
-        row = bytearray()
-        for x in range(W):
-            v = 255 if marker_bit(sequence, x) else 0
-            row += bytes((v, v, v, 255))
-        return bytes(row) * H
-    luma_row = bytes(WHITE_Y if marker_bit(sequence, x) else BLACK_Y for x in range(W))
-    chroma = bytes([128]) * (W * H // 2)  # grey: U = V = 128, in either 4:2:0 layout
-    return luma_row * H + chroma
 
 
 def camera_frame_bytes(camera_format):
     return W * H * 2 if camera_format == "yuy2" else W * H * 3 // 2
-
-
-def luma(frame, camera_format, x, y):
-    if camera_format == "yuy2":
-        return frame[(y * W + x) * 2]  # Y0 U Y1 V
-    return frame[y * W + x]            # i420, nv12: the Y plane first
-
-
-def read_marker(frame, camera_format, y):
-    sequence = 0
-    for bit in range(BITS):
-        if luma(frame, camera_format, bit * 8 + 4, y) > 128:
-            sequence |= 1 << bit
-    return sequence
 
 
 async def send_frames(syncd, name, fmt, sequences, wait_delivered=True):
@@ -68,7 +35,7 @@ async def send_frames(syncd, name, fmt, sequences, wait_delivered=True):
         assert opened["type"] == "stream.opened", opened
         assert opened["frame_bytes"] == frame_bytes(fmt, W, H)
         for i, seq in enumerate(sequences):
-            await ws.send(frame_message(opened["stream"], seq, marker_frame(fmt, seq), W, H,
+            await ws.send(frame_message(opened["stream"], seq, marker_frame(fmt, seq, W, H), W, H,
                                         FORMAT_CODES[fmt]))
             if wait_delivered:
                 for _ in range(400):
@@ -115,11 +82,11 @@ class Camera(unittest.TestCase):
                     for i, seq in enumerate(sequences):
                         frame = data[i * size:(i + 1) * size]
                         for y in (0, H // 2, H - 1):
-                            self.assertEqual(read_marker(frame, camera_format, y), seq,
+                            self.assertEqual(read_marker(frame, camera_format, y, W), seq,
                                              f"frame {i} row {y}")
                         # Black and white within rounding of BT.601's limits.
-                        self.assertLessEqual(abs(luma(frame, camera_format, 8 * BITS + 4, 0)
-                                                 - BLACK_Y), 2)
+                        self.assertLessEqual(
+                            abs(luma(frame, camera_format, 8 * BITS + 4, 0, W) - BLACK_Y), 2)
 
     def test_a_camera_that_cannot_start_leaves_syncd_serving(self):
         with Syncd("--publisher", "test,camera", "--camera-device",

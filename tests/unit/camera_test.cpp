@@ -240,7 +240,7 @@ TEST(V4l2Backend, FileStandsInForTheDevice) {
     ASSERT_EQ(buffer.size(), 64u * 32 * 2);
     for (size_t i = 0; i < buffer.size(); ++i) buffer[i] = uint8_t(frame * 31 + i);
     expected.insert(expected.end(), buffer.begin(), buffer.end());
-    ASSERT_TRUE(backend.queue(1000 + frame));
+    ASSERT_TRUE(backend.queue(1000 + frame, frame));
   }
   // A new format takes effect from the next frame: I420 is 1.5 bytes a pixel.
   ASSERT_TRUE(backend.configure(64, 32, CameraFormat::kI420, error)) << error;
@@ -248,10 +248,10 @@ TEST(V4l2Backend, FileStandsInForTheDevice) {
   ASSERT_EQ(buffer.size(), 64u * 32 * 3 / 2);
   std::fill(buffer.begin(), buffer.end(), 0x5a);
   expected.insert(expected.end(), buffer.begin(), buffer.end());
-  ASSERT_TRUE(backend.queue(2000));
+  ASSERT_TRUE(backend.queue(2000, 3));
   EXPECT_EQ(file.bytes(), expected);
   backend.close();
-  EXPECT_FALSE(backend.queue(3000));
+  EXPECT_FALSE(backend.queue(3000, 4));
 }
 
 TEST(V4l2Backend, SaysWhyItCannotOpen) {
@@ -297,7 +297,7 @@ class FakeBackend final : public CameraBackend {
     if (busy) return {};
     return buffer_;
   }
-  bool queue(uint64_t) override {
+  bool queue(uint64_t, uint64_t) override {
     queue_policy = sched_getscheduler(0);
     held = true;
     while (hold) std::this_thread::yield();
@@ -582,7 +582,7 @@ TEST(V4l2Backend, OptInWritesToARealLoopbackDevice) {
       std::span<uint8_t> buffer = backend->dequeue();
       ASSERT_EQ(buffer.size(), camera_frame_bytes(format, 640, 480));
       std::fill(buffer.begin(), buffer.end(), uint8_t(0x80));
-      ASSERT_TRUE(backend->queue(0));
+      ASSERT_TRUE(backend->queue(0, uint64_t(i)));
     }
   }
 }

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,12 +31,23 @@ class CameraBackend {
   // whenever they change. False, with a sentence in error, when the sink refuses them.
   virtual bool configure(uint32_t width, uint32_t height, CameraFormat format,
                          std::string& error) = 0;
+  // The stream's nominal rate, before configure(); a sink that announces a rate offers it.
+  virtual void set_frame_rate(double fps) { (void)fps; }
   // A buffer of camera_frame_bytes() for the configured frame, or an empty span when none is
   // free now (the frame is dropped as backend_busy).
   virtual std::span<uint8_t> dequeue() = 0;
-  // Hands the buffer last dequeued, filled, to the consumers. timestamp_us is the frame's
-  // capture time on the producer's clock. False when the sink failed (backend_error).
-  virtual bool queue(uint64_t timestamp_us) = 0;
+  // Gives back the buffer last dequeued, unfilled (its conversion failed): it is not shown.
+  virtual void release_unfilled() {}
+  // The format the buffer last dequeued wants, when the sink's consumer chose it (PipeWire);
+  // nullopt: the configured one.
+  virtual std::optional<CameraFormat> buffer_format() const { return std::nullopt; }
+  // Hands the buffer last dequeued, filled, to the consumers. accept_ns is the frame's accept
+  // time (FrameInfo::accept_ns, CLOCK_MONOTONIC) and sequence its producer's sequence number
+  // (a PipeWire buffer carries both in its header). False when the sink failed (backend_error).
+  virtual bool queue(uint64_t accept_ns, uint64_t sequence) = 0;
+  // The stream shown has ended: a sink whose consumers see a device per stream (a PipeWire node)
+  // removes it; the next configure() brings it back. Loop thread; never blocks.
+  virtual void end_stream() {}
   // Releases the sink. Idempotent.
   virtual void close() = 0;
 };

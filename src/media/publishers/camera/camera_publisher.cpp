@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/clock.h"
+#include "media/publishers/camera/pipewire_backend.h"
 #include "media/publishers/camera/v4l2_backend.h"
 #include "telemetry/stage_json.h"
 
@@ -55,14 +56,11 @@ std::unique_ptr<CameraPublisher> CameraPublisher::create(uv_loop_t* loop,
                                                          const CameraConfig& config) {
   std::unique_ptr<CameraBackend> backend;
   std::string error;
-  if (config.device.empty()) {
-    error =
-        "no camera backend: pass --camera-device /dev/videoN (v4l2loopback); the PipeWire "
-        "camera is not built yet";
-  } else {
+  if (config.device.empty())
+    backend = std::make_unique<PipeWireBackend>(config.name);
+  else
     backend = std::make_unique<V4l2LoopbackBackend>(config.device);
-    if (!backend->open(error)) backend.reset();
-  }
+  if (!backend->open(error)) backend.reset();
   if (backend) {
     std::fprintf(stderr, "syncd: camera \"%s\": %s %s, %s\n", config.name.c_str(),
                  std::string(backend->kind()).c_str(), std::string(backend->target()).c_str(),
@@ -92,7 +90,9 @@ void CameraPublisher::on_stream_open(const Stream& stream) {
 
 void CameraPublisher::on_stream_close(const Stream& stream) {
   // Frames already with the worker still reach the backend; the next stream opened is shown.
-  if (stream.id() == shown_stream_id_) shown_stream_id_ = 0;
+  if (stream.id() != shown_stream_id_) return;
+  shown_stream_id_ = 0;
+  if (backend_) backend_->end_stream();  // a PipeWire node goes; never blocks
 }
 
 void CameraPublisher::on_stream_forget(uint32_t stream_id) {
@@ -112,19 +112,29 @@ void CameraPublisher::on_frame(const Stream& stream, FrameSlot& slot) {
   } else if (camera_frame_bytes(config_.format, layout.width, layout.height) == 0) {
     ++c.dropped[size_t(CameraDrop::kUnsupportedSize)];
   } else if (!worker_) {
-    ConvertJob job{&slot, stream.id(), layout, start_ns, 0, Verdict::kBackendError};
+    ConvertJob job = make_job(stream, slot, start_ns);
     job.verdict = convert(job);
     count_verdict(job);
   } else if (!FramePool::try_pin(&slot)) {
     ++c.dropped[size_t(CameraDrop::kPinRefused)];
-  } else if (worker_->submit(
-                 ConvertJob{&slot, stream.id(), layout, start_ns, 0, Verdict::kBackendError})) {
+  } else if (worker_->submit(make_job(stream, slot, start_ns))) {
     ++c.converting;
   } else {
     FramePool::unpin(&slot);
     ++c.dropped[size_t(CameraDrop::kConsumerSlow)];
   }
   c.loop.record(core::monotonic_ns() - start_ns);
+}
+
+CameraPublisher::ConvertJob CameraPublisher::make_job(const Stream& stream, FrameSlot& slot,
+                                                      uint64_t start_ns) {
+  return ConvertJob{.slot = &slot,
+                    .stream_id = stream.id(),
+                    .layout = stream.layout(),
+                    .fps = stream.config().fps,
+                    .submitted_ns = start_ns,
+                    .convert_ns = 0,
+                    .verdict = Verdict::kBackendError};
 }
 
 void CameraPublisher::convert_on_worker(ConvertJob& job, void* self) {
@@ -146,11 +156,13 @@ CameraPublisher::Verdict CameraPublisher::convert(ConvertJob& job) {
   const uint32_t width = job.layout.width;
   const uint32_t height = job.layout.height;
   Verdict verdict = Verdict::kBackendError;
-  if (width != w.width || height != w.height) {
-    // A new geometry (the first frame, or a new stream): set up once, not per frame.
+  if (width != w.width || height != w.height || job.stream_id != w.stream_id) {
+    // A new geometry or a new stream: set up once, not per frame.
     std::string error;
     w.width = width;
     w.height = height;
+    w.stream_id = job.stream_id;
+    backend_->set_frame_rate(job.fps);
     w.failed = !w.converter.prepare(width, height) ||
                !backend_->configure(width, height, config_.format, error);
     if (w.failed)
@@ -160,9 +172,11 @@ CameraPublisher::Verdict CameraPublisher::convert(ConvertJob& job) {
     const std::span<uint8_t> buffer = backend_->dequeue();
     if (buffer.empty()) {
       verdict = Verdict::kBackendBusy;
-    } else if (w.converter.convert(job.layout, job.slot->pixels, config_.format, buffer.data(),
-                                   buffer.size()) &&
-               backend_->queue(job.slot->info.capture_time_us)) {
+    } else if (!w.converter.convert(job.layout, job.slot->pixels,
+                                    backend_->buffer_format().value_or(config_.format),
+                                    buffer.data(), buffer.size())) {
+      backend_->release_unfilled();
+    } else if (backend_->queue(job.slot->info.accept_ns, job.slot->info.sequence)) {
       verdict = Verdict::kDelivered;
     }
   }

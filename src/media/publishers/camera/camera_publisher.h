@@ -30,8 +30,8 @@ namespace syncd::media {
 
 // The command line's camera options.
 struct CameraConfig {
-  std::string device;                // --camera-device /dev/videoN: the v4l2loopback backend
-  std::string name = "Sync Camera";  // --camera-name: what consumers list
+  std::string device;  // --camera-device /dev/videoN: the v4l2loopback backend; none: PipeWire
+  std::string name = "Sync Camera";           // --camera-name: what consumers list
   CameraFormat format = CameraFormat::kYuy2;  // --camera-format
 };
 
@@ -97,6 +97,7 @@ class CameraPublisher final : public Publisher {
     FrameSlot* slot;
     uint32_t stream_id;
     FrameLayout layout;
+    double fps;  // the stream's nominal rate
     uint64_t submitted_ns;
     uint64_t convert_ns;  // set by the worker
     Verdict verdict;      // set by the worker
@@ -105,9 +106,11 @@ class CameraPublisher final : public Publisher {
   struct WorkerState {
     uint32_t width = 0;
     uint32_t height = 0;
+    uint32_t stream_id = 0;
     bool failed = false;  // configure refused this geometry: not asked again
     FrameConverter converter;
   };
+  static ConvertJob make_job(const Stream& stream, FrameSlot& slot, uint64_t start_ns);
   static void convert_on_worker(ConvertJob& job, void* self);
   static void verdict_on_loop(ConvertJob& job, void* self);
   Verdict convert(ConvertJob& job);

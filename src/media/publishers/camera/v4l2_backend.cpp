@@ -139,9 +139,10 @@ std::span<uint8_t> V4l2LoopbackBackend::dequeue() {
   return {buffer_.get(), frame_bytes_};
 }
 
-bool V4l2LoopbackBackend::queue(uint64_t timestamp_us) {
+bool V4l2LoopbackBackend::queue(uint64_t accept_ns, uint64_t sequence) {
   // write() carries no time: v4l2loopback stamps each buffer as it is written.
-  (void)timestamp_us;
+  (void)accept_ns;
+  (void)sequence;
   if (fd_ < 0 || frame_bytes_ == 0) return false;
   size_t done = 0;
   while (done < frame_bytes_) {

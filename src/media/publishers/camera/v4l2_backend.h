@@ -27,7 +27,7 @@ class V4l2LoopbackBackend final : public CameraBackend {
   bool open(std::string& error) override;
   bool configure(uint32_t width, uint32_t height, CameraFormat format, std::string& error) override;
   std::span<uint8_t> dequeue() override;
-  bool queue(uint64_t timestamp_us) override;
+  bool queue(uint64_t accept_ns, uint64_t sequence) override;
   void close() override;
 
   // Whether the path is a V4L2 device (false: a stand-in file, no ioctls).

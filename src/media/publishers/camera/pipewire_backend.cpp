@@ -1,0 +1,340 @@
+#include "media/publishers/camera/pipewire_backend.h"
+
+#include <pipewire/pipewire.h>
+#include <spa/param/video/format-utils.h>
+#include <spa/pod/builder.h>
+#include <spa/utils/result.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#pragma GCC diagnostic ignored "-Wpedantic"  // spa's pod builders are GNU statement expressions
+
+namespace syncd::media {
+namespace {
+
+uint32_t spa_video_format(CameraFormat format) {
+  switch (format) {
+    case CameraFormat::kYuy2:
+      return SPA_VIDEO_FORMAT_YUY2;
+    case CameraFormat::kNv12:
+      return SPA_VIDEO_FORMAT_NV12;
+    case CameraFormat::kI420:
+      break;
+  }
+  return SPA_VIDEO_FORMAT_I420;
+}
+
+bool camera_format_of(uint32_t spa_format, CameraFormat& out) {
+  switch (spa_format) {
+    case SPA_VIDEO_FORMAT_I420:
+      out = CameraFormat::kI420;
+      return true;
+    case SPA_VIDEO_FORMAT_NV12:
+      out = CameraFormat::kNv12;
+      return true;
+    case SPA_VIDEO_FORMAT_YUY2:
+      out = CameraFormat::kYuy2;
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+struct PipeWireBackend::Listener {
+  spa_hook hook{};
+};
+
+namespace {
+
+void param_changed_cb(void* data, uint32_t id, const spa_pod* param) {
+  static_cast<PipeWireBackend*>(data)->on_param_changed(id, param);
+}
+
+void state_changed_cb(void* data, pw_stream_state, pw_stream_state state, const char* error) {
+  static_cast<PipeWireBackend*>(data)->on_state_changed(int(state), error);
+}
+
+// Buffers are queued by the camera's worker, outside the cycle; the cycle has nothing to do.
+void process_cb(void*) {}
+
+const pw_stream_events kStreamEvents = {
+    .version = PW_VERSION_STREAM_EVENTS,
+    .state_changed = state_changed_cb,
+    .param_changed = param_changed_cb,
+    .process = process_cb,
+};
+
+int end_stream_cb(spa_loop*, bool, uint32_t, const void*, size_t, void* data) {
+  static_cast<PipeWireBackend*>(data)->end_on_pipewire_thread();
+  return 0;
+}
+
+}  // namespace
+
+PipeWireBackend::PipeWireBackend(std::string node_name) : name_(std::move(node_name)) {}
+
+PipeWireBackend::~PipeWireBackend() {
+  close();
+}
+
+bool PipeWireBackend::open(std::string& error) {
+  pw_init(nullptr, nullptr);
+  loop_ = pw_thread_loop_new("syncd-camera", nullptr);
+  if (!loop_) {
+    error = std::string("cannot create PipeWire's thread loop: ") + std::strerror(errno);
+    return false;
+  }
+  context_ = pw_context_new(pw_thread_loop_get_loop(loop_), nullptr, 0);
+  if (!context_) {
+    error = std::string("cannot create a PipeWire context: ") + std::strerror(errno);
+    close();
+    return false;
+  }
+  if (pw_thread_loop_start(loop_) != 0) {
+    error = "cannot start PipeWire's thread";
+    close();
+    return false;
+  }
+  pw_thread_loop_lock(loop_);
+  core_ = pw_context_connect(context_, nullptr, 0);
+  const int connect_errno = errno;
+  pw_thread_loop_unlock(loop_);
+  if (!core_) {
+    const char* runtime = std::getenv("PIPEWIRE_RUNTIME_DIR");
+    if (!runtime) runtime = std::getenv("XDG_RUNTIME_DIR");
+    error = std::string("no PipeWire session (connecting to ") +
+            (runtime ? std::string(runtime) + "/pipewire-0" : "pipewire-0, no runtime dir set") +
+            ": " + std::strerror(connect_errno) + ")";
+    close();
+    return false;
+  }
+  return true;
+}
+
+void PipeWireBackend::set_frame_rate(double fps) {
+  // As a fraction PipeWire can carry: whole rates exactly, others to a thousandth.
+  uint32_t num = 60, den = 1;
+  if (fps > 0 && fps < 1000) {
+    if (std::abs(fps - std::round(fps)) < 1e-6) {
+      num = uint32_t(std::lround(fps));
+    } else {
+      num = uint32_t(std::lround(fps * 1000));
+      den = 1000;
+    }
+  }
+  if (!loop_) return;
+  pw_thread_loop_lock(loop_);
+  fps_num_ = num;
+  fps_den_ = den;
+  pw_thread_loop_unlock(loop_);
+}
+
+bool PipeWireBackend::configure(uint32_t width, uint32_t height, CameraFormat format,
+                                std::string& error) {
+  if (!core_) {
+    error = "PipeWire is not connected";
+    return false;
+  }
+  if (camera_frame_bytes(format, width, height) == 0) {
+    error = "a camera frame needs an even width and height, not " + std::to_string(width) + "x" +
+            std::to_string(height);
+    return false;
+  }
+  pw_thread_loop_lock(loop_);
+  // A new stream or a new size: a new node, offering the new size.
+  destroy_stream_locked();
+  width_ = width;
+  height_ = height;
+  preferred_ = format;
+  const bool ok = create_stream_locked(error);
+  pw_thread_loop_unlock(loop_);
+  return ok;
+}
+
+bool PipeWireBackend::create_stream_locked(std::string& error) {
+  // What makes the node a camera to wireplumber, Chromium and OBS (docs/camera.md).
+  pw_properties* props = pw_properties_new(
+      PW_KEY_MEDIA_CLASS, "Video/Source", PW_KEY_MEDIA_TYPE, "Video", PW_KEY_MEDIA_CATEGORY,
+      "Capture", PW_KEY_MEDIA_ROLE, "Camera", PW_KEY_NODE_NAME, name_.c_str(),
+      PW_KEY_NODE_DESCRIPTION, name_.c_str(), nullptr);
+  stream_ = pw_stream_new(core_, name_.c_str(), props);
+  if (!stream_) {
+    error = std::string("pw_stream_new: ") + std::strerror(errno);
+    return false;
+  }
+  listener_ = new Listener;
+  pw_stream_add_listener(stream_, &listener_->hook, &kStreamEvents, this);
+
+  uint8_t storage[1024];
+  spa_pod_builder builder = SPA_POD_BUILDER_INIT(storage, sizeof storage);
+  spa_rectangle size{width_, height_};
+  spa_fraction rate{fps_num_, fps_den_};
+  const uint32_t preferred = spa_video_format(preferred_);
+  const spa_pod* params[1];
+  params[0] = static_cast<const spa_pod*>(spa_pod_builder_add_object(
+      &builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat, SPA_FORMAT_mediaType,
+      SPA_POD_Id(SPA_MEDIA_TYPE_video), SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw),
+      SPA_FORMAT_VIDEO_format,
+      SPA_POD_CHOICE_ENUM_Id(4, preferred, SPA_VIDEO_FORMAT_I420, SPA_VIDEO_FORMAT_NV12,
+                             SPA_VIDEO_FORMAT_YUY2),
+      SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&size), SPA_FORMAT_VIDEO_framerate,
+      SPA_POD_Fraction(&rate)));
+  // The worker drives the graph: a frame queued is followed by pw_stream_trigger_process().
+  const int rc = pw_stream_connect(
+      stream_, PW_DIRECTION_OUTPUT, PW_ID_ANY,
+      static_cast<pw_stream_flags>(PW_STREAM_FLAG_DRIVER | PW_STREAM_FLAG_MAP_BUFFERS), params, 1);
+  if (rc < 0) {
+    error = std::string("pw_stream_connect: ") + spa_strerror(rc);
+    destroy_stream_locked();
+    return false;
+  }
+  return true;
+}
+
+void PipeWireBackend::destroy_stream_locked() {
+  if (stream_) {
+    if (in_flight_) pw_stream_queue_buffer(stream_, in_flight_);
+    pw_stream_destroy(stream_);  // the node leaves the graph
+  }
+  stream_ = nullptr;
+  delete listener_;
+  listener_ = nullptr;
+  in_flight_ = nullptr;
+  negotiated_ = false;
+  streaming_ = false;
+  frame_bytes_ = 0;
+}
+
+void PipeWireBackend::on_param_changed(uint32_t id, const spa_pod* param) {
+  if (id != SPA_PARAM_Format) return;
+  if (param == nullptr) {  // the consumer left: no format until the next one negotiates
+    negotiated_ = false;
+    return;
+  }
+  spa_video_info_raw info{};
+  CameraFormat format;
+  if (spa_format_video_raw_parse(param, &info) < 0 || !camera_format_of(info.format, format) ||
+      info.size.width != width_ || info.size.height != height_) {
+    negotiated_ = false;
+    return;
+  }
+  negotiated_format_ = format;
+  frame_bytes_ = camera_frame_bytes(format, width_, height_);
+  stride_ = format == CameraFormat::kYuy2 ? width_ * 2 : width_;
+  negotiated_ = true;
+
+  uint8_t storage[1024];
+  spa_pod_builder builder = SPA_POD_BUILDER_INIT(storage, sizeof storage);
+  const spa_pod* params[2];
+  params[0] = static_cast<const spa_pod*>(spa_pod_builder_add_object(
+      &builder, SPA_TYPE_OBJECT_ParamBuffers, SPA_PARAM_Buffers, SPA_PARAM_BUFFERS_buffers,
+      SPA_POD_CHOICE_RANGE_Int(4, 2, 16), SPA_PARAM_BUFFERS_blocks, SPA_POD_Int(1),
+      SPA_PARAM_BUFFERS_size, SPA_POD_Int(int32_t(frame_bytes_)), SPA_PARAM_BUFFERS_stride,
+      SPA_POD_Int(int32_t(stride_)), SPA_PARAM_BUFFERS_dataType,
+      SPA_POD_CHOICE_FLAGS_Int((1 << SPA_DATA_MemFd) | (1 << SPA_DATA_MemPtr))));
+  params[1] = static_cast<const spa_pod*>(spa_pod_builder_add_object(
+      &builder, SPA_TYPE_OBJECT_ParamMeta, SPA_PARAM_Meta, SPA_PARAM_META_type,
+      SPA_POD_Id(SPA_META_Header), SPA_PARAM_META_size, SPA_POD_Int(sizeof(spa_meta_header))));
+  pw_stream_update_params(stream_, params, 2);
+}
+
+void PipeWireBackend::on_state_changed(int state, const char* error) {
+  streaming_ = state == PW_STREAM_STATE_STREAMING;
+  if (error) std::fprintf(stderr, "syncd: camera \"%s\": PipeWire: %s\n", name_.c_str(), error);
+}
+
+std::span<uint8_t> PipeWireBackend::dequeue() {
+  buffer_format_.reset();
+  if (!loop_) return {};
+  pw_thread_loop_lock(loop_);
+  std::span<uint8_t> out;
+  if (stream_ && streaming_ && negotiated_ && !in_flight_) {
+    if (pw_buffer* b = pw_stream_dequeue_buffer(stream_)) {
+      spa_data& d = b->buffer->datas[0];
+      if (d.data && d.maxsize >= frame_bytes_) {
+        in_flight_ = b;
+        buffer_format_ = negotiated_format_;
+        // The lock stays held until queue() or release_unfilled(): while it is, PipeWire's
+        // thread cannot clear the stream's buffers (a consumer leaving or renegotiating), which
+        // unmaps them under a conversion writing into one.
+        return {static_cast<uint8_t*>(d.data), frame_bytes_};
+      }
+      pw_stream_queue_buffer(stream_, b);
+    }
+  }
+  pw_thread_loop_unlock(loop_);
+  return out;
+}
+
+void PipeWireBackend::release_unfilled() {
+  if (!loop_ || !in_flight_) return;
+  // Locked since dequeue(). Queued back with no data: consumers skip an empty chunk.
+  spa_data& d = in_flight_->buffer->datas[0];
+  d.chunk->offset = 0;
+  d.chunk->size = 0;
+  pw_stream_queue_buffer(stream_, in_flight_);
+  in_flight_ = nullptr;
+  pw_thread_loop_unlock(loop_);
+}
+
+bool PipeWireBackend::queue(uint64_t accept_ns, uint64_t sequence) {
+  // Locked since a dequeue() that returned a buffer; without one there is nothing to queue.
+  if (!loop_ || !in_flight_) return false;
+  bool ok = false;
+  if (stream_) {
+    spa_buffer* buf = in_flight_->buffer;
+    spa_data& d = buf->datas[0];
+    if (auto* h = static_cast<spa_meta_header*>(
+            spa_buffer_find_meta_data(buf, SPA_META_Header, sizeof(spa_meta_header)))) {
+      // pipewiresrc makes pts the buffer's PTS (PipeWire's clock is CLOCK_MONOTONIC) and seq its
+      // offset: a consumer sees the frame's age and the producer's gaps.
+      h->pts = int64_t(accept_ns);
+      h->flags = 0;
+      h->seq = sequence;
+      h->dts_offset = 0;
+    }
+    d.chunk->offset = 0;
+    d.chunk->size = uint32_t(frame_bytes_);
+    d.chunk->stride = int32_t(stride_);
+    pw_stream_queue_buffer(stream_, in_flight_);
+    in_flight_ = nullptr;
+    // Queued outside the cycle, then triggered: the buffer waits in the stream's queue for the
+    // next cycle, so a trigger that merges with a running cycle delays the frame, never loses it.
+    pw_stream_trigger_process(stream_);
+    ok = true;
+  }
+  pw_thread_loop_unlock(loop_);
+  return ok;
+}
+
+void PipeWireBackend::end_stream() {
+  if (!loop_) return;
+  // Not under the lock: the loop thread must not wait on PipeWire's thread.
+  pw_loop_invoke(pw_thread_loop_get_loop(loop_), end_stream_cb, 0, nullptr, 0, false, this);
+}
+
+void PipeWireBackend::end_on_pipewire_thread() {
+  // Runs with the lock held, so no buffer is with the worker now.
+  destroy_stream_locked();
+}
+
+void PipeWireBackend::close() {
+  if (!loop_) return;
+  pw_thread_loop_lock(loop_);
+  destroy_stream_locked();
+  if (core_) pw_core_disconnect(core_);
+  core_ = nullptr;
+  pw_thread_loop_unlock(loop_);
+  pw_thread_loop_stop(loop_);
+  if (context_) pw_context_destroy(context_);
+  context_ = nullptr;
+  pw_thread_loop_destroy(loop_);
+  loop_ = nullptr;
+}
+
+}  // namespace syncd::media
