@@ -16,6 +16,7 @@ packages=(
   pipewire pipewire-bin wireplumber libpipewire-0.3-dev libspa-0.2-dev dbus-daemon
   gstreamer1.0-pipewire gstreamer1.0-tools gstreamer1.0-plugins-base python3-gst-1.0
   gir1.2-gstreamer-1.0 python3-gi
+  libsrtp2-dev libisal-dev x264
 )
 # npm: Debian's package only when no npm is on PATH (NodeSource's nodejs ships its own npm and
 # conflicts with Debian's).
@@ -23,7 +24,8 @@ command -v npm >/dev/null || packages+=(npm)
 if [[ "${1:-}" == "--run-only" ]]; then
   packages=(build-essential cmake ninja-build pkg-config libuv1-dev libhttp-parser-dev
             libxxhash-dev libssl-dev nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
-            libudev-dev libjack-jackd2-dev libyuv-dev libpipewire-0.3-dev libspa-0.2-dev)
+            libudev-dev libjack-jackd2-dev libyuv-dev libpipewire-0.3-dev libspa-0.2-dev
+            libsrtp2-dev libisal-dev)
 fi
 
 missing=()
