@@ -163,7 +163,13 @@ class CameraPipeWire(unittest.TestCase):
     def test_a_stalled_consumer_costs_counted_drops_and_one_that_leaves_can_come_back(self):
         with self.syncd() as syncd, Producer(syncd):
             self.session.wait_for_node(NAME)
-            busy_before = camera_stats(syncd, "cam")["dropped"]["backend_busy"]
+            # Nobody streams from the node yet: its frames are dropped as no_consumer, which
+            # leaves backend_busy to mean a consumer holding every buffer.
+            time.sleep(0.5)
+            cam = camera_stats(syncd, "cam")
+            self.assertGreater(cam["dropped"]["no_consumer"], 10, cam)
+            self.assertEqual(cam["dropped"]["backend_busy"], 0, cam)
+            busy_before = cam["dropped"]["backend_busy"]
             # The consumer stops pulling for 2 s after 30 frames: it holds every buffer, and
             # syncd drops the frames it cannot place (backend_busy) instead of waiting.
             r = count_frames(NAME, 4, stall_after=30, stall_seconds=2)

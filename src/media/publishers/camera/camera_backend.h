@@ -34,8 +34,12 @@ class CameraBackend {
   // The stream's nominal rate, before configure(); a sink that announces a rate offers it.
   virtual void set_frame_rate(double fps) { (void)fps; }
   // A buffer of camera_frame_bytes() for the configured frame, or an empty span when none is
-  // free now (the frame is dropped as backend_busy).
+  // free now (the frame is dropped as backend_busy, or as no_consumer: has_consumer()).
   virtual std::span<uint8_t> dequeue() = 0;
+  // Whether some consumer takes frames now. A PipeWire node nobody streams from has no buffers
+  // to give; its frames are dropped as no_consumer, so backend_busy means only a consumer that
+  // holds every buffer. Worker thread, like dequeue(); any thread may call it.
+  virtual bool has_consumer() const { return true; }
   // Gives back the buffer last dequeued, unfilled (its conversion failed): it is not shown.
   virtual void release_unfilled() {}
   // The format the buffer last dequeued wants, when the sink's consumer chose it (PipeWire);

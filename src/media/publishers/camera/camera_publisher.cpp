@@ -21,6 +21,8 @@ const char* camera_drop_name(CameraDrop reason) {
       return "pin_refused";
     case CameraDrop::kBackendBusy:
       return "backend_busy";
+    case CameraDrop::kNoConsumer:
+      return "no_consumer";
     case CameraDrop::kBackendError:
       return "backend_error";
     case CameraDrop::kNoBackend:
@@ -171,7 +173,7 @@ CameraPublisher::Verdict CameraPublisher::convert(ConvertJob& job) {
   if (!w.failed) {
     const std::span<uint8_t> buffer = backend_->dequeue();
     if (buffer.empty()) {
-      verdict = Verdict::kBackendBusy;
+      verdict = backend_->has_consumer() ? Verdict::kBackendBusy : Verdict::kNoConsumer;
     } else if (!w.converter.convert(job.layout, job.slot->pixels,
                                     backend_->buffer_format().value_or(config_.format),
                                     buffer.data(), buffer.size())) {
@@ -203,6 +205,9 @@ void CameraPublisher::count_verdict(ConvertJob& job) {
       break;
     case Verdict::kBackendBusy:
       ++c.dropped[size_t(CameraDrop::kBackendBusy)];
+      break;
+    case Verdict::kNoConsumer:
+      ++c.dropped[size_t(CameraDrop::kNoConsumer)];
       break;
     case Verdict::kBackendError:
       ++c.dropped[size_t(CameraDrop::kBackendError)];

@@ -39,7 +39,8 @@ struct CameraConfig {
 enum class CameraDrop : uint8_t {
   kConsumerSlow,     // the worker still had its queue full: the backend is slower than the stream
   kPinRefused,       // the stream's pool had no slot left to pin (FramePool::try_pin)
-  kBackendBusy,      // the backend had no free buffer
+  kBackendBusy,      // the backend had no free buffer: its consumer holds them all
+  kNoConsumer,       // nobody takes the camera's frames now (a PipeWire node not streamed from)
   kBackendError,     // the backend refused the format or failed to take the frame
   kNoBackend,        // no backend could start (see the camera's error in /stats)
   kUnsupportedSize,  // odd width or height: no camera format can carry it
@@ -92,7 +93,7 @@ class CameraPublisher final : public Publisher {
   static constexpr size_t kQueueDepth = 2;
 
  private:
-  enum class Verdict : uint8_t { kDelivered, kBackendBusy, kBackendError };
+  enum class Verdict : uint8_t { kDelivered, kBackendBusy, kNoConsumer, kBackendError };
   struct ConvertJob {
     FrameSlot* slot;
     uint32_t stream_id;

@@ -45,6 +45,7 @@ class PipeWireBackend final : public CameraBackend {
   void set_frame_rate(double fps) override;
   // Empty while no consumer has negotiated a format, or when the consumer holds every buffer.
   std::span<uint8_t> dequeue() override;
+  bool has_consumer() const override { return streaming_.load(std::memory_order_relaxed); }
   void release_unfilled() override;
   std::optional<CameraFormat> buffer_format() const override { return buffer_format_; }
   bool queue(uint64_t accept_ns, uint64_t sequence) override;
@@ -72,7 +73,8 @@ class PipeWireBackend final : public CameraBackend {
   uint32_t fps_num_ = 60, fps_den_ = 1;
   CameraFormat preferred_ = CameraFormat::kI420;
   bool negotiated_ = false;  // a consumer chose a format
-  bool streaming_ = false;
+  // Written on PipeWire's thread, read by has_consumer() on the camera's worker without the lock.
+  std::atomic<bool> streaming_{false};
   CameraFormat negotiated_format_ = CameraFormat::kI420;
   size_t frame_bytes_ = 0;
   uint32_t stride_ = 0;
