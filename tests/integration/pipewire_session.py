@@ -317,7 +317,7 @@ def build_camera_source(directory):
 
 
 def count_frames(target, seconds, caps=None, first_frame_timeout=10.0, stall_after=None,
-                 stall_seconds=0.0, decode=read_sequence_marker):
+                 stall_seconds=0.0, decode=read_sequence_marker, events=None):
     """Consumes the video node `target` (node.name or object.serial) with GStreamer's pipewiresrc
     into an appsink for `seconds` from the first frame, reading each frame's sequence marker.
     Returns counts, unique sequences a second (by arrival) and low-rate seconds, frames without
@@ -328,7 +328,9 @@ def count_frames(target, seconds, caps=None, first_frame_timeout=10.0, stall_aft
     decode(buffer, caps) returns a frame's sequence or None; frames converted from RGB carry
     another marker (tests/integration/test_camera.py reads it from the Y plane's columns).
     Needs the session's env in os.environ (read when the stream connects). A format the node
-    does not offer makes pipewiresrc's start block about 30 s, then fail (not-negotiated)."""
+    does not offer makes pipewiresrc's start block about 30 s, then fail (not-negotiated).
+    With events (a list), each frame with a sequence appends (sequence, pts_ns, read_ns): the
+    producer's stamp (CLOCK_MONOTONIC, None without one) and when the appsink handed it over."""
     Gst = _gst()
     # pipewiresrc (0.3.65) sets no media.type on its stream; wireplumber links only nodes of the
     # same media.type, so without this property the consumer is destroyed as "target not found".
@@ -384,12 +386,16 @@ def count_frames(target, seconds, caps=None, first_frame_timeout=10.0, stall_aft
             result["frames"] += 1
             # pipewiresrc's PTS is the header's pts less the pipeline's base time, both on the
             # PipeWire clock, which is CLOCK_MONOTONIC: so this is the producer's stamp.
+            stamp_ns = None
             if buf.pts != Gst.CLOCK_TIME_NONE:
-                latencies.append(now_ns - (buf.pts + pipeline.get_base_time()))
+                stamp_ns = buf.pts + pipeline.get_base_time()
+                latencies.append(now_ns - stamp_ns)
             sequence = decode(buf, sample.get_caps())
             if sequence is None:
                 result["corrupt"] += 1
                 continue
+            if events is not None:
+                events.append((sequence, stamp_ns, now_ns))
             if result["first_sequence"] is None:
                 result["first_sequence"] = sequence
             if last is not None and sequence <= last:

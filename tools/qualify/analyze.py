@@ -153,7 +153,8 @@ def analyze_arm(arm_dir):
     nominal = meta.get("fps", 60)
     result = {"arm": meta.get("arm", arm_dir.name), "seconds": meta.get("seconds"),
               "size": f"{meta.get('width')}x{meta.get('height')}", "nominal_fps": nominal,
-              "readers_planned": meta.get("readers", 0), "sources": {}, "notes":
+              "readers_planned": meta.get("readers", 0),
+              "reader_kind": meta.get("reader_kind"), "sources": {}, "notes":
               list(meta.get("notes", []))}
     stats = load_json(arm_dir / "stats_final.json")
     stream = None
@@ -251,7 +252,8 @@ def analyze_arm(arm_dir):
                                ["sequence", "publish_ns", "read_ns"])
         r = {"reader": i, "exit_code": rj.get("exit_code"), "summary_present": bool(summary),
              "events_present": rev is not None}
-        for key in ("frames_read", "skipped", "torn", "verify_failures", "seconds"):
+        for key in ("frames_read", "skipped", "torn", "verify_failures", "seconds",
+                    "first_sequence"):
             r[key] = summary.get(key)
         r["reported_unique_fps_per_second"] = summary.get("unique_fps_per_second")
         if rev is not None and len(rev["sequence"]):
@@ -279,6 +281,13 @@ def analyze_arm(arm_dir):
             # the complete seconds of the producer's offers.
             ref_bins = bins if ev is not None and len(ev["sequence"]) else (
                 second_bins(prod["send_start_ns"]) if prod is not None else [])
+            if meta.get("reader_kind") == "camera" and arrival is not None:
+                # A camera consumer can join only once the node exists, which is after the
+                # stream's first frame: it is judged from the first second it saw whole.
+                joined = arrival.get(int(seqs.min()))
+                if joined is not None:
+                    r["joined_second"] = joined // 1_000_000_000
+                    ref_bins = [b for b in ref_bins if b["second"] > r["joined_second"]]
             if arrival is not None and ref_bins:
                 got = {}
                 for sq in set(seqs[uniq].tolist()):
@@ -341,10 +350,25 @@ def analyze_arm(arm_dir):
     for r in readers:
         drops[f"reader{r['reader']}"] = {"skipped": r.get("skipped"), "torn": r.get("torn"),
                                          "published_not_read": r.get("published_not_read")}
+    # The camera drops the frames before its consumer joins as no_consumer. Those frames, and
+    # no more, are not losses: any no_consumer drop beyond the frames published before the
+    # consumer's first one still counts.
+    excused = 0
+    camera_drops = ((drops.get("publishers") or {}).get("camera") or {}).get("dropped") or {}
+    if meta.get("reader_kind") == "camera" and readers and camera_drops.get("no_consumer"):
+        first_read = readers[0].get("first_sequence")
+        published_seqs = (ev["sequence"].tolist() if ev is not None else
+                          prod["sequence"].tolist() if prod is not None else [])
+        before = sum(1 for sq in published_seqs if first_read is not None and sq < first_read)
+        excused = min(int(camera_drops["no_consumer"]), before)
+        result["camera_before_consumer"] = {
+            "frames_published_before_first_read": before,
+            "no_consumer_drops": int(camera_drops["no_consumer"]),
+            "excused": excused}
     result["drops"] = drops
     result["drops_total"] = int(sum(_sum_numbers(v) for k, v in drops.items()
                                     if not k.startswith("reader")) +
-                                sum((r.get("skipped") or 0) for r in readers))
+                                sum((r.get("skipped") or 0) for r in readers)) - excused
     result["torn_total"] = int(sum((r.get("torn") or 0) for r in readers))
     result["verify_failures"] = {
         "syncd": stream.get("frames_verify_failed") if stream else None,
@@ -441,6 +465,11 @@ def _sum_numbers(value):
 # --------------------------------------------------------------------------------------------
 # plots
 
+def reader_label(result, r):
+    """"reader N" for a shared-memory reader, "camera consumer" for the camera arm's."""
+    return "camera consumer" if result.get("reader_kind") == "camera" else f"reader {r['reader']}"
+
+
 def plot_arm(result, out_dir):
     import matplotlib
     matplotlib.use("Agg")
@@ -459,7 +488,7 @@ def plot_arm(result, out_dir):
         if rb:
             x0r = bins[0]["second"] if bins and "per_second_source" not in r else rb[0]["second"]
             ax.step([b["second"] - x0r for b in rb], [b["frames"] for b in rb], where="mid",
-                    label=f"reader {r['reader']}", linewidth=0.8, alpha=0.8)
+                    label=reader_label(result, r), linewidth=0.8, alpha=0.8)
     pb = (result.get("producer_offers") or {}).get("per_second") or []
     if pb and bins:
         ax.step([b["second"] - bins[0]["second"] for b in pb], [b["frames"] for b in pb],
@@ -483,7 +512,8 @@ def plot_arm(result, out_dir):
         series.append(("offer -> publish", result["_offer_to_publish_ms"]))
     for r in result["readers"]:
         if r.get("_publish_to_read_ms"):
-            series.append((f"publish -> read, reader {r['reader']}", r["_publish_to_read_ms"]))
+            series.append((f"publish -> read, {reader_label(result, r)}",
+                           r["_publish_to_read_ms"]))
     if series:
         fig, ax = plt.subplots(figsize=(10, 3.5))
         for label, values in series:

@@ -6,12 +6,15 @@ Arms (docs/qualification.md):
   soak            the same for 1800 s (--seconds makes it shorter, e.g. in CI)
   multi-reader    the same with --publisher test,shm and 4 sync-shm-reader processes, 120 s
   single-reader   the same with 1 reader (the reference for "writer CPU with 4 readers")
+  camera          the same with --publisher test,camera in a private PipeWire session, and
+                  GStreamer's pipewiresrc on the camera node as the one reader (camera_reader.py)
 
 What one arm records, under OUT/ARM/ (all times CLOCK_MONOTONIC ns, one clock for every process):
   producer_events.csv   sequence,send_start_ns,send_end_ns     (sync-producer --events)
   syncd_events.csv      index,stream,sequence,receive_start_ns,accept_ns,publish_done_ns
                         (GET /events/frames?since=K, polled every 2 s; absent when syncd lacks it)
-  readerN_events.csv    sequence,publish_ns,read_ns            (sync-shm-reader --events)
+  readerN_events.csv    sequence,publish_ns,read_ns            (sync-shm-reader --events, or
+                        camera_reader.py: publish_ns is then the camera buffer's pts)
   readerN.json          the reader's JSON summary
   telemetry.jsonl       every 5 s: syncd VmRSS (and its anon/shmem parts), process CPU,
                         /stats process.loop_cpu_seconds and the stream's counters
@@ -53,12 +56,14 @@ EVENTS_POLL_S = 2.0
 TELEMETRY_S = 5.0
 
 ARMS = {
-    # name: (default seconds, shm readers)
-    "video-baseline": (120, 0),
-    "soak": (1800, 0),
-    "multi-reader": (120, 4),
-    "single-reader": (120, 1),
+    # name: (default seconds, readers, what reads)
+    "video-baseline": (120, 0, None),
+    "soak": (1800, 0, None),
+    "multi-reader": (120, 4, "shm"),
+    "single-reader": (120, 1, "shm"),
+    "camera": (120, 1, "camera"),
 }
+CAMERA_NAME = "Sync Camera Qualification"
 
 
 # An arm that could not run; the message says why. The shared Child raises it too.
@@ -147,6 +152,7 @@ def resolve_paths(build_dir):
         "syncd": build / "src" / "daemon" / "syncd",
         "producer": build / "tools" / "producer" / "sync-producer",
         "reader": build / "tools" / "shm_reader" / "sync-shm-reader",
+        "camera_reader": HERE / "camera_reader.py",
     }
 
 
@@ -169,6 +175,7 @@ def capabilities(paths):
         "shm_publisher": "--shm-path" in syncd_help,
         "shm_reader": reader_ok,
         "reader_open_wait": "--open-wait" in reader_help,
+        "camera_publisher": "--camera-name" in syncd_help,
     }
 
 
@@ -241,29 +248,58 @@ class LiveLine:
             print(file=sys.stderr, flush=True)
 
 
-def run_arm(name, seconds, readers, args, paths, caps, out_dir):
+def pipewire_session_module():
+    """The tests' private PipeWire session (tests/integration/pipewire_session.py), or raises
+    Unavailable saying what is missing."""
+    sys.path.insert(0, str(REPO_ROOT / "tests" / "integration"))
+    try:
+        import pipewire_session
+    except ImportError as e:
+        raise Unavailable(f"cannot load the PipeWire session helper: {e}")
+    missing = pipewire_session.missing_binaries()
+    if missing:
+        raise Unavailable(f"no {', '.join(missing)} (scripts/install-deps.sh installs them)")
+    return pipewire_session
+
+
+def run_arm(name, seconds, readers, reader_kind, args, paths, caps, out_dir):
+    """One arm; reader_kind is None, "shm" (sync-shm-reader processes) or "camera" (syncd's
+    camera in a private PipeWire session, with camera_reader.py as its one reader)."""
+    if reader_kind != "camera":
+        return _run_arm(name, seconds, readers, reader_kind, args, paths, caps, out_dir, None)
+    with pipewire_session_module().PipeWireSession() as session:
+        return _run_arm(name, seconds, readers, reader_kind, args, paths, caps, out_dir, session)
+
+
+def _run_arm(name, seconds, readers, reader_kind, args, paths, caps, out_dir, session):
     arm_dir = out_dir / name
     arm_dir.mkdir(parents=True, exist_ok=True)
     width, height = (int(v) for v in args.size.lower().split("x"))
     meta = {
         "arm": name, "seconds": seconds, "fps": args.fps, "width": width, "height": height,
-        "readers": readers, "realtime": REALTIME, "stream": STREAM, "cores": {"syncd": SYNCD_CORE,
+        "readers": readers, "reader_kind": reader_kind, "realtime": REALTIME, "stream": STREAM, "cores": {"syncd": SYNCD_CORE,
                                                        "producer": PRODUCER_CORE},
         "sources": {}, "notes": [], "capabilities": caps,
     }
     if not caps["syncd"] or not caps["producer"]:
         raise Unavailable(f"syncd or sync-producer not built under {args.build_dir}")
-    if readers and not caps["shm_publisher"]:
+    if reader_kind == "shm" and not caps["shm_publisher"]:
         raise Unavailable("this syncd has no shm publisher (--shm-path) yet")
-    if readers and not caps["shm_reader"]:
+    if reader_kind == "shm" and not caps["shm_reader"]:
         raise Unavailable(f"sync-shm-reader not built ({paths['reader']})")
+    if reader_kind == "camera" and not caps["camera_publisher"]:
+        raise Unavailable("this syncd has no camera publisher (--camera-name) yet")
 
     shm_path = f"/dev/shm/sync-qual-{os.getpid()}-{name}.frames"
     syncd_argv = [str(paths["syncd"]), "--port", "0", "--status-line", "off"]
-    if readers:
+    if reader_kind == "shm":
         syncd_argv += ["--publisher", "test,shm", "--shm-path", shm_path,
                        "--shm-slots", str(args.shm_slots)]
         meta["shm_path"] = shm_path
+    elif reader_kind == "camera":
+        # The PipeWire backend (no --camera-device), in the session this process now points at.
+        syncd_argv += ["--publisher", "test,camera", "--camera-name", CAMERA_NAME]
+        meta["camera_name"] = CAMERA_NAME
     else:
         syncd_argv += ["--publisher", "test"]
     syncd = Child("syncd", pinned(SYNCD_CORE, syncd_argv))
@@ -324,7 +360,25 @@ def run_arm(name, seconds, readers, args, paths, caps, out_dir):
         producer_start = time.monotonic()
 
         reader_children = []
-        if readers:
+        if reader_kind == "camera":
+            # The node appears with the stream's first frame; a consumer can only join then, so
+            # the frames before it are dropped as no_consumer and the analyzer judges the
+            # consumer from the first second it saw whole (analyze.py).
+            try:
+                session.wait_for_node(CAMERA_NAME, timeout=15)
+            except AssertionError:
+                raise ArmError(f"the camera node did not appear within 15 s: "
+                               f"{syncd.stderr_tail()} {producer.stderr_tail()}")
+            reader_seconds = seconds + 1.5 - (time.monotonic() - producer_start)
+            meta["reader_seconds"] = reader_seconds
+            argv = [sys.executable, str(paths["camera_reader"]), "--target", CAMERA_NAME,
+                    "--seconds", f"{reader_seconds:.3f}",
+                    "--events", str(arm_dir / "reader0_events.csv")]
+            meta["reader_argv"] = [argv]
+            child = Child("camera reader", argv)
+            reader_children.append(child)
+            children.append(child)
+        elif readers:
             # The ring is created when the stream opens; the producer's paced schedule starts at
             # the next whole second, so readers started now see the first frame.
             if not caps["reader_open_wait"]:
@@ -456,15 +510,16 @@ def main(argv):
                 "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "results": {}}
     failed_to_run = False
     for name in args.arm_list:
-        default_seconds, readers = ARMS[name]
+        default_seconds, readers, reader_kind = ARMS[name]
         if readers > 1 and args.readers:
             readers = args.readers
         seconds = args.seconds if args.seconds else default_seconds
         seconds = int(seconds) if float(seconds).is_integer() else seconds
         print(f"== {name}: {args.size}@{args.fps:g} for {seconds} s"
-              + (f", {readers} shm reader(s)" if readers else ""), file=sys.stderr, flush=True)
+              + (f", {readers} {reader_kind} reader(s)" if readers else ""), file=sys.stderr,
+              flush=True)
         try:
-            run_arm(name, seconds, readers, args, paths, caps, out)
+            run_arm(name, seconds, readers, reader_kind, args, paths, caps, out)
             run_meta["results"][name] = "ran"
         except Unavailable as e:
             print(f"   not run: {e}", file=sys.stderr)
