@@ -150,8 +150,11 @@ class PipeWireSession:
                     pass
                 if p.stdout:
                     p.stdout.close()
+            # Until the group is empty, zombies included: a service the bus started on demand
+            # (xdg-permission-store, asked for by wireplumber) is orphaned when the bus ends and
+            # stays a zombie until PID 1 reaps it, a moment later.
             deadline = time.monotonic() + 5.0
-            while self.group_pids() and time.monotonic() < deadline:
+            while self._group_exists() and time.monotonic() < deadline:
                 time.sleep(0.02)
             # Forgotten once empty: the number may later name someone else's group.
             self.pgid = None
@@ -263,6 +266,13 @@ class PipeWireSession:
             os.killpg(self.pgid, sig)
         except ProcessLookupError:
             pass
+
+    def _group_exists(self):
+        try:
+            os.killpg(self.pgid, 0)
+            return True
+        except ProcessLookupError:
+            return False
 
     def _reap(self):
         for p in self.procs.values():
