@@ -48,7 +48,7 @@ typedef struct sync_shm_reader sync_shm_reader;
  * sync_shm_check() says otherwise. */
 typedef struct sync_shm_frame {
   const uint8_t* pixels;
-  uint64_t bytes;
+  uint64_t bytes; /* the layout's frame_bytes; for SYNC_SHM_FORMAT_H264 the access unit's size */
   uint64_t sequence;
   uint64_t capture_time_us;
   uint64_t publish_time_ns;

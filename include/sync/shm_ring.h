@@ -39,6 +39,9 @@ extern "C" {
 #define SYNC_SHM_FORMAT_BGRA8 2u /* one plane, 4 bytes a pixel */
 #define SYNC_SHM_FORMAT_NV12 3u  /* Y, then interleaved U V at half width and height */
 #define SYNC_SHM_FORMAT_I420 4u  /* Y, then U, then V, each at half width and height */
+/* One H.264 access unit (Annex B) a slot, of sync_shm_slot.payload_bytes: 1 up to frame_bytes,
+ * which is an I420 frame's size at the ring's width and height. One plane of one row. */
+#define SYNC_SHM_FORMAT_H264 5u
 #define SYNC_SHM_MAX_PLANES 3u
 
 /* Where one plane of a frame lies within the frame's bytes (a slot's pixels). Planes are packed
@@ -92,7 +95,8 @@ typedef struct sync_shm_slot {
   uint64_t publish_time_ns; /* 24  CLOCK_MONOTONIC when syncd published the frame */
   uint64_t content_hash;    /* 32  XXH3-64 of the pixels, as sent by the producer */
   uint64_t publish_counter; /* 40  write_counter value of this frame */
-  uint64_t reserved[2];     /* 48 */
+  uint64_t payload_bytes;   /* 48  the frame's bytes: frame_bytes, or an access unit's size */
+  uint64_t reserved;        /* 56 */
 } sync_shm_slot;
 
 #ifdef __cplusplus

@@ -51,7 +51,7 @@ struct FrameInfo {
   uint32_t width = 0;
   uint32_t height = 0;
   PixelFormat format = PixelFormat::kRgba8;
-  size_t bytes = 0;               // the frame's bytes (all planes), from the stream's layout
+  size_t bytes = 0;  // the frame's bytes: all planes (the stream's layout), or an access unit's
 };
 
 class FramePool;

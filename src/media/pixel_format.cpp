@@ -31,6 +31,12 @@ bool frame_layout(PixelFormat format, uint32_t width, uint32_t height, FrameLayo
       out.planes[2] = {luma + luma / 4, width / 2, height / 2};
       out.bytes = luma + luma / 2;
       return true;
+    case PixelFormat::kH264:
+      // The largest access unit a frame holds: an I420 frame's bytes (rounded up for odd sizes).
+      out.plane_count = 1;
+      out.bytes = luma + 2 * (size_t((width + 1) / 2) * ((height + 1) / 2));
+      out.planes[0] = {0, uint32_t(out.bytes), 1};
+      return true;
     case PixelFormat::kStreamDefault:
       break;
   }
@@ -39,11 +45,18 @@ bool frame_layout(PixelFormat format, uint32_t width, uint32_t height, FrameLayo
 
 const char* pixel_format_name(PixelFormat format) {
   switch (format) {
-    case PixelFormat::kRgba8: return "rgba8";
-    case PixelFormat::kBgra8: return "bgra8";
-    case PixelFormat::kNv12: return "nv12";
-    case PixelFormat::kI420: return "i420";
-    case PixelFormat::kStreamDefault: break;
+    case PixelFormat::kRgba8:
+      return "rgba8";
+    case PixelFormat::kBgra8:
+      return "bgra8";
+    case PixelFormat::kNv12:
+      return "nv12";
+    case PixelFormat::kI420:
+      return "i420";
+    case PixelFormat::kH264:
+      return "h264";
+    case PixelFormat::kStreamDefault:
+      break;
   }
   return "?";
 }

@@ -2,9 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "telemetry/stage_json.h"
-
 #include "core/clock.h"
+#include "telemetry/stage_json.h"
 
 namespace syncd::media {
 
@@ -153,7 +152,10 @@ SlotLease StreamRegistry::begin(const IngestRequest& r, IngestRefusal& refusal) 
     refusal = IngestRefusal::kGeometryMismatch;
     return {};
   }
-  if (r.payload_bytes != 0 && r.payload_bytes != stream->frame_bytes()) {
+  // A raw frame has exactly the layout's bytes; an access unit has 1 up to them.
+  const bool encoded = is_encoded(sc.format);
+  if (r.payload_bytes != 0 && (encoded ? r.payload_bytes > stream->frame_bytes()
+                                       : r.payload_bytes != stream->frame_bytes())) {
     stream->count_dropped(DropReason::kSizeMismatch);
     refusal = IngestRefusal::kSizeMismatch;
     return {};
@@ -175,7 +177,9 @@ SlotLease StreamRegistry::begin(const IngestRequest& r, IngestRefusal& refusal) 
   info.width = sc.width;
   info.height = sc.height;
   info.format = sc.format;
-  info.bytes = stream->frame_bytes();
+  // An access unit of a known size is held to it; one of unknown size (a fragmented message)
+  // may fill the slot, and commit() records what it did fill.
+  info.bytes = encoded && r.payload_bytes != 0 ? size_t(r.payload_bytes) : stream->frame_bytes();
   refusal = IngestRefusal::kNone;
   return SlotLease(this, slot);
 }
@@ -227,10 +231,12 @@ SlotLease::~SlotLease() {
 bool SlotLease::commit(size_t filled, uint64_t now_ns) {
   FrameSlot* slot = slot_;
   slot_ = nullptr;
-  if (filled != slot->info.bytes) {
+  const bool encoded = is_encoded(slot->info.format);
+  if (encoded ? filled == 0 || filled > slot->info.bytes : filled != slot->info.bytes) {
     registry_->abort(slot, DropReason::kSizeMismatch);
     return false;
   }
+  slot->info.bytes = filled;
   return registry_->commit(slot, now_ns);
 }
 

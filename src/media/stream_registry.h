@@ -83,6 +83,8 @@ class SlotLease {
 
   explicit operator bool() const { return slot_ != nullptr; }
   uint8_t* pixels() const { return slot_->pixels; }
+  // The bytes the frame must have; for an encoded stream, the most it may have (its access
+  // unit's size when the source said it up front, else the slot's).
   size_t frame_bytes() const { return slot_->info.bytes; }
   FrameInfo& info() const { return slot_->info; }
   uint32_t stream_id() const { return slot_->info.stream_id; }
@@ -90,7 +92,8 @@ class SlotLease {
   // The frame is complete: counted, published to every publisher, and the lease's reference
   // dropped. `filled` is how many bytes the source wrote; a frame short of (or past) the
   // stream's frame size is dropped as kSizeMismatch instead, and one whose stream closed under
-  // it as kDisconnected (both return false).
+  // it as kDisconnected (both return false). An encoded stream's access unit may be any size
+  // from 1 to frame_bytes(); FrameInfo::bytes becomes `filled`.
   bool commit(size_t filled, uint64_t now_ns);
   // The frame will not be completed: counted as dropped for `reason`, slot released.
   void abort(DropReason reason);

@@ -149,7 +149,9 @@ std::optional<FrameError> FrameIngest::end_message(uint64_t now_ns) {
     lease_.info().received_hash_valid = true;
   }
   const uint64_t frame_bytes = lease_.frame_bytes();
-  const bool complete = filled_ == frame_bytes;
+  const bool complete = media::is_encoded(lease_.info().format)
+                            ? filled_ > 0 && filled_ <= frame_bytes
+                            : filled_ == frame_bytes;
   if (!lease_.commit(filled_, now_ns) && !complete) {
     // A fragmented message whose fragments ended early: worded like the single-message case.
     return FrameError{

@@ -94,6 +94,12 @@ bool expected_layout(uint32_t format, uint32_t width, uint32_t height, sync_shm_
       }
       out.frame_bytes = luma + luma / 2;
       return true;
+    case SYNC_SHM_FORMAT_H264:
+      // The slot holds an access unit of up to an I420 frame's bytes (odd sizes rounded up).
+      out.plane_count = 1;
+      out.frame_bytes = luma + 2 * (uint64_t((width + 1) / 2) * ((height + 1) / 2));
+      out.planes[0] = {0, uint32_t(out.frame_bytes), 1};
+      return out.frame_bytes < (uint64_t(1) << 32);
   }
   return false;
 }
@@ -303,6 +309,8 @@ extern "C" const char* sync_shm_format_name(uint32_t format) {
       return "nv12";
     case SYNC_SHM_FORMAT_I420:
       return "i420";
+    case SYNC_SHM_FORMAT_H264:
+      return "h264";
   }
   return "?";
 }
@@ -321,10 +329,17 @@ bool read_slot(const sync_shm_reader* r, uint32_t index, sync_shm_frame& f) {
   f.publish_time_ns = meta->publish_time_ns;
   f.content_hash = meta->content_hash;
   f.publish_counter = meta->publish_counter;
+  const uint64_t payload_bytes = meta->payload_bytes;
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
   if (__atomic_load_n(&meta->seq, __ATOMIC_RELAXED) != seq) return false;
   f.pixels = r->base + r->info.pixels_offset + uint64_t(index) * r->info.slot_stride;
+  // An access unit's size comes from the slot and is held to the slot's room; a raw frame is
+  // always the whole layout.
   f.bytes = r->info.frame_bytes;
+  if (r->info.format == SYNC_SHM_FORMAT_H264) {
+    if (payload_bytes == 0 || payload_bytes > r->info.frame_bytes) return false;
+    f.bytes = payload_bytes;
+  }
   f.slot = index;
   f.seq_snapshot = seq;
   return true;

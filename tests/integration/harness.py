@@ -20,6 +20,8 @@ HAS_HASH = 1
 
 # Pixel formats: wire values of the frame header, the ring header and HTTP records.
 FORMAT_CODES = {"rgba8": 1, "bgra8": 2, "nv12": 3, "i420": 4}
+# Access units, not pictures: frames of any size up to an I420 frame (docs/protocol.md).
+ENCODED_FORMAT_CODES = {"h264": 5}
 
 
 def frame_planes(fmt, width, height):

@@ -5,13 +5,14 @@ the frame header's format values for all four formats, checked from a Python cli
 import asyncio
 import json
 import os
+import random
 import subprocess
 import tempfile
 import unittest
 
 import websockets
 
-from harness import (FORMAT_CODES, PRODUCER, Syncd, frame_bytes, frame_message, frame_planes,
+from harness import (ENCODED_FORMAT_CODES, FORMAT_CODES, PRODUCER, Syncd, frame_bytes, frame_message, frame_planes,
                      last_json, marker_pixels)
 from test_streams import Receiver
 
@@ -154,7 +155,7 @@ class PixelFormats(unittest.TestCase):
                         error = json.loads(await ws.recv())
                         self.assertEqual(error["code"], "frame_size_mismatch")
                 # Not a format: refused before any stream is looked up.
-                await ws.send(frame_message(1, 9, marker_pixels(w * h * 4, 9), fmt=5))
+                await ws.send(frame_message(1, 9, marker_pixels(w * h * 4, 9), fmt=6))
                 error = json.loads(await ws.recv())
                 self.assertEqual(error["code"], "bad_frame_header")
                 # 4:2:0 needs even sides; the 4-byte formats do not.
@@ -178,6 +179,59 @@ class PixelFormats(unittest.TestCase):
                 self.assertEqual(s["frames_verify_failed"], 0)
                 self.assertEqual(s["frames_dropped"]["geometry_mismatch"], 1)
             self.assertEqual(syncd.stop(), 0)
+
+    def test_h264_access_units_of_any_size_verified_and_read_from_the_ring(self):
+        # An encoded stream (what the WAN relay carries) takes access units of 1 byte up to an
+        # I420 frame's size; each is verified, and read back from the ring, at its own size.
+        w, h = 64, 32
+        room = w * h * 3 // 2
+        rng = random.Random(5)
+        sizes = [1, room, room - 1, 17] + [rng.randint(1, room) for _ in range(56)]
+
+        async def scenario(syncd):
+            async with websockets.connect(syncd.url, max_size=None) as ws:
+                await hello(ws)
+                opened = await request(ws, {"type": "stream.open", "name": "au", "width": w,
+                                            "height": h, "format": "h264"})
+                self.assertEqual(opened["type"], "stream.opened", opened)
+                self.assertEqual(opened["frame_bytes"], room)
+                self.assertEqual(len(opened["planes"]), 1)
+                for seq, size in enumerate(sizes):
+                    await ws.send(frame_message(opened["stream"], seq, rng.randbytes(size), w, h,
+                                                ENCODED_FORMAT_CODES["h264"]))
+                    await asyncio.sleep(0.005)  # the ring holds 4: let the reader keep up
+                # One byte past the slot, and an empty one: refused, counted, the stream goes on.
+                for seq, size in ((len(sizes), room + 1), (len(sizes) + 1, 0)):
+                    await ws.send(frame_message(opened["stream"], seq, rng.randbytes(size)))
+                    error = json.loads(await ws.recv())
+                    self.assertEqual((error["code"], error["sequence"]),
+                                     ("frame_size_mismatch", seq), error)
+                await request(ws, {"type": "stream.close", "stream": opened["stream"]})
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = f"/dev/shm/sync-test-{os.getpid()}-formats-h264.frames"
+            with Syncd("--publisher", "test,shm", "--shm-path", path,
+                       "--shm-slots", "4") as syncd:
+                reader = subprocess.Popen([READER, "--path", path, "--seconds", "60", "--quiet",
+                                           "--open-wait", "10",
+                                           "--events", os.path.join(tmp, "events.csv")],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True)
+                asyncio.run(scenario(syncd))
+                s = syncd.wait_for(lambda: (lambda s: s if s and not s["open"] else None)(
+                    syncd.stream_stats("au")))
+                self.assertEqual(s["format"], "h264")
+                self.assertEqual(s["frames_accepted"], len(sizes))
+                self.assertEqual(s["frames_verified"], len(sizes))
+                self.assertEqual(s["frames_verify_failed"], 0)
+                self.assertEqual(s["frames_dropped"]["size_mismatch"], 2)
+                out, err = reader.communicate(timeout=60)
+                self.assertEqual(reader.returncode, 0, err)
+                r = last_json(out)
+                self.assertEqual(r["format"], "h264")
+                self.assertEqual(r["verify_failures"], 0, r)
+                self.assertGreater(r["frames_read"], len(sizes) // 2, r)
+                self.assertEqual(syncd.stop(), 0)
 
     def test_http_records_carry_the_format(self):
         w, h = 64, 32

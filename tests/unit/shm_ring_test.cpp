@@ -220,6 +220,9 @@ TEST(ShmFormats, HeaderAndReaderCarryEveryFormatsPlanes) {
       {PixelFormat::kI420, 2, 2, 3, 6},
       {PixelFormat::kI420, 1280, 720, 3, 1280 * 720 * 3 / 2},
       {PixelFormat::kI420, 1920, 1080, 3, 1920 * 1080 * 3 / 2},
+      // An access unit a slot, of up to an I420 frame's bytes (odd sizes rounded up).
+      {PixelFormat::kH264, 1920, 1080, 1, 1920 * 1080 * 3 / 2},
+      {PixelFormat::kH264, 3, 3, 1, 9 + 2 * 4},
   };
   for (const Case& c : cases) {
     const std::string tag = std::string(syncd::media::pixel_format_name(c.format)) + "-" +
@@ -261,6 +264,7 @@ TEST(ShmFormats, HeaderAndReaderCarryEveryFormatsPlanes) {
     std::memset(s->pixels, 0x11, c.bytes);
     s->pixels[c.bytes - 1] = 0x77;
     s->info.sequence = 9;
+    s->info.bytes = c.bytes;
     ring.writer->publish(*s, 1);
     FramePool::release(s);
     sync_shm_frame f;
@@ -271,6 +275,45 @@ TEST(ShmFormats, HeaderAndReaderCarryEveryFormatsPlanes) {
     EXPECT_EQ(sync_shm_check(reader, &f), SYNC_SHM_OK);
     sync_shm_close(reader);
   }
+}
+
+// Access units of any size up to the slot come back at their own size; a raw format's frame is
+// always the whole layout, whatever the slot's payload field says.
+TEST(ShmFormats, AccessUnitsComeBackAtTheirOwnSize) {
+  FormatRing ring(PixelFormat::kH264, 64, 32, "h264-sizes");
+  ASSERT_TRUE(ring.pool);
+  sync_shm_reader* reader = nullptr;
+  ASSERT_EQ(sync_shm_open(ring.path.c_str(), &reader), SYNC_SHM_OK);
+  uint64_t sequence = 0;
+  for (size_t size : {size_t(1), size_t(1000), ring.layout.bytes}) {
+    FrameSlot* s = ring.pool->acquire();
+    ASSERT_NE(s, nullptr);
+    std::memset(s->pixels, int(size & 0xFF), size);
+    s->info.sequence = ++sequence;
+    s->info.bytes = size;
+    ring.writer->publish(*s, 1);
+    FramePool::release(s);
+    sync_shm_frame f;
+    ASSERT_EQ(sync_shm_next(reader, 100, &f), SYNC_SHM_OK);
+    EXPECT_EQ(f.bytes, size);
+    EXPECT_EQ(f.sequence, sequence);
+    EXPECT_EQ(f.pixels[size - 1], uint8_t(size & 0xFF));
+  }
+  sync_shm_close(reader);
+
+  FormatRing raw(PixelFormat::kI420, 64, 32, "i420-payload");
+  ASSERT_TRUE(raw.pool);
+  ASSERT_EQ(sync_shm_open(raw.path.c_str(), &reader), SYNC_SHM_OK);
+  FrameSlot* s = raw.pool->acquire();
+  ASSERT_NE(s, nullptr);
+  s->info.sequence = 1;
+  s->info.bytes = 5;  // a raw frame is its layout, whatever it says
+  raw.writer->publish(*s, 1);
+  FramePool::release(s);
+  sync_shm_frame f;
+  ASSERT_EQ(sync_shm_next(reader, 100, &f), SYNC_SHM_OK);
+  EXPECT_EQ(f.bytes, raw.layout.bytes);
+  sync_shm_close(reader);
 }
 
 TEST(ShmFormats, ReaderRefusesAFrameSizeThatIsNotTheFormats) {

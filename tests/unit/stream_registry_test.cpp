@@ -281,7 +281,15 @@ TEST(PixelFormats, LayoutsArePackedPlanes) {
   // Found by fuzz/frame_header.cpp: sizes whose byte count overflows are refused.
   EXPECT_FALSE(frame_layout(PixelFormat::kNv12, 4294967040u, 4278255616u, l));
   EXPECT_FALSE(frame_layout(PixelFormat::kRgba8, kMaxFrameSide + 1, 2, l));
-  for (const char* name : {"rgba8", "bgra8", "nv12", "i420"}) {
+  // An access unit holds up to an I420 frame's bytes, odd sizes rounded up.
+  ASSERT_TRUE(frame_layout(PixelFormat::kH264, 1920, 1080, l));
+  EXPECT_EQ(l.bytes, 3'110'400u);
+  EXPECT_EQ(l.plane_count, 1u);
+  ASSERT_TRUE(frame_layout(PixelFormat::kH264, 3, 3, l));
+  EXPECT_EQ(l.bytes, 9u + 2 * 4);
+  EXPECT_TRUE(is_encoded(PixelFormat::kH264));
+  EXPECT_FALSE(is_encoded(PixelFormat::kI420));
+  for (const char* name : {"rgba8", "bgra8", "nv12", "i420", "h264"}) {
     PixelFormat f;
     ASSERT_TRUE(parse_pixel_format(name, f));
     EXPECT_STREQ(pixel_format_name(f), name);
@@ -301,6 +309,54 @@ TEST_F(Fixture, Nv12StreamsTakeTheirPlaneSize) {
   c.width = 15;
   EXPECT_EQ(registry.open(c, 1, e), nullptr);
   EXPECT_EQ(e, OpenError::kBadGeometry);
+}
+
+// An encoded stream's frames are access units of 1 byte up to the slot: each is verified at
+// its own size, and FrameInfo::bytes says the size to every publisher.
+TEST_F(Fixture, EncodedStreamsTakeAccessUnitsOfAnySizeUpToTheSlot) {
+  StreamConfig c = small("h264");
+  c.format = PixelFormat::kH264;
+  OpenError e;
+  Stream* s = registry.open(c, 1, e);
+  ASSERT_NE(s, nullptr);
+  const size_t room = s->frame_bytes();
+  EXPECT_EQ(room, 16u * 8 * 3 / 2);
+  uint64_t seq = 0;
+  for (size_t size : {size_t(1), size_t(17), room - 1, room}) {
+    IngestRefusal why;
+    IngestRequest r = request(*s, ++seq);
+    r.payload_bytes = size;  // said up front, as a whole WebSocket message does
+    SlotLease lease = registry.begin(r, why);
+    ASSERT_TRUE(lease) << size;
+    EXPECT_EQ(lease.frame_bytes(), size);
+    for (size_t i = 0; i < size; ++i) lease.pixels()[i] = uint8_t(i * 13 + seq);
+    lease.info().content_hash = XXH3_64bits(lease.pixels(), size);
+    FrameInfo& info = lease.info();
+    ASSERT_TRUE(lease.commit(size, 1'000'000'000));
+    EXPECT_EQ(info.bytes, size);
+  }
+  // Size unknown up front (a fragmented message): whatever fills 1..room bytes.
+  {
+    IngestRefusal why;
+    SlotLease lease = registry.begin(request(*s, ++seq), why);
+    ASSERT_TRUE(lease);
+    EXPECT_EQ(lease.frame_bytes(), room);
+    std::fill_n(lease.pixels(), 100, uint8_t(5));
+    lease.info().content_hash = XXH3_64bits(lease.pixels(), 100);
+    ASSERT_TRUE(lease.commit(100, 1'000'000'000));
+  }
+  EXPECT_EQ(test->verdicts(s->id())->verified, seq);
+  EXPECT_EQ(test->verdicts(s->id())->verify_failures(), 0u);
+  // Too big up front, too big or empty at commit: size mismatches, counted.
+  IngestRefusal why;
+  IngestRequest big = request(*s, ++seq);
+  big.payload_bytes = room + 1;
+  EXPECT_FALSE(registry.begin(big, why));
+  EXPECT_EQ(why, IngestRefusal::kSizeMismatch);
+  SlotLease empty = registry.begin(request(*s, ++seq), why);
+  ASSERT_TRUE(empty);
+  EXPECT_FALSE(empty.commit(0, 1'000'000'000));
+  EXPECT_EQ(s->counters().dropped[size_t(DropReason::kSizeMismatch)], 2u);
 }
 
 TEST(StreamLimits, OneConnectionCannotTakeEveryStream) {

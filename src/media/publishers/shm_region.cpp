@@ -190,6 +190,7 @@ void ShmRegion::publish(const FrameSlot& slot, uint64_t publish_time_ns) {
   meta->capture_time_us = info.capture_time_us;
   meta->publish_time_ns = publish_time_ns;
   meta->content_hash = info.content_hash;
+  meta->payload_bytes = info.bytes;
   const uint64_t counter = ++published_;
   meta->publish_counter = counter;
   const uint32_t seq = __atomic_load_n(&meta->seq, __ATOMIC_RELAXED);

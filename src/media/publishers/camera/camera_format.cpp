@@ -156,6 +156,7 @@ bool FrameConverter::convert(const FrameLayout& source, const uint8_t* pixels, C
       }
       break;
     }
+    case PixelFormat::kH264:  // not a picture: the camera never shows an encoded stream
     case PixelFormat::kStreamDefault:
       break;
   }

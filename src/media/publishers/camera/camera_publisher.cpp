@@ -86,6 +86,9 @@ void CameraPublisher::stop() {
 
 void CameraPublisher::on_stream_open(const Stream& stream) {
   if (shown_stream_id_ != 0) return;  // one camera, one stream
+  // Access units (a relayed h264 stream) are pictures only once decoded; the camera shows raw
+  // streams and leaves those to other publishers.
+  if (is_encoded(stream.config().format)) return;
   shown_stream_id_ = stream.id();
   streams_[stream.id()] = CameraCounters{};
 }

@@ -1,8 +1,8 @@
 // The system camera (`--publisher camera`, docs/camera.md): shows one stream's frames to camera
 // consumers (OBS, browsers, call apps) through a backend (camera_backend.h).
 //
-// The camera shows the first stream opened while it shows none; when that stream closes, the
-// next one opened takes its place. The loop only pins the frame's slot (FramePool::try_pin)
+// The camera shows the first raw stream opened while it shows none (an encoded one, h264, is
+// not a picture); when that stream closes, the next one opened takes its place. The loop only pins the frame's slot (FramePool::try_pin)
 // and hands it to the camera's worker (core::WorkerHandoff); the worker converts it into the
 // backend's buffer and queues it, and the verdict comes back to the loop, which unpins. The loop
 // never waits: a frame the worker cannot take now is dropped and counted by reason.
