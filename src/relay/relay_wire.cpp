@@ -1,0 +1,155 @@
+#include "relay/relay_wire.h"
+
+#include <cstring>
+
+namespace syncd::relay {
+
+namespace {
+
+void put_be(uint8_t* out, uint64_t value, size_t bytes) {
+  for (size_t i = 0; i < bytes; ++i) out[i] = uint8_t(value >> (8 * (bytes - 1 - i)));
+}
+
+uint64_t get_be(const uint8_t* in, size_t bytes) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < bytes; ++i) v = (v << 8) | in[i];
+  return v;
+}
+
+constexpr uint8_t kAppPacketType = 204;  // RFC 3550 section 12.1
+constexpr uint8_t kDescriptionVersion = 1;
+constexpr size_t kDescriptionFixedBytes = 28;  // header, SSRC, name, the 4 fixed words
+
+}  // namespace
+
+DatagramKind classify_datagram(std::span<const uint8_t> d) {
+  if (d.empty()) return DatagramKind::kUnknown;
+  const uint8_t first = d[0];
+  if (first >= 20 && first <= 63) return DatagramKind::kDtls;
+  if (first >= 128 && first <= 191) {
+    // An RTP or RTCP header is at least 8 bytes (RTCP's shortest, an empty RR).
+    if (d.size() < 8) return DatagramKind::kUnknown;
+    return d[1] >= 192 && d[1] <= 223 ? DatagramKind::kRtcp : DatagramKind::kRtp;
+  }
+  return DatagramKind::kUnknown;
+}
+
+const char* datagram_kind_name(DatagramKind kind) {
+  switch (kind) {
+    case DatagramKind::kDtls:
+      return "dtls";
+    case DatagramKind::kRtp:
+      return "rtp";
+    case DatagramKind::kRtcp:
+      return "rtcp";
+    case DatagramKind::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+void write_frame_id(const FrameInfoWire& info, uint8_t out[kFrameIdBytes]) {
+  put_be(out, info.sequence, 8);
+  put_be(out + 8, info.content_hash, 8);
+}
+
+void write_frame_time(const FrameInfoWire& info, uint8_t out[kFrameTimeBytes]) {
+  put_be(out, info.capture_time_us, 8);
+  put_be(out + 8, info.flags, 4);
+}
+
+void write_sender_time(const FrameInfoWire& info, uint8_t out[kSenderTimeBytes]) {
+  put_be(out, info.sender_accept_ns, 8);
+}
+
+bool read_frame_id(std::span<const uint8_t> e, FrameInfoWire& info) {
+  if (e.size() != kFrameIdBytes) return false;
+  info.sequence = get_be(e.data(), 8);
+  info.content_hash = get_be(e.data() + 8, 8);
+  return true;
+}
+
+bool read_frame_time(std::span<const uint8_t> e, FrameInfoWire& info) {
+  if (e.size() != kFrameTimeBytes) return false;
+  info.capture_time_us = get_be(e.data(), 8);
+  info.flags = uint32_t(get_be(e.data() + 8, 4));
+  return true;
+}
+
+bool read_sender_time(std::span<const uint8_t> e, FrameInfoWire& info) {
+  if (e.size() != kSenderTimeBytes) return false;
+  info.sender_accept_ns = get_be(e.data(), 8);
+  return true;
+}
+
+const char* description_error_name(DescriptionError error) {
+  switch (error) {
+    case DescriptionError::kNone:
+      return "none";
+    case DescriptionError::kTooShort:
+      return "too_short";
+    case DescriptionError::kNotApp:
+      return "not_app";
+    case DescriptionError::kNotSync:
+      return "not_sync";
+    case DescriptionError::kBadLength:
+      return "bad_length";
+    case DescriptionError::kBadVersion:
+      return "bad_version";
+    case DescriptionError::kBadName:
+      return "bad_name";
+    case DescriptionError::kBadGeometry:
+      return "bad_geometry";
+  }
+  return "?";
+}
+
+size_t write_stream_description(const StreamDescription& d, std::span<uint8_t> out) {
+  if (d.name_bytes == 0 || d.name_bytes > kMaxStreamNameBytes) return 0;
+  const size_t bytes = kDescriptionFixedBytes + ((d.name_bytes + 3u) & ~size_t(3));
+  if (out.size() < bytes) return 0;
+  uint8_t* p = out.data();
+  std::memset(p, 0, bytes);
+  p[0] = 0x80;  // V=2, P=0, subtype 0
+  p[1] = kAppPacketType;
+  put_be(p + 2, bytes / 4 - 1, 2);  // RFC 3550 6.4.1: length in 32-bit words minus one
+  put_be(p + 4, d.ssrc, 4);
+  std::memcpy(p + 8, "SYNC", 4);
+  p[12] = kDescriptionVersion;
+  p[13] = d.format;
+  p[14] = d.name_bytes;
+  put_be(p + 16, d.width, 4);
+  put_be(p + 20, d.height, 4);
+  put_be(p + 24, d.fps_millihertz, 4);
+  std::memcpy(p + 28, d.name, d.name_bytes);
+  return bytes;
+}
+
+DescriptionError parse_stream_description(std::span<const uint8_t> packet, StreamDescription& out) {
+  if (packet.size() < 12) return DescriptionError::kTooShort;
+  const uint8_t* p = packet.data();
+  if ((p[0] >> 6) != 2 || (p[0] & 0x1F) != 0 || p[1] != kAppPacketType)
+    return DescriptionError::kNotApp;
+  if (std::memcmp(p + 8, "SYNC", 4) != 0) return DescriptionError::kNotSync;
+  const size_t declared = (get_be(p + 2, 2) + 1) * 4;
+  if (declared != packet.size()) return DescriptionError::kBadLength;
+  if (packet.size() < kDescriptionFixedBytes) return DescriptionError::kTooShort;
+  if (p[12] != kDescriptionVersion) return DescriptionError::kBadVersion;
+  const uint8_t name_bytes = p[14];
+  if (name_bytes == 0 || name_bytes > kMaxStreamNameBytes ||
+      kDescriptionFixedBytes + name_bytes > packet.size())
+    return DescriptionError::kBadName;
+  StreamDescription d;
+  d.ssrc = uint32_t(get_be(p + 4, 4));
+  d.format = p[13];
+  d.width = uint32_t(get_be(p + 16, 4));
+  d.height = uint32_t(get_be(p + 20, 4));
+  d.fps_millihertz = uint32_t(get_be(p + 24, 4));
+  if (d.width == 0 || d.height == 0 || d.fps_millihertz == 0) return DescriptionError::kBadGeometry;
+  d.name_bytes = name_bytes;
+  std::memcpy(d.name, p + 28, name_bytes);
+  out = d;
+  return DescriptionError::kNone;
+}
+
+}  // namespace syncd::relay
