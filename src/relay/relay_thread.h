@@ -1,0 +1,172 @@
+// The WAN relay's thread: its own libuv loop, the session's one UDP socket, timers, and the
+// channels to and from syncd's main loop (docs/wan.md, "The path").
+//
+// The relay runs beside the main loop rather than on it: the main loop reads 500 MB/s of frames
+// in 256 KiB windows and may be busy for a millisecond at a time, while the relay paces packets
+// to a fraction of a frame interval and answers NACKs within the latency budget; and its crypto
+// (DTLS handshakes, SRTP) then never delays ingest.
+//
+// What the relay does with datagrams, frames and time is its handler's (RelayHandler, the
+// session); this class only carries them. Receives are batched with recvmmsg (libuv's
+// UV_UDP_RECVMMSG) into one buffer allocated at start; sends are uv_udp_try_send, never queued
+// by libuv: a datagram the kernel cannot take now is dropped and counted, and the pacer keeps
+// that from happening.
+//
+// Threads: construct, start(), send_to_relay(), stop(), and the FromRelay callback: the main
+// loop's thread. The handler, send_datagram() and send_to_main(): the relay thread.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+
+#include "core/loop_channel.h"
+#include "media/frame_pool.h"
+
+namespace syncd::relay {
+
+// From the main loop to the relay thread.
+struct ToRelay {
+  enum class Kind : uint8_t {
+    kFrame,         // an access unit to send: slot pinned until it comes back as kFrameDone
+    kStreamOpened,  // the relayed stream's description (sender)
+    kStreamClosed,
+    kBufferFree,  // the main loop is done with an incoming frame's buffer (receiver)
+  };
+  Kind kind = Kind::kFrame;
+  media::FrameSlot* slot = nullptr;
+  uint32_t stream_id = 0;
+  uint32_t buffer = 0;
+  uint64_t submitted_ns = 0;
+};
+
+// From the relay thread to the main loop.
+struct FromRelay {
+  enum class Kind : uint8_t {
+    kFrameDone,    // a kFrame came back: its slot may be unpinned; sent says whether it went
+    kFrameIn,      // a complete access unit in buffer `buffer` (receiver)
+    kDescription,  // the peer described its stream (receiver): see RelayThread::description()
+    kPeerEnded,    // the peer ended its stream or left
+  };
+  Kind kind = Kind::kFrameDone;
+  bool sent = false;
+  media::FrameSlot* slot = nullptr;
+  uint32_t stream_id = 0;
+  uint32_t buffer = 0;
+  size_t bytes = 0;
+  uint64_t sequence = 0;
+  uint64_t content_hash = 0;
+  uint64_t capture_time_us = 0;
+  uint32_t flags = 0;
+  uint64_t sender_accept_ns = 0;
+  uint64_t complete_ns = 0;  // relay thread's CLOCK_MONOTONIC when the frame was complete
+};
+
+class RelayThread;
+
+// What the relay does; implemented by the session. Every method runs on the relay thread.
+class RelayHandler {
+ public:
+  virtual ~RelayHandler() = default;
+  // The relay thread's loop has started; the socket is bound (and connected, for a sender).
+  virtual void on_start(RelayThread& thread, uint64_t now_ns) = 0;
+  // A datagram arrived; `from` is its source address. The bytes are valid during the call.
+  virtual void on_datagram(std::span<uint8_t> datagram, const sockaddr_storage& from,
+                           uint64_t now_ns) = 0;
+  virtual void on_message(ToRelay& message, uint64_t now_ns) = 0;
+  // The handler's timer, armed with RelayThread::arm_timer().
+  virtual void on_timer(uint64_t now_ns) = 0;
+  // The relay is stopping: give back whatever the main loop lent (kFrameDone for every slot).
+  virtual void on_stop(uint64_t now_ns) = 0;
+};
+
+struct RelayThreadConfig {
+  std::string bind_host = "0.0.0.0";
+  uint16_t bind_port = 0;  // 0: any (a sender's)
+  std::string peer_host;   // a sender's peer: the socket is connected to it
+  uint16_t peer_port = 0;
+  int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF and SO_RCVBUF asked of the kernel
+};
+
+// Counted on the relay thread, read anywhere (relaxed atomics: figures for /stats).
+struct RelaySocketCounters {
+  std::atomic<uint64_t> datagrams_received{0};
+  std::atomic<uint64_t> bytes_received{0};
+  std::atomic<uint64_t> datagrams_sent{0};
+  std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> send_dropped{0};  // the kernel would not take it now (EAGAIN, ENOBUFS)
+  std::atomic<uint64_t> send_errors{0};   // any other send error (ECONNREFUSED: no peer yet)
+  std::atomic<uint64_t> receive_errors{0};
+  std::atomic<uint64_t> receive_batches{0};  // system calls that returned datagrams
+  std::atomic<uint64_t> to_main_refused{0};  // the channel to the main loop was full
+};
+
+class RelayThread {
+ public:
+  using FromRelayFn = void (*)(FromRelay& message, void* context);  // main loop thread
+
+  RelayThread(RelayThreadConfig config, std::unique_ptr<RelayHandler> handler,
+              FromRelayFn from_relay, void* context);
+  ~RelayThread();
+  RelayThread(const RelayThread&) = delete;
+  RelayThread& operator=(const RelayThread&) = delete;
+
+  // Main loop: opens the channels, binds (and for a sender connects) the socket, so an address
+  // in use is said at start-up, then starts the thread. False with a sentence in error.
+  bool start(uv_loop_t* main_loop, std::string& error);
+  // Main loop: lets the handler give back what it holds, stops the thread and joins it, then
+  // delivers what it sent back. Idempotent.
+  void stop();
+  // Main loop. False when the channel is full (the caller counts the drop).
+  bool send_to_relay(const ToRelay& message) { return to_relay_.send(message); }
+  // The port the socket is bound to (after start()).
+  uint16_t local_port() const { return local_port_; }
+  const RelaySocketCounters& counters() const { return counters_; }
+
+  // ---- relay thread only ----
+  // Sends one datagram to the connected peer (to = nullptr) or to `to`. False when dropped.
+  bool send_datagram(std::span<const uint8_t> datagram, const sockaddr* to = nullptr);
+  // False when the channel to the main loop is full (counted in to_main_refused).
+  bool send_to_main(const FromRelay& message);
+  // Calls the handler's on_timer() once after delay_ns (rounded up to the loop's millisecond),
+  // replacing any earlier arming.
+  void arm_timer(uint64_t delay_ns);
+
+  static constexpr size_t kChannelDepth = 256;
+
+ private:
+  static void on_to_relay(ToRelay& message, void* self);
+  static void on_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
+  static void on_receive(uv_udp_t* udp, ssize_t nread, const uv_buf_t* buf, const sockaddr* from,
+                         unsigned flags);
+  static void on_timer(uv_timer_t* timer);
+  static void on_stop_async(uv_async_t* async);
+  void run();
+
+  RelayThreadConfig config_;
+  std::unique_ptr<RelayHandler> handler_;
+  FromRelayFn from_relay_;
+  void* context_;
+  uv_loop_t loop_{};
+  bool loop_open_ = false;
+  uv_udp_t udp_{};
+  uv_timer_t timer_{};
+  uv_async_t stop_async_{};
+  core::LoopChannel<ToRelay, kChannelDepth> to_relay_;   // received on the relay loop
+  core::LoopChannel<FromRelay, kChannelDepth> to_main_;  // received on the main loop
+  std::unique_ptr<uint8_t[]> receive_buffer_;  // recvmmsg: kReceiveBatch datagrams of 64 KiB
+  bool receive_buffer_lent_ = false;
+  uint16_t local_port_ = 0;
+  std::thread thread_;
+  bool running_ = false;
+  RelaySocketCounters counters_;
+};
+
+}  // namespace syncd::relay
