@@ -174,7 +174,7 @@ void RelayThread::on_receive(uv_udp_t* udp, ssize_t nread, const uv_buf_t* buf,
     return;
   }
   if (nread == 0 || from == nullptr) return;  // nothing more to read now
-  if (!(flags & UV_UDP_MMSG_CHUNK))  // read alone, without recvmmsg: a batch of one
+  if (!(flags & UV_UDP_MMSG_CHUNK))           // read alone, without recvmmsg: a batch of one
     self->counters_.receive_batches.fetch_add(1, std::memory_order_relaxed);
   self->counters_.datagrams_received.fetch_add(1, std::memory_order_relaxed);
   self->counters_.bytes_received.fetch_add(uint64_t(nread), std::memory_order_relaxed);

@@ -29,6 +29,7 @@
 
 #include "core/loop_channel.h"
 #include "media/frame_pool.h"
+#include "relay/relay_wire.h"
 
 namespace syncd::relay {
 
@@ -45,6 +46,7 @@ struct ToRelay {
   uint32_t stream_id = 0;
   uint32_t buffer = 0;
   uint64_t submitted_ns = 0;
+  StreamDescription description;  // kStreamOpened
 };
 
 // From the relay thread to the main loop.
@@ -52,7 +54,7 @@ struct FromRelay {
   enum class Kind : uint8_t {
     kFrameDone,    // a kFrame came back: its slot may be unpinned; sent says whether it went
     kFrameIn,      // a complete access unit in buffer `buffer` (receiver)
-    kDescription,  // the peer described its stream (receiver): see RelayThread::description()
+    kDescription,  // the peer described its stream (receiver)
     kPeerEnded,    // the peer ended its stream or left
   };
   Kind kind = Kind::kFrameDone;
@@ -60,13 +62,15 @@ struct FromRelay {
   media::FrameSlot* slot = nullptr;
   uint32_t stream_id = 0;
   uint32_t buffer = 0;
+  const uint8_t* data = nullptr;  // kFrameIn: the access unit, valid until kBufferFree
   size_t bytes = 0;
   uint64_t sequence = 0;
   uint64_t content_hash = 0;
   uint64_t capture_time_us = 0;
   uint32_t flags = 0;
   uint64_t sender_accept_ns = 0;
-  uint64_t complete_ns = 0;  // relay thread's CLOCK_MONOTONIC when the frame was complete
+  uint64_t complete_ns = 0;       // relay thread's CLOCK_MONOTONIC when the frame was complete
+  StreamDescription description;  // kDescription
 };
 
 class RelayThread;

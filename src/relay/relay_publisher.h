@@ -1,0 +1,76 @@
+// The sending end of the WAN relay on syncd's main loop (docs/wan.md): relays one encoded
+// stream's access units to the peer syncd through the relay thread.
+//
+// It relays the first encoded stream (format h264) opened, or the one named with
+// --relay-stream; when that stream closes, the next one opened takes its place. The loop only
+// pins the frame's slot and hands it to the relay thread; the slot comes back (kFrameDone) once
+// the relay has packetized it, and is unpinned here. The loop never waits: a frame that cannot
+// be handed over now is dropped and counted by reason.
+//
+// Accounting, per stream relayed: offered == sent + in_flight + sum(dropped[reason]).
+//
+// Thread: the main loop thread (see media::Publisher), including on_frame_done().
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "media/publisher.h"
+#include "relay/relay_thread.h"
+
+namespace syncd::relay {
+
+enum class RelayDrop : uint8_t {
+  kConsumerSlow,  // kMaxInFlight frames were already with the relay thread
+  kPinRefused,    // the stream's pool had no slot left to pin
+  kQueueFull,     // the channel to the relay thread was full
+  kNotSent,       // the relay thread did not send it (no peer yet, paced out, stopping)
+  kCount,
+};
+const char* relay_drop_name(RelayDrop reason);
+
+struct RelayPublisherCounters {
+  uint64_t offered = 0;
+  uint64_t sent = 0;
+  uint64_t in_flight = 0;
+  std::array<uint64_t, size_t(RelayDrop::kCount)> dropped{};
+  uint64_t dropped_total() const {
+    uint64_t t = 0;
+    for (uint64_t d : dropped) t += d;
+    return t;
+  }
+};
+
+class RelayPublisher final : public media::Publisher {
+ public:
+  // stream_name: the stream to relay; empty: the first encoded stream opened.
+  RelayPublisher(RelayThread& thread, std::string stream_name);
+
+  std::string_view name() const override { return "relay"; }
+  void on_stream_open(const media::Stream& stream) override;
+  void on_stream_close(const media::Stream& stream) override;
+  void on_stream_forget(uint32_t stream_id) override;
+  void on_frame(const media::Stream& stream, media::FrameSlot& slot) override;
+  void write_stream_stats(uint32_t stream_id, nlohmann::json& out) const override;
+  void write_metrics(telemetry::PrometheusText& out,
+                     const std::vector<const media::Stream*>& streams) const override;
+
+  // A frame came back from the relay thread (FromRelay::kFrameDone).
+  void on_frame_done(const FromRelay& message);
+
+  const RelayPublisherCounters* counters(uint32_t stream_id) const;
+  uint32_t relayed_stream() const { return relayed_stream_id_; }
+  // Frames with the relay thread at most: a handful covers the relay's packetizing time, and
+  // keeps the pool's other slots for ingest and the other publishers.
+  static constexpr uint64_t kMaxInFlight = 4;
+
+ private:
+  RelayThread& thread_;
+  std::string stream_name_;
+  uint32_t relayed_stream_id_ = 0;
+  std::unordered_map<uint32_t, RelayPublisherCounters> streams_;
+};
+
+}  // namespace syncd::relay

@@ -1,0 +1,104 @@
+#include "relay/relay_source.h"
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "telemetry/stage_json.h"
+
+namespace syncd::relay {
+
+namespace {
+bool same_stream(const StreamDescription& a, const StreamDescription& b) {
+  return a.name_view() == b.name_view() && a.format == b.format && a.width == b.width &&
+         a.height == b.height;
+}
+}  // namespace
+
+RelaySource::RelaySource(media::StreamRegistry& registry, RelayThread& thread)
+    : registry_(registry), thread_(thread) {}
+
+void RelaySource::on_description(const StreamDescription& d) {
+  ++counters_.descriptions;
+  if (stream_ && same_stream(d, described_)) return;
+  close();
+  described_ = d;
+  media::StreamConfig config;
+  config.name = std::string(d.name_view());
+  config.width = d.width;
+  config.height = d.height;
+  config.format = media::PixelFormat(d.format);
+  config.fps = d.fps_millihertz / 1000.0;
+  config.slots = kSlots;
+  media::OpenError error;
+  stream_ = registry_.open(config, kOwner, error);
+  if (!stream_) {
+    ++counters_.open_refused;
+    counters_.open_error = media::open_error_code(error);
+    return;
+  }
+  ++counters_.streams_opened;
+  counters_.open_error.clear();
+}
+
+void RelaySource::on_frame_in(const FromRelay& m, uint64_t now_ns) {
+  ++counters_.frames_in;
+  if (!stream_) {
+    ++counters_.frames_without_stream;
+  } else {
+    media::IngestRequest r;
+    r.stream_id = stream_->id();
+    r.owner = kOwner;
+    r.flags = m.flags;
+    r.sequence = m.sequence;
+    r.capture_time_us = m.capture_time_us;
+    r.content_hash = m.content_hash;
+    r.payload_bytes = m.bytes;
+    r.start_ns = m.complete_ns;
+    media::IngestRefusal refusal;
+    media::SlotLease lease = registry_.begin(r, refusal);
+    if (!lease) {
+      ++counters_.frames_refused;
+    } else {
+      std::memcpy(lease.pixels(), m.data, m.bytes);
+      if (lease.commit(m.bytes, now_ns))
+        ++counters_.frames_committed;
+      else
+        ++counters_.frames_refused;
+    }
+    // Only a plausible figure: both ends on one clock put the sender's accept shortly before.
+    if (m.sender_accept_ns != 0 && m.sender_accept_ns <= m.complete_ns &&
+        m.complete_ns - m.sender_accept_ns < 10'000'000'000ull)
+      counters_.transport.record(m.complete_ns - m.sender_accept_ns);
+  }
+  ToRelay free;
+  free.kind = ToRelay::Kind::kBufferFree;
+  free.buffer = m.buffer;
+  // The channel is as deep as the relay's buffers are many, so this cannot be refused while
+  // the relay runs; a refusal at stop loses nothing (the relay frees its buffers as it ends).
+  thread_.send_to_relay(free);
+}
+
+void RelaySource::on_peer_ended() {
+  close();
+}
+
+void RelaySource::close() {
+  if (stream_) registry_.close(stream_);
+  stream_ = nullptr;
+}
+
+void RelaySource::write_stats(nlohmann::json& out) const {
+  const RelaySourceCounters& c = counters_;
+  out = {{"stream", stream_ ? nlohmann::json(stream_->config().name) : nlohmann::json(nullptr)},
+         {"descriptions", c.descriptions},
+         {"streams_opened", c.streams_opened},
+         {"open_refused", c.open_refused},
+         {"open_error", c.open_error},
+         {"frames_in", c.frames_in},
+         {"frames_committed", c.frames_committed},
+         {"frames_without_stream", c.frames_without_stream},
+         {"frames_refused", c.frames_refused},
+         {"transport", telemetry::stage_json(c.transport)}};
+}
+
+}  // namespace syncd::relay
