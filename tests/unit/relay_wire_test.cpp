@@ -1,12 +1,16 @@
 // The relay's own wire formats (src/relay/relay_wire.h): RFC 7983 demultiplexing, the
-// frame-info header extension elements, and the stream description APP packet.
+// frame-info header extension elements, the stream description APP packet; and the packet
+// store the session keeps its packets in.
 #include "relay/relay_wire.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <vector>
+
+#include "relay/packet_store.h"
 
 using namespace syncd::relay;
 
@@ -123,4 +127,25 @@ TEST(RelayWire, StreamDescriptionRefusesWhatItCannotTrust) {
   std::memset(zero.data() + 16, 0, 4);
   EXPECT_EQ(parse_stream_description(std::span(zero).first(bytes), out),
             DescriptionError::kBadGeometry);
+}
+
+TEST(PacketStore, HandsOutEveryBufferOnceAndRefusesASecondGiveBack) {
+  PacketStore store(4);
+  std::vector<uint32_t> taken;
+  for (int i = 0; i < 4; ++i) taken.push_back(store.take());
+  EXPECT_EQ(store.take(), PacketStore::kNone);
+  EXPECT_EQ(store.in_use(), 4u);
+  std::sort(taken.begin(), taken.end());
+  EXPECT_EQ(taken, (std::vector<uint32_t>{0, 1, 2, 3}));
+  store.room(2)[0] = 0xAB;
+  store.set_size(2, 1200);
+  EXPECT_EQ(store.packet(2).size(), 1200u);
+  EXPECT_EQ(store.packet(2)[0], 0xAB);
+  EXPECT_NE(store.room(1).data(), store.room(2).data());
+  EXPECT_TRUE(store.give_back(2));
+  EXPECT_FALSE(store.give_back(2));  // already free
+  EXPECT_FALSE(store.give_back(9));  // not a handle
+  EXPECT_EQ(store.in_use(), 3u);
+  EXPECT_EQ(store.take(), 2u);
+  EXPECT_EQ(store.packet(2).size(), 0u);
 }
