@@ -184,7 +184,8 @@ uint64_t decode_remb_bitrate(RembBitrate value);
 
 // ---- NTP time (RFC 3550 section 4) ----
 // The NTP format is 32.32 fixed-point seconds. These convert a nanosecond count (whatever epoch
-// the caller's clock has) to and from that format; the caller maps its clock's epoch.
+// the caller's clock has) to and from that format; the caller maps its clock's epoch. NTP
+// seconds are 32 bits, so times of 2^32 s (136 years) and more wrap.
 uint64_t ntp_from_ns(uint64_t time_ns);
 uint64_t ns_from_ntp(uint64_t ntp);
 // The middle 32 bits (16.16 seconds), as LSR and as the arrival time of an RR (6.4.1).
