@@ -16,36 +16,62 @@ constexpr uint8_t kNalTypeMtap24 = 27;
 constexpr uint8_t kNalTypeFuB = 29;
 
 // A NAL unit type that may stand on its own inside a STAP-A or FU-A: 1..23 (H.264 table 7-1).
-bool is_plain_nal_type(uint8_t type) { return type >= 1 && type <= 23; }
+bool is_plain_nal_type(uint8_t type) {
+  return type >= 1 && type <= 23;
+}
 
 }  // namespace
 
 const char* to_string(DepacketizeError error) {
   switch (error) {
-    case DepacketizeError::kOk: return "ok";
-    case DepacketizeError::kNotStarted: return "no access unit begun";
-    case DepacketizeError::kAlreadyFailed: return "access unit already failed";
-    case DepacketizeError::kAfterMarker: return "packet after the marker";
-    case DepacketizeError::kSequenceGap: return "sequence gap";
-    case DepacketizeError::kTimestampMismatch: return "timestamp differs inside the AU";
-    case DepacketizeError::kEmptyPayload: return "empty payload";
-    case DepacketizeError::kForbiddenBit: return "forbidden bit set";
-    case DepacketizeError::kReservedNalType: return "NAL type 0, 30 or 31";
-    case DepacketizeError::kUnsupportedNalType: return "STAP-B, MTAP or FU-B";
-    case DepacketizeError::kStapTruncated: return "STAP-A truncated";
-    case DepacketizeError::kStapEmptyNal: return "STAP-A NAL of size 0";
-    case DepacketizeError::kStapNestedType: return "STAP-A holds a non-NAL type";
-    case DepacketizeError::kFuTooShort: return "FU-A too short";
-    case DepacketizeError::kFuStartAndEnd: return "FU-A with S and E";
-    case DepacketizeError::kFuWithoutStart: return "FU-A without start";
-    case DepacketizeError::kFuStartInsideFu: return "FU-A start inside another FU";
-    case DepacketizeError::kFuTypeMismatch: return "FU-A NAL type changes";
-    case DepacketizeError::kFuNestedType: return "FU-A of a non-NAL type";
-    case DepacketizeError::kNalInsideFu: return "NAL inside an open FU";
-    case DepacketizeError::kOversize: return "access unit too large";
-    case DepacketizeError::kIncompleteFu: return "fragmented NAL left open";
-    case DepacketizeError::kNoNalUnits: return "no NAL units";
-    case DepacketizeError::kCount: break;
+    case DepacketizeError::kOk:
+      return "ok";
+    case DepacketizeError::kNotStarted:
+      return "no access unit begun";
+    case DepacketizeError::kAlreadyFailed:
+      return "access unit already failed";
+    case DepacketizeError::kAfterMarker:
+      return "packet after the marker";
+    case DepacketizeError::kSequenceGap:
+      return "sequence gap";
+    case DepacketizeError::kTimestampMismatch:
+      return "timestamp differs inside the AU";
+    case DepacketizeError::kEmptyPayload:
+      return "empty payload";
+    case DepacketizeError::kForbiddenBit:
+      return "forbidden bit set";
+    case DepacketizeError::kReservedNalType:
+      return "NAL type 0, 30 or 31";
+    case DepacketizeError::kUnsupportedNalType:
+      return "STAP-B, MTAP or FU-B";
+    case DepacketizeError::kStapTruncated:
+      return "STAP-A truncated";
+    case DepacketizeError::kStapEmptyNal:
+      return "STAP-A NAL of size 0";
+    case DepacketizeError::kStapNestedType:
+      return "STAP-A holds a non-NAL type";
+    case DepacketizeError::kFuTooShort:
+      return "FU-A too short";
+    case DepacketizeError::kFuStartAndEnd:
+      return "FU-A with S and E";
+    case DepacketizeError::kFuWithoutStart:
+      return "FU-A without start";
+    case DepacketizeError::kFuStartInsideFu:
+      return "FU-A start inside another FU";
+    case DepacketizeError::kFuTypeMismatch:
+      return "FU-A NAL type changes";
+    case DepacketizeError::kFuNestedType:
+      return "FU-A of a non-NAL type";
+    case DepacketizeError::kNalInsideFu:
+      return "NAL inside an open FU";
+    case DepacketizeError::kOversize:
+      return "access unit too large";
+    case DepacketizeError::kIncompleteFu:
+      return "fragmented NAL left open";
+    case DepacketizeError::kNoNalUnits:
+      return "no NAL units";
+    case DepacketizeError::kCount:
+      break;
   }
   return "unknown";
 }

@@ -51,8 +51,8 @@ enum class DepacketizeError : uint8_t {
 const char* to_string(DepacketizeError error);
 
 struct DepacketizerCounters {
-  uint64_t packets = 0;         // accepted
-  uint64_t access_units = 0;    // finished without error
+  uint64_t packets = 0;       // accepted
+  uint64_t access_units = 0;  // finished without error
   uint64_t nal_units = 0;
   uint64_t refused[static_cast<size_t>(DepacketizeError::kCount)] = {};
 };

@@ -23,13 +23,20 @@ size_t fragment_size(size_t nal_payload, size_t max_payload) {
 
 const char* to_string(PacketizeError error) {
   switch (error) {
-    case PacketizeError::kOk: return "ok";
-    case PacketizeError::kNoStartCode: return "no Annex B start code";
-    case PacketizeError::kNoNalUnits: return "no NAL units";
-    case PacketizeError::kForbiddenBit: return "forbidden_zero_bit set";
-    case PacketizeError::kReservedNalType: return "NAL type 0 or 24..31";
-    case PacketizeError::kTooManyNalUnits: return "too many NAL units";
-    case PacketizeError::kCount: break;
+    case PacketizeError::kOk:
+      return "ok";
+    case PacketizeError::kNoStartCode:
+      return "no Annex B start code";
+    case PacketizeError::kNoNalUnits:
+      return "no NAL units";
+    case PacketizeError::kForbiddenBit:
+      return "forbidden_zero_bit set";
+    case PacketizeError::kReservedNalType:
+      return "NAL type 0 or 24..31";
+    case PacketizeError::kTooManyNalUnits:
+      return "too many NAL units";
+    case PacketizeError::kCount:
+      break;
   }
   return "unknown";
 }

@@ -73,8 +73,7 @@ uint32_t ReceiverStatistics::to_rtp_units(uint64_t ns) const {
                                fraction * clock_rate_hz_ / kNanosPerSecond);
 }
 
-bool ReceiverStatistics::on_packet(uint16_t sequence, uint32_t rtp_timestamp,
-                                   uint64_t arrival_ns) {
+bool ReceiverStatistics::on_packet(uint16_t sequence, uint32_t rtp_timestamp, uint64_t arrival_ns) {
   if (!started_) {
     // A.1: a new source starts on probation, as if the packet before this one had been seen.
     started_ = true;

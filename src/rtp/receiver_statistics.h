@@ -25,10 +25,10 @@ struct ReceiverStatisticsConfig {
 };
 
 struct ReceiverStatisticsCounters {
-  uint64_t probation = 0;   // packets seen while the source was on probation (not counted)
-  uint64_t bad_jump = 0;    // packets refused as a large jump (A.1 bad_seq)
-  uint64_t restarts = 0;    // sequence restarts accepted (two in a row after a jump)
-  uint64_t late = 0;        // late or duplicate packets (counted in received, as A.1 does)
+  uint64_t probation = 0;  // packets seen while the source was on probation (not counted)
+  uint64_t bad_jump = 0;   // packets refused as a large jump (A.1 bad_seq)
+  uint64_t restarts = 0;   // sequence restarts accepted (two in a row after a jump)
+  uint64_t late = 0;       // late or duplicate packets (counted in received, as A.1 does)
 };
 
 class ReceiverStatistics {

@@ -22,7 +22,9 @@ constexpr size_t kSenderInfoBytes = 20;
 constexpr size_t kFeedbackHeaderBytes = 8;  // sender SSRC, media SSRC (RFC 4585 6.1)
 constexpr uint64_t kNanosPerSecond = 1'000'000'000;
 
-constexpr size_t align4(size_t n) { return (n + 3) & ~size_t{3}; }
+constexpr size_t align4(size_t n) {
+  return (n + 3) & ~size_t{3};
+}
 
 ReportBlock read_report_block(const uint8_t* p) {
   ReportBlock block;
@@ -60,7 +62,7 @@ void write_common_header(uint8_t* p, bool padding, uint8_t count, uint8_t type, 
 
 // One packet of a compound, its padding removed.
 struct PacketBody {
-  uint8_t count;                  // RC, SC or FMT
+  uint8_t count;  // RC, SC or FMT
   uint8_t type;
   std::span<const uint8_t> body;  // after the 4-byte common header
 };
@@ -127,8 +129,7 @@ RtcpParseError read_packet(const PacketBody& packet, RtcpSink* sink, uint32_t* s
           if (length > size - offset - 2) return RtcpParseError::kSdesMalformed;
           if (sink) {
             if (item == kSdesCname) {
-              sink->on_cname(ssrc,
-                             {reinterpret_cast<const char*>(p + offset + 2), length});
+              sink->on_cname(ssrc, {reinterpret_cast<const char*>(p + offset + 2), length});
             } else if (skipped) {
               ++*skipped;
             }
@@ -259,19 +260,32 @@ RtcpParseError walk(std::span<const uint8_t> compound, RtcpSink* sink, RtcpParse
 
 const char* to_string(RtcpParseError error) {
   switch (error) {
-    case RtcpParseError::kOk: return "ok";
-    case RtcpParseError::kTooShort: return "too short";
-    case RtcpParseError::kBadVersion: return "bad version";
-    case RtcpParseError::kLengthOverrun: return "length overruns the datagram";
-    case RtcpParseError::kPaddingNotLast: return "padding on a packet that is not the last";
-    case RtcpParseError::kBadPadding: return "bad padding count";
-    case RtcpParseError::kFirstNotReport: return "first packet is not SR or RR";
-    case RtcpParseError::kReportBlocksOverrun: return "report blocks overrun the packet";
-    case RtcpParseError::kSdesMalformed: return "malformed SDES";
-    case RtcpParseError::kByeMalformed: return "malformed BYE";
-    case RtcpParseError::kFeedbackMalformed: return "malformed feedback";
-    case RtcpParseError::kRembMalformed: return "malformed REMB";
-    case RtcpParseError::kCount: break;
+    case RtcpParseError::kOk:
+      return "ok";
+    case RtcpParseError::kTooShort:
+      return "too short";
+    case RtcpParseError::kBadVersion:
+      return "bad version";
+    case RtcpParseError::kLengthOverrun:
+      return "length overruns the datagram";
+    case RtcpParseError::kPaddingNotLast:
+      return "padding on a packet that is not the last";
+    case RtcpParseError::kBadPadding:
+      return "bad padding count";
+    case RtcpParseError::kFirstNotReport:
+      return "first packet is not SR or RR";
+    case RtcpParseError::kReportBlocksOverrun:
+      return "report blocks overrun the packet";
+    case RtcpParseError::kSdesMalformed:
+      return "malformed SDES";
+    case RtcpParseError::kByeMalformed:
+      return "malformed BYE";
+    case RtcpParseError::kFeedbackMalformed:
+      return "malformed feedback";
+    case RtcpParseError::kRembMalformed:
+      return "malformed REMB";
+    case RtcpParseError::kCount:
+      break;
   }
   return "unknown";
 }

@@ -38,17 +38,17 @@ inline constexpr uint8_t kRtcpReceiverReport = 201;
 inline constexpr uint8_t kRtcpSourceDescription = 202;
 inline constexpr uint8_t kRtcpGoodbye = 203;
 inline constexpr uint8_t kRtcpApplication = 204;
-inline constexpr uint8_t kRtcpTransportFeedback = 205;  // RTPFB
-inline constexpr uint8_t kRtcpPayloadFeedback = 206;    // PSFB
-inline constexpr uint8_t kRtcpFmtGenericNack = 1;       // RTPFB
-inline constexpr uint8_t kRtcpFmtPli = 1;               // PSFB
-inline constexpr uint8_t kRtcpFmtApplicationLayer = 15; // PSFB, REMB's carrier
+inline constexpr uint8_t kRtcpTransportFeedback = 205;   // RTPFB
+inline constexpr uint8_t kRtcpPayloadFeedback = 206;     // PSFB
+inline constexpr uint8_t kRtcpFmtGenericNack = 1;        // RTPFB
+inline constexpr uint8_t kRtcpFmtPli = 1;                // PSFB
+inline constexpr uint8_t kRtcpFmtApplicationLayer = 15;  // PSFB, REMB's carrier
 inline constexpr uint8_t kSdesCname = 1;
 inline constexpr size_t kRtcpHeaderBytes = 4;
 inline constexpr size_t kReportBlockBytes = 24;
 inline constexpr size_t kMaxReportBlocks = 31;  // 5-bit count
 inline constexpr size_t kMaxByeSources = 31;
-inline constexpr size_t kMaxRembSsrcs = 255;    // 8-bit count
+inline constexpr size_t kMaxRembSsrcs = 255;  // 8-bit count
 // A NACK event carries at most this many sequence numbers; a longer list arrives as more events.
 inline constexpr size_t kNackEventCapacity = 256;
 // Largest cumulative-lost value a report block can carry (signed 24-bit, RFC 3550 6.4.1).
@@ -57,11 +57,11 @@ inline constexpr int32_t kMinCumulativeLost = -0x800000;
 
 struct ReportBlock {
   uint32_t source_ssrc = 0;
-  uint8_t fraction_lost = 0;      // fixed point, lost / expected * 256
-  int32_t cumulative_lost = 0;    // signed 24-bit on the wire (duplicates can make it negative)
+  uint8_t fraction_lost = 0;    // fixed point, lost / expected * 256
+  int32_t cumulative_lost = 0;  // signed 24-bit on the wire (duplicates can make it negative)
   uint32_t extended_highest_sequence = 0;
-  uint32_t jitter = 0;            // timestamp units
-  uint32_t last_sr = 0;           // LSR: middle 32 bits of the SR's NTP timestamp, 0 if none
+  uint32_t jitter = 0;               // timestamp units
+  uint32_t last_sr = 0;              // LSR: middle 32 bits of the SR's NTP timestamp, 0 if none
   uint32_t delay_since_last_sr = 0;  // DLSR, units of 1/65536 s
 };
 
@@ -98,8 +98,8 @@ struct Nack {
 
 struct Remb {
   uint32_t sender_ssrc = 0;
-  uint64_t bitrate_bps = 0;          // mantissa << exponent, saturated at UINT64_MAX
-  std::span<const uint32_t> ssrcs;   // valid during the callback
+  uint64_t bitrate_bps = 0;         // mantissa << exponent, saturated at UINT64_MAX
+  std::span<const uint32_t> ssrcs;  // valid during the callback
 };
 
 // Receives the events of one compound packet, in the order of the packets in it. Each callback
@@ -119,17 +119,17 @@ class RtcpSink {
 // Why parse_rtcp() refused a compound packet. Values index RtcpParseCounters::refused.
 enum class RtcpParseError : uint8_t {
   kOk = 0,
-  kTooShort,           // under 4 bytes, or a packet shorter than its type's fixed part
-  kBadVersion,         // V != 2 in any packet
-  kLengthOverrun,      // a length field runs past the datagram
-  kPaddingNotLast,     // P set on a packet that is not the last (RFC 3550 A.2)
-  kBadPadding,         // pad count 0 or larger than the packet body
-  kFirstNotReport,     // the first packet is not SR or RR (RFC 3550 6.1, A.2)
+  kTooShort,             // under 4 bytes, or a packet shorter than its type's fixed part
+  kBadVersion,           // V != 2 in any packet
+  kLengthOverrun,        // a length field runs past the datagram
+  kPaddingNotLast,       // P set on a packet that is not the last (RFC 3550 A.2)
+  kBadPadding,           // pad count 0 or larger than the packet body
+  kFirstNotReport,       // the first packet is not SR or RR (RFC 3550 6.1, A.2)
   kReportBlocksOverrun,  // RC report blocks do not fit the length
-  kSdesMalformed,      // an SDES chunk or item runs past its packet, or chunks != SC
-  kByeMalformed,       // SC SSRCs or the reason run past the packet
-  kFeedbackMalformed,  // RTPFB/PSFB shorter than sender + media SSRC, NACK without an FCI
-  kRembMalformed,      // REMB without "REMB", or its SSRC count does not match the length
+  kSdesMalformed,        // an SDES chunk or item runs past its packet, or chunks != SC
+  kByeMalformed,         // SC SSRCs or the reason run past the packet
+  kFeedbackMalformed,    // RTPFB/PSFB shorter than sender + media SSRC, NACK without an FCI
+  kRembMalformed,        // REMB without "REMB", or its SSRC count does not match the length
   kCount,
 };
 const char* to_string(RtcpParseError error);
@@ -189,7 +189,9 @@ uint64_t decode_remb_bitrate(RembBitrate value);
 uint64_t ntp_from_ns(uint64_t time_ns);
 uint64_t ns_from_ntp(uint64_t ntp);
 // The middle 32 bits (16.16 seconds), as LSR and as the arrival time of an RR (6.4.1).
-constexpr uint32_t ntp_compact(uint64_t ntp) { return static_cast<uint32_t>(ntp >> 16); }
+constexpr uint32_t ntp_compact(uint64_t ntp) {
+  return static_cast<uint32_t>(ntp >> 16);
+}
 // A duration in nanoseconds in 1/65536 s units (DLSR), saturated at UINT32_MAX.
 uint32_t compact_from_ns(uint64_t duration_ns);
 uint64_t ns_from_compact(uint32_t compact);

@@ -14,14 +14,22 @@ using detail::store_be32;
 
 const char* to_string(RtpParseError error) {
   switch (error) {
-    case RtpParseError::kOk: return "ok";
-    case RtpParseError::kTooShort: return "too short";
-    case RtpParseError::kBadVersion: return "bad version";
-    case RtpParseError::kCsrcOverrun: return "CSRC list overruns the datagram";
-    case RtpParseError::kExtensionOverrun: return "header extension overruns the datagram";
-    case RtpParseError::kPaddingZero: return "padding count is zero";
-    case RtpParseError::kPaddingOverrun: return "padding overruns the payload";
-    case RtpParseError::kCount: break;
+    case RtpParseError::kOk:
+      return "ok";
+    case RtpParseError::kTooShort:
+      return "too short";
+    case RtpParseError::kBadVersion:
+      return "bad version";
+    case RtpParseError::kCsrcOverrun:
+      return "CSRC list overruns the datagram";
+    case RtpParseError::kExtensionOverrun:
+      return "header extension overruns the datagram";
+    case RtpParseError::kPaddingZero:
+      return "padding count is zero";
+    case RtpParseError::kPaddingOverrun:
+      return "padding overruns the payload";
+    case RtpParseError::kCount:
+      break;
   }
   return "unknown";
 }

@@ -41,12 +41,12 @@ inline constexpr size_t kAbsSendTimeExtensionBlockBytes = 8;
 // Why parse_rtp() refused a datagram. Values index RtpParseCounters::refused.
 enum class RtpParseError : uint8_t {
   kOk = 0,
-  kTooShort,              // fewer than 12 bytes
-  kBadVersion,            // V != 2
-  kCsrcOverrun,           // CC * 4 runs past the datagram
-  kExtensionOverrun,      // the extension header or its length runs past the datagram
-  kPaddingZero,           // P set but the last byte (pad count) is 0 (RFC 3550 5.1: it counts itself)
-  kPaddingOverrun,        // pad count larger than what follows the header
+  kTooShort,          // fewer than 12 bytes
+  kBadVersion,        // V != 2
+  kCsrcOverrun,       // CC * 4 runs past the datagram
+  kExtensionOverrun,  // the extension header or its length runs past the datagram
+  kPaddingZero,       // P set but the last byte (pad count) is 0 (RFC 3550 5.1: it counts itself)
+  kPaddingOverrun,    // pad count larger than what follows the header
   kCount,
 };
 const char* to_string(RtpParseError error);
@@ -61,12 +61,12 @@ struct RtpPacketView {
   uint16_t sequence = 0;
   uint32_t timestamp = 0;
   uint32_t ssrc = 0;
-  uint16_t extension_profile = 0;          // valid when extension
+  uint16_t extension_profile = 0;           // valid when extension
   std::span<const uint8_t> extension_data;  // the words after the extension header
   std::span<const uint8_t> payload;
-  uint8_t padding_bytes = 0;                // including the count byte itself
-  size_t header_bytes = 0;                  // fixed header + CSRCs + extension block
-  std::span<const uint8_t> datagram;        // the whole packet as given
+  uint8_t padding_bytes = 0;          // including the count byte itself
+  size_t header_bytes = 0;            // fixed header + CSRCs + extension block
+  std::span<const uint8_t> datagram;  // the whole packet as given
 
   // i < csrc_count.
   uint32_t csrc(size_t i) const;

@@ -30,7 +30,7 @@ inline constexpr size_t kRtxOsnBytes = 2;
 struct RtxIdentity {
   uint8_t payload_type = 0;  // the relay's RTX PT, 97 (docs/wan.md)
   uint32_t ssrc = 0;
-  uint16_t sequence = 0;     // the RTX stream's own next sequence number
+  uint16_t sequence = 0;  // the RTX stream's own next sequence number
 };
 
 // Bytes write_rtx() needs for this original.

@@ -15,18 +15,17 @@ using Bytes = std::vector<uint8_t>;
 
 std::vector<Bytes> split(const Bytes& annex_b, bool* found = nullptr) {
   std::vector<Bytes> nals;
-  const bool ok = split_annex_b(annex_b, [&](std::span<const uint8_t> nal) {
-    nals.emplace_back(nal.begin(), nal.end());
-  });
+  const bool ok = split_annex_b(
+      annex_b, [&](std::span<const uint8_t> nal) { nals.emplace_back(nal.begin(), nal.end()); });
   if (found) *found = ok;
   return nals;
 }
 
 TEST(RtpH264, SplitsAnnexBWithBothStartCodesAndTrailingZeros) {
-  const Bytes au = {0, 0, 0, 1, 0x67, 0x42, 0x00, 0x1f,  // SPS (an inner 00 is kept)
-                    0, 0, 1, 0x68, 0xce,                  // PPS behind a 3-byte start code
-                    0, 0, 0, 0, 1, 0x65, 0x88, 0x84,      // IDR after trailing_zero_8bits
-                    0, 0};                                // trailing zeros at the end
+  const Bytes au = {0, 0, 0, 1,    0x67, 0x42, 0x00, 0x1f,  // SPS (an inner 00 is kept)
+                    0, 0, 1, 0x68, 0xce,                    // PPS behind a 3-byte start code
+                    0, 0, 0, 0,    1,    0x65, 0x88, 0x84,  // IDR after trailing_zero_8bits
+                    0, 0};                                  // trailing zeros at the end
   bool found = false;
   const auto nals = split(au, &found);
   ASSERT_TRUE(found);
@@ -255,7 +254,7 @@ TEST(RtpH264, ThreeByteStartCodesComeBackAsFourByteOnes) {
 
 // RFC 6184 section 5.7.1, figure 7: a STAP-A with two NAL units (SPS and PPS here).
 TEST(RtpH264, DepacketizesStapA) {
-  const Bytes stap = {0x78,                    // F 0, NRI 3, type 24
+  const Bytes stap = {0x78,                                // F 0, NRI 3, type 24
                       0x00, 0x04, 0x67, 0x42, 0x00, 0x1f,  // size 4, SPS
                       0x00, 0x02, 0x68, 0xce};             // size 2, PPS
   Bytes out(64);
@@ -264,8 +263,8 @@ TEST(RtpH264, DepacketizesStapA) {
   ASSERT_EQ(depacketizer.push(stap, 1, 100, false), DepacketizeError::kOk);
   ASSERT_EQ(depacketizer.push(Bytes{0x65, 0xAA}, 2, 100, true), DepacketizeError::kOk);
   ASSERT_EQ(depacketizer.finish(), DepacketizeError::kOk);
-  const Bytes expected = {0, 0, 0, 1, 0x67, 0x42, 0x00, 0x1f, 0, 0, 0, 1, 0x68,
-                          0xce, 0, 0, 0, 1, 0x65, 0xAA};
+  const Bytes expected = {0, 0, 0,    1,    0x67, 0x42, 0x00, 0x1f, 0,    0,
+                          0, 1, 0x68, 0xce, 0,    0,    0,    1,    0x65, 0xAA};
   EXPECT_EQ(Bytes(depacketizer.access_unit().begin(), depacketizer.access_unit().end()), expected);
   EXPECT_EQ(depacketizer.counters().nal_units, 3u);
 }
@@ -306,8 +305,8 @@ TEST(RtpH264, TruncatedPacketsNeverOverrunTheOutput) {
       for (size_t i = 0; i < packets.size() && !refused; ++i) {
         const auto& v = packets[i].view;
         const auto payload = i == victim ? full.first(n) : v.payload;
-        refused = depacketizer.push(payload, v.sequence, v.timestamp, v.marker) !=
-                  DepacketizeError::kOk;
+        refused =
+            depacketizer.push(payload, v.sequence, v.timestamp, v.marker) != DepacketizeError::kOk;
       }
       if (!refused) refused = depacketizer.finish() != DepacketizeError::kOk;
       const auto got = depacketizer.access_unit();

@@ -1,9 +1,9 @@
+#include "rtp/rtp_packet.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
-
-#include "rtp/rtp_packet.h"
 
 namespace syncd::rtp {
 namespace {
@@ -12,8 +12,8 @@ using Bytes = std::vector<uint8_t>;
 
 // The RTP header of the example packet in RFC 7714 section 16.1.1 (AES-128-GCM test vectors):
 // V=2, no padding/extension/CSRC, PT 64, sequence 0xf17b, timestamp 0x8041f8d3, SSRC 0x5501a0b2.
-const Bytes kRfc7714Header = {0x80, 0x40, 0xf1, 0x7b, 0x80, 0x41, 0xf8, 0xd3,
-                              0x55, 0x01, 0xa0, 0xb2};
+const Bytes kRfc7714Header = {0x80, 0x40, 0xf1, 0x7b, 0x80, 0x41,
+                              0xf8, 0xd3, 0x55, 0x01, 0xa0, 0xb2};
 
 TEST(RtpPacket, ParsesRfc7714ExampleHeader) {
   Bytes packet = kRfc7714Header;
@@ -148,7 +148,7 @@ TEST(RtpPacket, TruncationAtEveryOffset) {
 }
 
 TEST(RtpPacket, ExtensionReaderStopsAtId15AndFlagsOverrun) {
-  Bytes packet = {0x90, 0x60, 0, 1, 0, 0, 0, 1, 0, 0, 0, 2,  // X=1
+  Bytes packet = {0x90, 0x60, 0,    1,    0,    0,    0,    1,   0, 0, 0, 2,  // X=1
                   0xBE, 0xDE, 0x00, 0x01, 0x10, 0x01, 0xF0, 0x20};
   RtpPacketView view;
   ASSERT_EQ(parse_rtp(packet, view), RtpParseError::kOk);
@@ -252,8 +252,8 @@ TEST(RtpPacket, AbsSendTimeDifferenceAcrossWrap) {
   for (int i = 0; i < 10000; ++i) {
     const uint64_t a = rng() % (1ull << 50);
     const uint64_t delta = rng() % 31'000'000'000ull;
-    const int64_t d = abs_send_time_diff_ns(abs_send_time_from_ns(a + delta),
-                                            abs_send_time_from_ns(a));
+    const int64_t d =
+        abs_send_time_diff_ns(abs_send_time_from_ns(a + delta), abs_send_time_from_ns(a));
     EXPECT_NEAR(static_cast<double>(d), static_cast<double>(delta), 3815.0 * 2);
   }
 }

@@ -103,7 +103,7 @@ TEST(RtpReceiverStatistics, JitterConvergesToAlternatingOffset) {
   const uint64_t period_ns = 20 * kMs;  // 1800 ticks
   for (uint16_t s = 0; s < 2000; ++s) {
     const uint64_t arrival = 1'000 * kMs + s * period_ns + (s % 2 ? 2 * kMs : 0);  // D = 180
-    stats.on_packet(s, static_cast<uint32_t>(0xFFFFF000u + s * 1800u), arrival);  // ts wraps
+    stats.on_packet(s, static_cast<uint32_t>(0xFFFFF000u + s * 1800u), arrival);   // ts wraps
   }
   EXPECT_NEAR(stats.jitter(), 180.0, 1.0);
   EXPECT_NEAR(static_cast<double>(stats.jitter_ns()), 2e6, 12e3);

@@ -181,13 +181,13 @@ TEST(RtpRtcp, RembMantissaExponentRoundTrip) {
 // REMB as libwebrtc sends it, built byte by byte from draft-alvestrand-rmcat-remb-03 2.2, behind
 // an empty RR: 1,000,000 bps (exp 2, mantissa 250000 = 0x3D090) for SSRC 0x11223344.
 TEST(RtpRtcp, ParsesRembFromBytes) {
-  const Bytes packet = {0x80, 0xC9, 0x00, 0x01, 0x00, 0x00, 0x00, 0x07,  // RR, no blocks
-                        0x8F, 0xCE, 0x00, 0x05,                          // PSFB FMT 15, 6 words
-                        0x00, 0x00, 0x00, 0x07,                          // sender SSRC
-                        0x00, 0x00, 0x00, 0x00,                          // media SSRC 0
-                        'R',  'E',  'M',  'B',
-                        0x01, 0x0B, 0xD0, 0x90,  // 1 SSRC, exp 2 (000010), mantissa 0x3D090
-                        0x11, 0x22, 0x33, 0x44};
+  const Bytes packet = {
+      0x80, 0xC9, 0x00, 0x01, 0x00, 0x00, 0x00, 0x07,  // RR, no blocks
+      0x8F, 0xCE, 0x00, 0x05,                          // PSFB FMT 15, 6 words
+      0x00, 0x00, 0x00, 0x07,                          // sender SSRC
+      0x00, 0x00, 0x00, 0x00,                          // media SSRC 0
+      'R',  'E',  'M',  'B',  0x01, 0x0B, 0xD0, 0x90,  // 1 SSRC, exp 2 (000010), mantissa 0x3D090
+      0x11, 0x22, 0x33, 0x44};
   RecordingSink sink;
   ASSERT_EQ(parse_rtcp(packet, sink), RtcpParseError::kOk);
   ASSERT_EQ(sink.remb_bitrates.size(), 1u);
@@ -322,8 +322,8 @@ TEST(RtpRtcp, RefusalsWithReasons) {
   EXPECT_EQ(parse_rtcp(bad, sink), E::kReportBlocksOverrun);
 
   // Padding: valid on the last packet only, count within the body.
-  Bytes padded = {0x80, 0xC9, 0x00, 0x01, 0, 0, 0, 1, 0xA0, 0xCE, 0x00, 0x03,
-                  0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 4};  // PLI + 4 bytes of padding
+  Bytes padded = {0x80, 0xC9, 0x00, 0x01, 0, 0, 0, 1, 0xA0, 0xCE, 0x00, 0x03, 0,
+                  0,    0,    1,    0,    0, 0, 2, 0, 0,    0,    4};  // PLI + 4 bytes of padding
   EXPECT_EQ(parse_rtcp(padded, sink), E::kOk);
   padded[23] = 0;
   EXPECT_EQ(parse_rtcp(padded, sink), E::kBadPadding);
@@ -360,8 +360,10 @@ TEST(RtpRtcp, RefusalsWithReasons) {
   EXPECT_EQ(parse_rtcp(nack, sink), E::kFeedbackMalformed);
 
   Bytes remb = rr;
-  remb.insert(remb.end(), {0x8F, 0xCE, 0x00, 0x04, 0, 0, 0, 1, 0, 0, 0, 0, 'R', 'E', 'M', 'B',
-                           0x02, 0x00, 0x00, 0x01});  // 2 SSRCs announced, none present
+  remb.insert(
+      remb.end(),
+      {0x8F, 0xCE, 0x00, 0x04, 0,   0,    0,    1,    0,   0, 0,
+       0,    'R',  'E',  'M',  'B', 0x02, 0x00, 0x00, 0x01});  // 2 SSRCs announced, none present
   EXPECT_EQ(parse_rtcp(remb, sink), E::kRembMalformed);
   remb[24] = 0;
   EXPECT_EQ(parse_rtcp(remb, sink), E::kOk);
