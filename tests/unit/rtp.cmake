@@ -11,6 +11,7 @@ add_executable(rtp_tests
   ${SYNC_ROOT}/tests/unit/rtp_rtcp_test.cpp
   ${SYNC_ROOT}/tests/unit/rtp_rtx_test.cpp
   ${SYNC_ROOT}/tests/unit/rtp_receiver_statistics_test.cpp
+  ${SYNC_ROOT}/tests/unit/rtp_allocation_test.cpp
 )
 target_link_libraries(rtp_tests PRIVATE sync_rtp GTest::gtest_main)
 add_test(NAME rtp_tests COMMAND rtp_tests)
