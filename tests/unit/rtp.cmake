@@ -1,0 +1,17 @@
+# Unit tests for RTP, RTCP and H.264 packetization (src/rtp). Included from
+# tests/unit/CMakeLists.txt.
+if(NOT DEFINED SYNC_ROOT)
+  set(SYNC_ROOT ${CMAKE_SOURCE_DIR})
+endif()
+
+add_executable(rtp_tests
+  ${SYNC_ROOT}/tests/unit/rtp_packet_test.cpp
+  ${SYNC_ROOT}/tests/unit/rtp_sequence_test.cpp
+  ${SYNC_ROOT}/tests/unit/rtp_h264_test.cpp
+  ${SYNC_ROOT}/tests/unit/rtp_rtcp_test.cpp
+  ${SYNC_ROOT}/tests/unit/rtp_rtx_test.cpp
+  ${SYNC_ROOT}/tests/unit/rtp_receiver_statistics_test.cpp
+  ${SYNC_ROOT}/tests/unit/rtp_allocation_test.cpp
+)
+target_link_libraries(rtp_tests PRIVATE sync_rtp GTest::gtest_main)
+add_test(NAME rtp_tests COMMAND rtp_tests)
