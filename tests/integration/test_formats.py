@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import random
+import sys
 import subprocess
 import tempfile
 import unittest
@@ -19,6 +20,8 @@ from test_streams import Receiver
 READER = os.environ.get("SYNC_SHM_READER", "../../build/release/tools/shm_reader/sync-shm-reader")
 RECEIVER = os.environ.get("SYNC_STREAM_RECEIVER",
                           "../../build/release/tools/stream_receiver/sync-stream-receiver")
+MAKE_CLIP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "h264",
+                         "make_clip.py")
 W, H = 640, 360  # even, as 4:2:0 needs; small enough for a shared 2-core machine
 
 
@@ -232,6 +235,42 @@ class PixelFormats(unittest.TestCase):
                 self.assertEqual(r["verify_failures"], 0, r)
                 self.assertGreater(r["frames_read"], len(sizes) // 2, r)
                 self.assertEqual(syncd.stop(), 0)
+
+    def test_producer_sends_an_x264_clip_as_an_h264_stream(self):
+        # tools/h264/make_clip.py encodes marker frames with x264 (--aud); sync-producer --h264
+        # splits the clip at its delimiters and sends each access unit as a frame.
+        with tempfile.TemporaryDirectory() as tmp:
+            clip = os.path.join(tmp, "clip.264")
+            made = subprocess.run([sys.executable, MAKE_CLIP, "--out", clip, "--width", "320",
+                                   "--height", "180", "--fps", "60", "--frames", "30",
+                                   "--bitrate", "1000", "--keyint", "10"],
+                                  capture_output=True, text=True, timeout=120)
+            self.assertEqual(made.returncode, 0, made.stderr)
+            self.assertEqual(last_json(made.stdout)["frames"], 30)
+            with Syncd() as syncd:
+                proc = subprocess.run([PRODUCER, "--url", syncd.url, "--quiet", "--stream", "clip",
+                                       "--format", "h264", "--h264", clip, "--width", "320",
+                                       "--height", "180", "--fps", "60", "--frames", "75"],
+                                      capture_output=True, text=True, timeout=60)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertEqual(last_json(proc.stdout)["frames_sent"], 75)
+                s = syncd.wait_for(lambda: (lambda s: s if s and not s["open"] else None)(
+                    syncd.stream_stats("clip")))
+                self.assertEqual(s["format"], "h264")
+                # 75 frames: the 30 access units two and a half times, each verified.
+                self.assertEqual(s["frames_verified"], 75)
+                self.assertEqual(s["frames_verify_failed"], 0)
+                # A file without delimiters is refused before any stream opens.
+                bare = os.path.join(tmp, "bare.264")
+                with open(bare, "wb") as f:
+                    f.write(b"\0\0\0\x01\x67\x42" + b"\x11" * 64)
+                proc = subprocess.run([PRODUCER, "--url", syncd.url, "--quiet", "--stream", "bare",
+                                       "--format", "h264", "--h264", bare, "--width", "320",
+                                       "--height", "180", "--frames", "1"],
+                                      capture_output=True, text=True, timeout=60)
+                self.assertEqual(proc.returncode, 1, proc.stderr)
+                self.assertIn("access unit delimiter", proc.stderr)
+                self.assertIsNone(syncd.stream_stats("bare"))
 
     def test_http_records_carry_the_format(self):
         w, h = 64, 32

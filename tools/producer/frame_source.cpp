@@ -65,28 +65,45 @@ FrameSource::FrameSource(const FrameGeometry& geometry, uint32_t stream_id, Fram
                          uint32_t mask_key)
     : geometry_(geometry), stream_id_(stream_id), framing_(framing), mask_key_(mask_key) {
   const size_t pixel_bytes = geometry_.pixel_bytes();
+  buffers_.resize(kPatternCount);
   for (size_t i = 0; i < kPatternCount; ++i) {
-    patterns_[i].resize(pixel_bytes);
-    draw_pattern(patterns_[i].data(), geometry_, i);
-    if (framing_ == Framing::kWebSocket) {
-      masked_[i] = patterns_[i];
-      // Pixel byte i sits at payload offset kFrameHeaderBytes + i; the phase argument keeps the
-      // key aligned whatever the header size.
-      ws::unmask(masked_[i].data(), pixel_bytes, mask_key_, media::kFrameHeaderBytes);
-    }
-  }
-  if (framing_ == Framing::kWebSocket) {
-    // Every frame has the same length and key, so the WebSocket frame header is a constant.
-    ws_header_bytes_ = ws::encode_client_header(ws_header_.data(), ws::Opcode::kBinary,
-                                                media::kFrameHeaderBytes + pixel_bytes, mask_key_);
+    buffers_[i].plain.resize(pixel_bytes);
+    draw_pattern(buffers_[i].plain.data(), geometry_, i);
+    mask_buffer(buffers_[i]);
   }
 }
 
+FrameSource::FrameSource(const FrameGeometry& geometry, uint32_t stream_id, Framing framing,
+                         uint32_t mask_key, std::vector<std::vector<uint8_t>> access_units)
+    : geometry_(geometry),
+      stream_id_(stream_id),
+      framing_(framing),
+      mask_key_(mask_key),
+      stamp_marker_(false) {
+  buffers_.resize(access_units.size());
+  for (size_t i = 0; i < access_units.size(); ++i) {
+    buffers_[i].plain = std::move(access_units[i]);
+    mask_buffer(buffers_[i]);
+  }
+}
+
+void FrameSource::mask_buffer(Buffer& b) const {
+  if (framing_ != Framing::kWebSocket) return;
+  b.masked = b.plain;
+  // Byte i sits at payload offset kFrameHeaderBytes + i; the phase argument keeps the key
+  // aligned whatever the header size.
+  ws::unmask(b.masked.data(), b.masked.size(), mask_key_, media::kFrameHeaderBytes);
+  // Every frame from this buffer has the same length and key: a constant WebSocket header.
+  b.ws_header_bytes =
+      ws::encode_client_header(b.ws_header.data(), ws::Opcode::kBinary,
+                               media::kFrameHeaderBytes + b.plain.size(), mask_key_);
+}
+
 void FrameSource::prepare(uint64_t sequence, uint64_t capture_time_us, WireFrame& out) {
-  const size_t slot = sequence % kPatternCount;
-  const size_t pixel_bytes = geometry_.pixel_bytes();
-  uint8_t* pixels = patterns_[slot].data();
-  media::stamp_sequence_marker(pixels, sequence);
+  Buffer& b = buffers_[sequence % buffers_.size()];
+  const size_t pixel_bytes = b.plain.size();
+  uint8_t* pixels = b.plain.data();
+  if (stamp_marker_) media::stamp_sequence_marker(pixels, sequence);
 
   media::FrameHeader header;
   header.stream_id = stream_id_;
@@ -107,16 +124,40 @@ void FrameSource::prepare(uint64_t sequence, uint64_t capture_time_us, WireFrame
     return;
   }
 
-  // Bring the masked twin up to date: only the marker differs from the pattern it was made from.
-  uint8_t* wire_pixels = masked_[slot].data();
-  std::memcpy(wire_pixels, pixels, media::kSequenceMarkerBytes);
-  ws::unmask(wire_pixels, media::kSequenceMarkerBytes, mask_key_, media::kFrameHeaderBytes);
+  // Bring the masked twin up to date: only the marker differs from the buffer it was made from.
+  uint8_t* wire_pixels = b.masked.data();
+  if (stamp_marker_) {
+    std::memcpy(wire_pixels, pixels, media::kSequenceMarkerBytes);
+    ws::unmask(wire_pixels, media::kSequenceMarkerBytes, mask_key_, media::kFrameHeaderBytes);
+  }
   ws::unmask(header_.data(), header_.size(), mask_key_, 0);
-  out.iov[0] = {ws_header_.data(), ws_header_bytes_};
+  out.iov[0] = {b.ws_header.data(), b.ws_header_bytes};
   out.iov[1] = {header_.data(), header_.size()};
   out.iov[2] = {wire_pixels, pixel_bytes};
   out.iov_count = 3;
-  out.bytes = ws_header_bytes_ + header_.size() + pixel_bytes;
+  out.bytes = b.ws_header_bytes + header_.size() + pixel_bytes;
+}
+
+std::vector<std::vector<uint8_t>> split_access_units(const std::vector<uint8_t>& s,
+                                                     std::string& error) {
+  // Start of every NAL unit's start code (00 00 01, with the 4-byte form's leading zero).
+  std::vector<size_t> aud_starts;
+  for (size_t i = 0; i + 3 < s.size(); ++i) {
+    if (s[i] != 0 || s[i + 1] != 0 || s[i + 2] != 1) continue;
+    const size_t code = i > 0 && s[i - 1] == 0 ? i - 1 : i;
+    if ((s[i + 3] & 0x1F) == 9) aud_starts.push_back(code);
+    i += 2;
+  }
+  std::vector<std::vector<uint8_t>> units;
+  if (aud_starts.empty()) {
+    error = "no access unit delimiter (NAL type 9) in the stream: encode with x264 --aud";
+    return units;
+  }
+  for (size_t a = 0; a < aud_starts.size(); ++a) {
+    const size_t end = a + 1 < aud_starts.size() ? aud_starts[a + 1] : s.size();
+    units.emplace_back(s.begin() + aud_starts[a], s.begin() + end);
+  }
+  return units;
 }
 
 }  // namespace syncd::producer

@@ -7,6 +7,10 @@
 // framing each buffer also has a twin that was masked once at start-up with the connection's data
 // key; per frame only its marker bytes and the header are masked, so no 8 MB masking pass runs per
 // frame. Not thread-safe; owned by the producer's single thread.
+//
+// An encoded stream (format h264) sends access units from an Annex B file instead, in rotation:
+// each is a buffer of its own size, masked once, and carries no marker (its bytes are the
+// encoder's; the frame header's sequence and hash identify it).
 #pragma once
 
 #include <sys/uio.h>
@@ -14,6 +18,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "media/frame_header.h"
@@ -56,6 +61,9 @@ class FrameSource {
   // media::kSequenceMarkerBytes.
   FrameSource(const FrameGeometry& geometry, uint32_t stream_id, Framing framing,
               uint32_t mask_key);
+  // Access units to send in rotation (format h264): from split_access_units().
+  FrameSource(const FrameGeometry& geometry, uint32_t stream_id, Framing framing, uint32_t mask_key,
+              std::vector<std::vector<uint8_t>> access_units);
 
   // Fills `out` with frame `sequence`. Allocation-free.
   void prepare(uint64_t sequence, uint64_t capture_time_us, WireFrame& out);
@@ -63,15 +71,29 @@ class FrameSource {
   const FrameGeometry& geometry() const { return geometry_; }
 
  private:
+  // One frame's bytes: plain (hashed per frame), and for WebSocket a copy masked once, with
+  // the WebSocket header for its length.
+  struct Buffer {
+    std::vector<uint8_t> plain;
+    std::vector<uint8_t> masked;
+    std::array<uint8_t, ws::kMaxClientHeaderBytes> ws_header{};
+    size_t ws_header_bytes = 0;
+  };
+  void mask_buffer(Buffer& b) const;
+
   FrameGeometry geometry_;
   uint32_t stream_id_;
   Framing framing_;
   uint32_t mask_key_;
-  std::array<std::vector<uint8_t>, kPatternCount> patterns_;  // plain pixels: hashed per frame
-  std::array<std::vector<uint8_t>, kPatternCount> masked_;    // WebSocket wire copies
-  std::array<uint8_t, ws::kMaxClientHeaderBytes> ws_header_{};
-  size_t ws_header_bytes_ = 0;
+  bool stamp_marker_ = true;  // raw patterns: a marker makes every frame unique
+  std::vector<Buffer> buffers_;
   std::array<uint8_t, media::kFrameHeaderBytes> header_{};
 };
+
+// Splits an Annex B byte stream into access units at its access unit delimiters (NAL type 9,
+// which x264 writes with --aud): each access unit is its delimiter and the NAL units up to the
+// next one. Empty with a sentence in error when the stream has no delimiter.
+std::vector<std::vector<uint8_t>> split_access_units(const std::vector<uint8_t>& annex_b,
+                                                     std::string& error);
 
 }  // namespace syncd::producer

@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -69,6 +71,7 @@ struct Options {
   uint32_t width = 1920;
   uint32_t height = 1080;
   std::string format = "rgba8";
+  std::string h264_path;  // --h264: access units to send (format h264)
   double fps = 0;
   uint64_t frames = 0;  // 0: no frame limit
   double seconds = 0;   // 0: no time limit
@@ -261,6 +264,18 @@ media::PixelFormat parse_format(const std::string& name) {
   return format;
 }
 
+// The access units of an Annex B file (split at its delimiters), or a ToolError saying why not.
+std::vector<std::vector<uint8_t>> read_access_units(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ToolError(kExitUsage, "cannot read " + path);
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                   std::istreambuf_iterator<char>());
+  std::string error;
+  std::vector<std::vector<uint8_t>> units = split_access_units(bytes, error);
+  if (units.empty()) throw ToolError(kExitUsage, path + ": " + error);
+  return units;
+}
+
 int run(const Options& opt) {
   install_stop_handlers();
   StreamRequest request;
@@ -272,12 +287,20 @@ int run(const Options& opt) {
   request.ticket_file = opt.ticket_file;
   request.ticket_uses = opt.ticket_uses;
 
+  // Read before connecting, so a bad file is said before any stream opens.
+  std::vector<std::vector<uint8_t>> access_units;
+  if (!opt.h264_path.empty()) access_units = read_access_units(opt.h264_path);
+
   std::unique_ptr<FrameTransport> transport = opt.raw_tcp.empty()
                                                   ? open_websocket_transport(opt.url, request)
                                                   : open_raw_tcp_transport(opt.raw_tcp);
   // Built after connecting: the WebSocket twins are masked with this connection's key.
-  FrameSource source(request.geometry, transport->stream_id(), transport->framing(),
-                     transport->mask_key());
+  FrameSource source =
+      access_units.empty()
+          ? FrameSource(request.geometry, transport->stream_id(), transport->framing(),
+                        transport->mask_key())
+          : FrameSource(request.geometry, transport->stream_id(), transport->framing(),
+                        transport->mask_key(), std::move(access_units));
   EventLog events(opt);
   Totals totals;
 
@@ -318,7 +341,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 16384u));
   app.add_option("--format", opt.format, "pixel format")
       ->capture_default_str()
-      ->check(CLI::IsMember({"rgba8", "bgra8", "nv12", "i420"}));
+      ->check(CLI::IsMember({"rgba8", "bgra8", "nv12", "i420", "h264"}));
+  app.add_option("--h264", opt.h264_path,
+                 "send the access units of this Annex B file (split at its delimiters: x264 "
+                 "--aud) in rotation, as an h264 stream of --width x --height")
+      ->check(CLI::ExistingFile);
   app.add_option("--fps", opt.fps, "frame rate; 0 sends as fast as the server takes them")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
@@ -348,6 +375,9 @@ int main(int argc, char** argv) {
     }
     if (!opt.ticket_file.empty() && !opt.raw_tcp.empty()) {
       throw CLI::ValidationError("--ticket-file", "tickets exist only for syncd, not --raw-tcp");
+    }
+    if (opt.h264_path.empty() != (opt.format != "h264")) {
+      throw CLI::ValidationError("--h264/--format", "--format h264 goes with --h264 FILE");
     }
     syncd::media::FrameLayout layout;
     if (!syncd::media::frame_layout(parse_format(opt.format), opt.width, opt.height, layout)) {
