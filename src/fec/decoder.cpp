@@ -64,6 +64,13 @@ Decoder::Decoder(DecoderConfig config) : config_(config) {
 
 Decoder::~Decoder() = default;
 
+void Decoder::reset(uint32_t media_ssrc) {
+  config_.media_ssrc = media_ssrc;
+  for (uint32_t i = 0; i <= ring_mask_; ++i) ring_[i].valid = false;
+  for (uint32_t b = 0; b < config_.max_blocks; ++b) blocks_[b].used = false;
+  have_highest_ = false;
+}
+
 uint32_t Decoder::blocks_in_flight() const {
   uint32_t n = 0;
   for (uint32_t b = 0; b < config_.max_blocks; ++b) n += blocks_[b].used;

@@ -83,6 +83,10 @@ class Decoder {
   // no input for a while calls this from its timer. Bounded by max_blocks.
   void expire(uint64_t now_ns);
 
+  // Forgets every source packet and block (the stream restarted, or a new media SSRC); the
+  // counters go on. Bounded by the ring and block counts; no allocation.
+  void reset(uint32_t media_ssrc);
+
   const DecoderCounters& counters() const { return counters_; }
   uint32_t blocks_in_flight() const;
 
