@@ -1,0 +1,52 @@
+#include "fec/policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace syncd::fec {
+
+double block_failure_probability(const LossEstimate& loss, uint32_t n, uint32_t repairs) {
+  const double p = std::clamp(loss.loss_fraction, 0.0, 1.0);
+  const double burst = std::max(1.0, loss.mean_burst_packets);
+  if (p <= 0) return 0;
+  // Burst starts are Bernoulli(p / burst) per packet; each burst takes ceil(burst) packets, so
+  // the block survives up to floor(repairs / ceil(burst)) bursts (Gilbert-Elliott's good state
+  // seen from the block, a bound rather than an exact model).
+  const double start = std::min(1.0, p / burst);
+  const uint32_t per_burst = static_cast<uint32_t>(std::ceil(burst));
+  const uint32_t bursts_survived = repairs / per_burst;
+  if (bursts_survived >= n) return 0;
+  // P(X <= bursts_survived), X ~ Binomial(n, start), summed term by term (n <= 64).
+  double term = std::pow(1 - start, n);  // P(X = 0)
+  double cumulative = term;
+  for (uint32_t x = 1; x <= bursts_survived; ++x) {
+    if (start >= 1) {
+      term = 0;
+    } else {
+      term *= (static_cast<double>(n - x + 1) / x) * (start / (1 - start));
+    }
+    cumulative += term;
+  }
+  return std::clamp(1 - cumulative, 0.0, 1.0);
+}
+
+BlockShape choose_block_shape(const LossEstimate& loss, uint32_t frame_packets,
+                              const PolicyLimits& limits) {
+  const uint32_t max_k = std::clamp<uint32_t>(limits.max_k, 1, kMaxK);
+  const uint32_t max_m = std::min<uint32_t>(limits.max_m, kMaxM);
+  const uint32_t packets = std::max<uint32_t>(frame_packets, 1);
+  const uint32_t blocks = (packets + max_k - 1) / max_k;
+  const uint32_t k = (packets + blocks - 1) / blocks;
+  BlockShape shape{static_cast<uint8_t>(k), 0};
+  if (!(loss.loss_fraction >= limits.min_loss_for_fec)) return shape;  // also NaN
+  const uint32_t cap = std::min<uint32_t>(
+      max_m, static_cast<uint32_t>(std::ceil(std::max(0.0, limits.max_overhead) * k)));
+  uint32_t m = 1;
+  while (m < cap && block_failure_probability(loss, k + m, m) > limits.target_block_failure) {
+    ++m;
+  }
+  shape.m = static_cast<uint8_t>(std::min(m, std::max<uint32_t>(cap, 1)));
+  return shape;
+}
+
+}  // namespace syncd::fec

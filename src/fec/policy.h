@@ -1,0 +1,46 @@
+// Redundancy policy (docs/wan.md, "FEC payload format"): how many repair packets a frame's
+// blocks carry, from the loss the receiver reports.
+//
+// Pure function of its inputs, no state: any thread.
+#pragma once
+
+#include <cstdint>
+
+#include "fec/encoder.h"
+
+namespace syncd::fec {
+
+struct LossEstimate {
+  // Fraction of packets lost, 0..1 (e.g. RTCP RR "fraction lost" / 256, smoothed).
+  double loss_fraction = 0;
+  // Mean length of a loss burst in packets (>= 1; 1 when losses are independent or unknown).
+  double mean_burst_packets = 1;
+};
+
+struct PolicyLimits {
+  uint8_t max_k = 48;  // source packets per block (<= kMaxK)
+  uint8_t max_m = 16;  // repair packets per block (<= kMaxM)
+  // m / k never above this: past ~50 % overhead, retransmission (NACK) and a lower encoder rate
+  // are the better spend of the bandwidth.
+  double max_overhead = 0.5;
+  // Below this loss no FEC at all: NACK repairs isolated losses inside the latency budget.
+  double min_loss_for_fec = 0.002;
+  // Target probability that a block is left with more losses than repairs.
+  double target_block_failure = 1e-3;
+};
+
+// The shape of the blocks of a frame of frame_packets packets: k splits the frame into
+// ceil(frame_packets / max_k) blocks of near-equal size (one block per frame when it fits, so
+// a frame's repair never waits for the next frame), and m is the least number of repairs that
+// brings the block's failure probability under target_block_failure, when losses come in bursts
+// of mean_burst_packets starting with probability loss_fraction / mean_burst_packets per packet
+// (each burst costs ceil(mean burst) symbols); m is then capped by max_m and max_overhead, and is
+// at least 1 once loss_fraction reaches min_loss_for_fec.
+BlockShape choose_block_shape(const LossEstimate& loss, uint32_t frame_packets,
+                              const PolicyLimits& limits = {});
+
+// The probability that a block of n packets, losses as above, loses more than `repairs`
+// symbols (exposed for the tests and docs/wan.md's table).
+double block_failure_probability(const LossEstimate& loss, uint32_t n, uint32_t repairs);
+
+}  // namespace syncd::fec

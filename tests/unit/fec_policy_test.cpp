@@ -1,0 +1,86 @@
+// The redundancy policy: its table, its limits and the failure probability it rests on.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "fec/policy.h"
+
+namespace syncd::fec {
+namespace {
+
+// The table in docs/wan.md ("Redundancy policy"), row by row.
+TEST(FecPolicy, Table) {
+  struct Row {
+    double loss;
+    double burst;
+    uint32_t frame_packets;
+    BlockShape expected;
+  };
+  const Row rows[] = {
+      {0.0, 1, 20, {20, 0}},   {0.001, 1, 20, {20, 0}}, {0.005, 1, 20, {20, 2}},
+      {0.01, 1, 20, {20, 3}},  {0.01, 1, 5, {5, 2}},    {0.01, 1, 200, {40, 3}},
+      {0.02, 1, 20, {20, 4}},  {0.05, 1, 20, {20, 6}},  {0.05, 3, 20, {20, 10}},
+      {0.10, 1, 20, {20, 9}},  {0.20, 1, 20, {20, 10}}, {0.05, 1, 48, {48, 9}},
+      {0.20, 2, 48, {48, 16}}, {0.01, 1, 1, {1, 1}},    {0.5, 4, 2, {2, 1}},
+  };
+  for (const Row& row : rows) {
+    const BlockShape shape = choose_block_shape({row.loss, row.burst}, row.frame_packets);
+    EXPECT_EQ(shape, row.expected)
+        << "loss " << row.loss << " burst " << row.burst << " packets " << row.frame_packets
+        << ": got k=" << int(shape.k) << " m=" << int(shape.m);
+  }
+}
+
+TEST(FecPolicy, LimitsHoldOverAGrid) {
+  for (double loss = 0; loss <= 0.6; loss += 0.01) {
+    for (double burst : {1.0, 1.5, 2.0, 4.0, 8.0}) {
+      uint8_t previous_m = 0;
+      for (uint32_t packets : {1u, 2u, 10u, 47u, 48u, 49u, 96u, 200u, 1000u}) {
+        const BlockShape shape = choose_block_shape({loss, burst}, packets);
+        ASSERT_GE(shape.k, 1);
+        ASSERT_LE(shape.k, 48);
+        ASSERT_LE(shape.m, 16);
+        ASSERT_LE(shape.m, std::max(1.0, std::ceil(0.5 * shape.k)));
+        // Blocks split a frame into near-equal parts: ceil(packets / k) blocks cover it and no
+        // more than one block fewer would.
+        const uint32_t blocks = (std::max(packets, 1u) + shape.k - 1) / shape.k;
+        ASSERT_EQ(blocks, (std::max(packets, 1u) + 47) / 48) << packets;
+        (void)previous_m;
+      }
+    }
+  }
+}
+
+TEST(FecPolicy, MoreLossNeverMeansFewerRepairs) {
+  for (double burst : {1.0, 2.0, 3.0}) {
+    uint8_t previous = 0;
+    for (double loss = 0; loss <= 0.5; loss += 0.005) {
+      const uint8_t m = choose_block_shape({loss, burst}, 20).m;
+      EXPECT_GE(m, previous) << loss;
+      previous = m;
+    }
+  }
+}
+
+TEST(FecPolicy, FailureProbabilityMatchesTheBinomial) {
+  // 1 % independent loss, 22 packets, 2 repairs: P(X > 2), X ~ Binomial(22, 0.01).
+  double p_le_2 = 0;
+  for (int x = 0; x <= 2; ++x) {
+    p_le_2 += std::tgamma(23) / (std::tgamma(x + 1) * std::tgamma(23 - x)) * std::pow(0.01, x) *
+              std::pow(0.99, 22 - x);
+  }
+  EXPECT_NEAR(block_failure_probability({0.01, 1}, 22, 2), 1 - p_le_2, 1e-12);
+  EXPECT_EQ(block_failure_probability({0, 1}, 22, 0), 0);
+  EXPECT_NEAR(block_failure_probability({0.01, 1}, 10, 0), 1 - std::pow(0.99, 10), 1e-12);
+  // Bursts of 3: 5 repairs survive one burst only; burst starts at 1/3 of the loss.
+  EXPECT_NEAR(block_failure_probability({0.03, 3}, 25, 5),
+              1 - std::pow(0.99, 25) - 25 * 0.01 * std::pow(0.99, 24), 1e-12);
+  // Nonsense in, bounded out.
+  EXPECT_EQ(block_failure_probability({1.0, 1}, 10, 16), 0);
+  EXPECT_EQ(block_failure_probability({2.0, 0}, 10, 3), 1);
+  EXPECT_EQ(choose_block_shape({std::nan(""), 1}, 10).m, 0);
+  EXPECT_EQ(choose_block_shape({0.3, 1}, 0).k, 1);
+}
+
+}  // namespace
+}  // namespace syncd::fec
