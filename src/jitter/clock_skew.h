@@ -26,7 +26,7 @@ uint64_t ntp_to_ns(uint64_t ntp);
 struct ClockSkewConfig {
   uint32_t clock_rate_hz = 90000;
   uint64_t bucket_ns = 5'000'000'000;  // of sender time; SRs every 500 ms: 10 per bucket
-  uint32_t buckets = 64;               // window: 64 x 5 s = 5 min 20 s
+  uint32_t buckets = 128;              // window: 128 x 5 s = 10 min 40 s
   // The rate is estimated once the kept minima span this much sender time (before: nominal).
   uint64_t min_span_ns = 20'000'000'000;
   double max_skew_ppm = 500;  // estimates beyond this are clamped (crystals are within ~100)

@@ -133,7 +133,13 @@ JitterBuffer::Boundaries JitterBuffer::boundaries(const Frame& frame) const {
   result.end_known = last.marker || after.sequence == frame.max_sequence + 1;
   result.complete = result.start_known && result.end_known &&
                     frame.packets == frame.max_sequence - frame.min_sequence + 1;
-  result.gap_before = floor_starts_frame_ && frame.min_sequence > floor_;
+  // Missing packets between the last frame retired and this one are a whole lost frame, or the
+  // tail of a frame dropped open. When the timestamps leave no room for a frame between them
+  // (closer than the shortest frame interval seen), they can only be that tail.
+  const uint64_t ticks_since_retired = frame.timestamp - last_retired_timestamp_;
+  const bool no_frame_fits = retired_any_ && min_frame_ticks_ > 0 && ticks_since_retired > 0 &&
+                             ticks_since_retired <= min_frame_ticks_;
+  result.gap_before = floor_starts_frame_ && frame.min_sequence > floor_ && !no_frame_fits;
   return result;
 }
 
@@ -379,6 +385,14 @@ void JitterBuffer::release_head(uint64_t now_ns, FrameSink& sink) {
   const Frame& frame = frames_[order_[0]];
   const int64_t playout = playout_ns(frame);
   if (frame.has_original) record_lateness(frame);
+  if (retired_any_ && floor_starts_frame_ && frame.min_sequence == floor_) {
+    // Two frames in a row: their timestamp difference is one frame interval (or more, if the
+    // sender skipped); the shortest is the frame interval.
+    const uint64_t ticks = frame.timestamp - last_retired_timestamp_;
+    if (ticks > 0 && ticks < (uint64_t{1} << 31)) {
+      min_frame_ticks_ = min_frame_ticks_ == 0 ? ticks : std::min(min_frame_ticks_, ticks);
+    }
+  }
   const size_t count = gather_packets(frame);
   FrameEvent event;
   event.packets = std::span<const PacketRef>(scratch_.data(), count);

@@ -120,8 +120,8 @@ struct JitterBufferConfig {
   // Repair budget, added to the playout time to make the deadline: rtt * rtt_factor_percent /
   // 100 + repair_margin_ns, clamped to [min, max]. The RTT comes from set_rtt().
   uint64_t initial_rtt_ns = 50'000'000;
-  uint32_t rtt_factor_percent = 200;
-  uint64_t repair_margin_ns = 5'000'000;
+  uint32_t rtt_factor_percent = 300;
+  uint64_t repair_margin_ns = 10'000'000;
   uint64_t repair_budget_min_ns = 10'000'000;
   uint64_t repair_budget_max_ns = 250'000'000;
 };
@@ -255,6 +255,7 @@ class JitterBuffer final : public DeadlineSource {
   bool started_ = false;
   uint64_t last_retired_timestamp_ = 0;
   bool retired_any_ = false;
+  uint64_t min_frame_ticks_ = 0;  // shortest timestamp step between consecutive frames; 0: none
 
   // Mapping of extended RTP timestamps to local time: anchor + (ts - anchor_ts) * ns_per_tick.
   bool anchored_ = false;

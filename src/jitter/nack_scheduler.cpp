@@ -9,6 +9,36 @@ NackScheduler::NackScheduler(const NackConfig& config) : config_(config) {
   config_.max_gap = std::min(config_.max_gap, config_.capacity);
   config_.max_tries = std::max<uint32_t>(config_.max_tries, 1);
   entries_.resize(config_.capacity);
+  config_.reorder_window = std::clamp<uint32_t>(config_.reorder_window, 1, 4096);
+  config_.reorder_percentile = std::min<uint32_t>(config_.reorder_percentile, 100);
+  config_.reorder_allowance_max_ns =
+      std::max(config_.reorder_allowance_max_ns, config_.reorder_allowance_ns);
+  reorder_delays_.resize(config_.reorder_window);
+  reorder_distances_.resize(config_.reorder_window);
+  reorder_scratch_.resize(config_.reorder_window);
+  allowance_ns_ = config_.reorder_allowance_ns;
+  allowance_packets_ = config_.reorder_allowance_packets;
+}
+
+void NackScheduler::record_reorder(uint64_t delay_ns, uint64_t distance) {
+  reorder_delays_[reorder_next_] = delay_ns;
+  reorder_distances_[reorder_next_] = distance;
+  reorder_next_ = (reorder_next_ + 1) % reorder_delays_.size();
+  reorder_count_ = std::min(reorder_count_ + 1, reorder_delays_.size());
+  const size_t rank = (reorder_count_ - 1) * config_.reorder_percentile / 100;
+  const auto percentile = [&](const std::vector<uint64_t>& values) {
+    std::copy(values.begin(), values.begin() + reorder_count_, reorder_scratch_.begin());
+    std::nth_element(reorder_scratch_.begin(), reorder_scratch_.begin() + rank,
+                     reorder_scratch_.begin() + reorder_count_);
+    return reorder_scratch_[rank];
+  };
+  // A little above the percentile: a packet overtaken exactly that much was still only late.
+  allowance_ns_ = std::clamp(percentile(reorder_delays_) + 500'000, config_.reorder_allowance_ns,
+                             config_.reorder_allowance_max_ns);
+  if (config_.reorder_allowance_packets > 0) {
+    allowance_packets_ = static_cast<uint32_t>(std::clamp<uint64_t>(
+        percentile(reorder_distances_) + 1, config_.reorder_allowance_packets, config_.capacity));
+  }
 }
 
 void NackScheduler::push(uint64_t sequence, uint64_t now_ns) {
@@ -33,7 +63,7 @@ void NackScheduler::pop_resolved() {
   }
 }
 
-void NackScheduler::on_packet(uint64_t sequence, uint64_t now_ns) {
+void NackScheduler::on_packet(uint64_t sequence, uint64_t now_ns, bool repaired) {
   if (!started_) {
     started_ = true;
     highest_ = sequence;
@@ -70,8 +100,13 @@ void NackScheduler::on_packet(uint64_t sequence, uint64_t now_ns) {
   entry.resolved = true;
   if (entry.tries > 0) {
     ++counters_.recovered;
+    if (!repaired) ++counters_.spurious;
   } else {
     ++counters_.arrived_unrequested;
+  }
+  if (!repaired) {
+    record_reorder(now_ns >= entry.detected_ns ? now_ns - entry.detected_ns : 0,
+                   highest_ - sequence);
   }
   pop_resolved();
 }
@@ -88,9 +123,9 @@ size_t NackScheduler::collect(uint64_t now_ns, uint64_t rtt_ns, const DeadlineSo
     Entry& entry = at(i);
     if (entry.resolved) continue;
     if (entry.tries == 0) {
-      const bool waited = now_ns >= entry.detected_ns + config_.reorder_allowance_ns;
-      const bool overtaken = config_.reorder_allowance_packets > 0 &&
-                             highest_ - entry.sequence >= config_.reorder_allowance_packets;
+      const bool waited = now_ns >= entry.detected_ns + allowance_ns_;
+      const bool overtaken =
+          allowance_packets_ > 0 && highest_ - entry.sequence >= allowance_packets_;
       if (!waited && !overtaken) continue;
     } else {
       if (now_ns < retry_at(entry, rtt_ns)) continue;
@@ -130,8 +165,8 @@ uint64_t NackScheduler::next_wakeup_ns(uint64_t rtt_ns) const {
   for (size_t i = 0; i < count_; ++i) {
     const Entry& entry = at(i);
     if (entry.resolved) continue;
-    const uint64_t when = entry.tries == 0 ? entry.detected_ns + config_.reorder_allowance_ns
-                                           : retry_at(entry, rtt_ns);
+    const uint64_t when =
+        entry.tries == 0 ? entry.detected_ns + allowance_ns_ : retry_at(entry, rtt_ns);
     earliest = std::min(earliest, when);
   }
   return earliest;
