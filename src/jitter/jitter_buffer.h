@@ -263,7 +263,8 @@ class JitterBuffer final : public DeadlineSource {
   int64_t anchor_local_ns_ = 0;
   double ns_per_tick_ = 0;
 
-  // Lateness of recent frames (last original arrival minus mapped sender time), a ring.
+  // Lateness of recent frames (last original arrival minus mapped sender time): a ring in
+  // arrival order and the same values sorted.
   std::vector<int64_t> lateness_;
   std::vector<int64_t> lateness_sorted_;
   size_t lateness_count_ = 0;
