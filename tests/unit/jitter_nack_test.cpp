@@ -186,6 +186,46 @@ TEST(NackScheduler, CapacityForgetsTheOldest) {
             (std::vector<uint16_t>{3, 4, 5, 7, 8, 9, 10, 11}));
 }
 
+TEST(NackScheduler, ReorderAllowanceFollowsLateOriginals) {
+  NackConfig config;  // floors 2 ms and 5 packets, 99th percentile of the last 128
+  NackScheduler nack(config);
+  FixedDeadlines deadlines;
+  EXPECT_EQ(nack.reorder_allowance_ns(), 2 * kMs);
+  EXPECT_EQ(nack.reorder_allowance_packets(), 5u);
+  // 200 originals each overtaken by 8 newer packets and arriving 8 ms after their gap was seen.
+  uint64_t now = 0;
+  uint64_t sequence = 1000;
+  nack.on_packet(sequence, now);
+  for (int i = 0; i < 200; ++i) {
+    const uint64_t missing = sequence + 1;
+    for (uint64_t s = missing + 1; s <= missing + 8; ++s) nack.on_packet(s, now);
+    now += 8 * kMs;
+    nack.on_packet(missing, now);
+    sequence = missing + 8;
+  }
+  EXPECT_EQ(nack.reorder_allowance_ns(), 8 * kMs + 500'000);
+  EXPECT_EQ(nack.reorder_allowance_packets(), 9u);
+  EXPECT_EQ(nack.counters().arrived_unrequested, 200u);
+  // A new gap now waits 8.5 ms (or 9 newer packets) before its first request.
+  nack.on_packet(sequence + 2, now);
+  EXPECT_TRUE(collect(nack, now + 8 * kMs, 40 * kMs, deadlines).empty());
+  EXPECT_EQ(collect(nack, now + 8 * kMs + 500'000, 40 * kMs, deadlines).size(), 1u);
+  // Retransmissions say nothing about reordering: the allowance stays.
+  nack.on_packet(sequence + 1, now + 50 * kMs, /*repaired=*/true);
+  EXPECT_EQ(nack.reorder_allowance_ns(), 8 * kMs + 500'000);
+  EXPECT_EQ(nack.counters().recovered, 1u);
+  EXPECT_EQ(nack.counters().spurious, 0u);
+}
+
+TEST(NackScheduler, ReorderAllowanceHasACeiling) {
+  NackConfig config = time_only();
+  NackScheduler nack(config);
+  nack.on_packet(0, 0);
+  nack.on_packet(2, 0);
+  nack.on_packet(1, 500 * kMs);  // half a second late
+  EXPECT_EQ(nack.reorder_allowance_ns(), config.reorder_allowance_max_ns);
+}
+
 TEST(NackScheduler, NextWakeup) {
   NackScheduler nack(time_only());
   FixedDeadlines deadlines;
