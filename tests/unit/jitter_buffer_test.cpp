@@ -492,6 +492,40 @@ TEST(JitterBuffer, TargetFollowsJitterBetweenFloorAndCeiling) {
   EXPECT_EQ(run_jittered(200 * kMs, 3, config).target, config.target_ceiling_ns);
 }
 
+TEST(JitterBuffer, TargetIsThePercentileOfTheWindowExactly) {
+  // Single-packet frames with known lateness: after each frame the target must equal the 95th
+  // percentile minus the lowest of the last 120 samples, clamped, as a brute-force sort says.
+  JitterBufferConfig config = when_complete();
+  config.target_floor_ns = 1 * kMs;
+  config.target_ceiling_ns = 25 * kMs;
+  JitterBuffer buffer(config);
+  RecordingSink sink;
+  std::mt19937_64 rng(11);
+  const uint64_t origin = 5'000 * kMs;
+  std::vector<int64_t> samples;
+  for (int f = 0; f < 1000; ++f) {
+    // Mostly a few ms, sometimes far out, so the percentile moves and the ceiling is reached.
+    const int64_t lateness =
+        f == 0 ? 0 : static_cast<int64_t>(rng() % (rng() % 10 == 0 ? 60'000'000 : 8'000'000));
+    const uint32_t timestamp = static_cast<uint32_t>(f) * kTicksPerFrame;
+    const int64_t mapped = static_cast<int64_t>(origin) +
+                           static_cast<int64_t>(static_cast<double>(timestamp) * (1e9 / 90000));
+    const uint64_t arrival = static_cast<uint64_t>(mapped + lateness);
+    ASSERT_EQ(buffer.insert(make_packet(static_cast<uint16_t>(f), timestamp, true, true, arrival),
+                            arrival, sink),
+              InsertResult::kAccepted);
+    ASSERT_EQ(sink.frames.size(), static_cast<size_t>(f + 1));
+    samples.push_back(lateness);
+    std::vector<int64_t> window(samples.end() - std::min<size_t>(samples.size(), 120),
+                                samples.end());
+    std::sort(window.begin(), window.end());
+    const int64_t spread = window[(window.size() - 1) * 95 / 100] - window[0];
+    const uint64_t expected = std::clamp<uint64_t>(
+        static_cast<uint64_t>(spread), config.target_floor_ns, config.target_ceiling_ns);
+    ASSERT_EQ(buffer.counters().target_delay_ns, expected) << "frame " << f;
+  }
+}
+
 TEST(JitterBuffer, ReleaseWhenCompleteAddsNoDelay) {
   const TimedRun run = run_jittered(10 * kMs, 4, when_complete());
   // Completion (the last of four packets) lands 15.3-25.3 ms after the send; the 1 ms tick of
