@@ -39,11 +39,17 @@ double AimdRateControl::capacity_upper_bound_bps() const {
   return (capacity_kbps_ + 3 * deviation_kbps) * 1000;
 }
 
+double AimdRateControl::capacity_lower_bound_bps() const {
+  const double deviation_kbps = std::sqrt(capacity_variance_ * capacity_kbps_);
+  return (capacity_kbps_ - 3 * deviation_kbps) * 1000;
+}
+
 void AimdRateControl::learn_capacity(uint64_t incoming_bps) {
   const double sample_kbps = static_cast<double>(incoming_bps) / 1000;
   if (!capacity_valid_) {
     capacity_valid_ = true;
     capacity_kbps_ = sample_kbps;
+    capacity_variance_ = kMinCapacityVariance;
   } else {
     capacity_kbps_ = (1 - kCapacitySmoothing) * capacity_kbps_ + kCapacitySmoothing * sample_kbps;
   }
@@ -94,10 +100,6 @@ uint64_t AimdRateControl::update(uint64_t now_ns, BandwidthUsage usage,
       if (capacity_valid_ && static_cast<double>(incoming) > capacity_upper_bound_bps()) {
         capacity_valid_ = false;  // the path got faster than the last congestion point
       }
-      if (capacity_valid_ && config_.convergence_memory_ns > 0 &&
-          now_ns - near_since_ns_ > config_.convergence_memory_ns) {
-        capacity_valid_ = false;  // no congestion near the old point for a while: look further
-      }
       double next = static_cast<double>(estimate_bps_);
       if (capacity_valid_) {
         const double response_s = static_cast<double>(rtt_ns_ + kResponseTimeExtraNs) / 1e9;
@@ -123,8 +125,12 @@ uint64_t AimdRateControl::update(uint64_t now_ns, BandwidthUsage usage,
         }
         next = std::min(next, static_cast<double>(estimate_bps_));
         estimate_bps_ = clamp_bounds(next);
+        // Congested well below the remembered point: the path got slower; start the memory
+        // afresh rather than averaging the old capacity down over dozens of decreases.
+        if (capacity_valid_ && static_cast<double>(incoming) < capacity_lower_bound_bps()) {
+          capacity_valid_ = false;
+        }
         learn_capacity(incoming);
-        near_since_ns_ = now_ns;
         decreased_ = true;
         last_decrease_ns_ = now_ns;
         ++decreases_;

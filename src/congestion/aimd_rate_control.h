@@ -9,7 +9,7 @@
 // and additive (about one packet per response time, rtt + 100 ms) near it. "Near" is within three
 // standard deviations of the incoming rates seen at overuse (kept in kbit/s with a variance
 // normalised by the mean, as later GCC does); an incoming rate above that band means the path got
-// faster and the memory is dropped. A is never raised above 1.5 x R + 10 kbit/s (the sender is not
+// faster and the memory is dropped; one below it at a decrease, that the path got slower. A is never raised above 1.5 x R + 10 kbit/s (the sender is not
 // using it) and stays within [min_bps, max_bps].
 //
 // Pure code: any thread; not thread-safe; one instance per received stream.
@@ -30,10 +30,6 @@ struct AimdConfig {
   double increase_per_second = 1.08;      // eta: multiplicative increase far from convergence
   uint32_t packet_bytes = 1200;           // additive increase: one such packet per response time
   uint64_t default_rtt_ns = 100'000'000;  // until set_rtt() says otherwise
-  // Near convergence for longer than this without an overuse, the memory of the last congestion
-  // point is dropped and the increase becomes multiplicative again (0: never, pure GCC). Bounds
-  // the slow additive creep after a cap is lifted without probing.
-  uint64_t convergence_memory_ns = 3'000'000'000ull;
 };
 
 enum class AimdState : uint8_t { kHold, kIncrease, kDecrease };
@@ -61,6 +57,7 @@ class AimdRateControl {
   bool may_decrease(uint64_t now_ns, uint64_t incoming_bps) const;
   void learn_capacity(uint64_t incoming_bps);
   double capacity_upper_bound_bps() const;
+  double capacity_lower_bound_bps() const;
   uint64_t clamp_bounds(double bps) const;
 
   AimdConfig config_;
@@ -75,7 +72,6 @@ class AimdRateControl {
   bool capacity_valid_ = false;
   double capacity_kbps_ = 0;
   double capacity_variance_ = 0.4;  // normalised by capacity_kbps_
-  uint64_t near_since_ns_ = 0;
 };
 
 }  // namespace syncd::congestion
