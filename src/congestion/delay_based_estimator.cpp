@@ -11,8 +11,7 @@ DelayBasedEstimator::DelayBasedEstimator(DelayEstimatorConfig config)
       incoming_(config.incoming_window_ns),
       rate_(config.rate) {}
 
-PacketVerdict DelayBasedEstimator::on_packet(uint64_t arrival_ns, uint32_t abs_send_time,
-                                             uint32_t size_bytes) {
+PacketVerdict DelayBasedEstimator::check(uint64_t arrival_ns, uint32_t size_bytes) {
   if (size_bytes == 0) {
     ++counters_.refused_empty;
     return PacketVerdict::kEmpty;
@@ -25,24 +24,21 @@ PacketVerdict DelayBasedEstimator::on_packet(uint64_t arrival_ns, uint32_t abs_s
     ++counters_.refused_arrival_backwards;
     return PacketVerdict::kArrivalBackwards;
   }
+  return PacketVerdict::kAccepted;
+}
+
+PacketVerdict DelayBasedEstimator::on_packet(uint64_t arrival_ns, uint32_t abs_send_time,
+                                             uint32_t size_bytes) {
+  const PacketVerdict verdict = check(arrival_ns, size_bytes);
+  if (verdict != PacketVerdict::kAccepted) return verdict;
   // Unwrapped only once the packet is accepted, so a refused packet cannot skew the timeline.
   return accept(arrival_ns, unwrapper_.unwrap_ns(abs_send_time), size_bytes);
 }
 
 PacketVerdict DelayBasedEstimator::on_packet_send_ns(uint64_t arrival_ns, int64_t send_ns,
                                                      uint32_t size_bytes) {
-  if (size_bytes == 0) {
-    ++counters_.refused_empty;
-    return PacketVerdict::kEmpty;
-  }
-  if (size_bytes > config_.max_packet_bytes) {
-    ++counters_.refused_too_large;
-    return PacketVerdict::kTooLarge;
-  }
-  if (have_packet_ && arrival_ns < last_arrival_ns_) {
-    ++counters_.refused_arrival_backwards;
-    return PacketVerdict::kArrivalBackwards;
-  }
+  const PacketVerdict verdict = check(arrival_ns, size_bytes);
+  if (verdict != PacketVerdict::kAccepted) return verdict;
   return accept(arrival_ns, send_ns, size_bytes);
 }
 

@@ -88,6 +88,7 @@ class DelayBasedEstimator {
   const DelayEstimatorCounters& counters() const { return counters_; }
 
  private:
+  PacketVerdict check(uint64_t arrival_ns, uint32_t size_bytes);
   PacketVerdict accept(uint64_t arrival_ns, int64_t send_ns, uint32_t size_bytes);
 
   DelayEstimatorConfig config_;

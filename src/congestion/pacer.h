@@ -27,7 +27,7 @@ namespace syncd::congestion {
 struct PacerConfig {
   uint32_t capacity_packets = 4096;
   uint64_t max_queue_delay_ns = 150'000'000;  // the sender's share of the latency budget
-  double pacing_factor = 2.5;                 // pacing rate = factor x target rate
+  double pacing_factor = 2.5;                 // pacing rate = factor x target; below 1 means 1
   uint64_t burst_ns = 2'000'000;              // credit kept over idle time, and timer slack
   uint64_t initial_target_bps = 8'000'000;
   uint64_t min_pacing_bps = 50'000;  // floor: a zero target must not stall the queue
