@@ -81,8 +81,9 @@ class DelayBasedEstimator {
   // The bit rate for a REMB if one is due at now_ns (and takes it as sent); else empty. No REMB
   // before the first packet.
   std::optional<uint64_t> take_remb(uint64_t now_ns);
-  // When the next periodic REMB falls due (now if one is due already); UINT64_MAX before any
-  // packet. For the caller's timer.
+  // When the next REMB falls due: 0 when one is due already (the first, or one after a
+  // decrease), else the last one's time + remb_interval_ns; UINT64_MAX before any packet. For the
+  // caller's timer.
   uint64_t next_remb_ns() const;
 
   const DelayEstimatorCounters& counters() const { return counters_; }

@@ -353,6 +353,17 @@ TEST(CongestionDelayEstimator, RembEvery100MsAndAtOnceOnADecrease) {
   EXPECT_LT(estimator.estimate_bps(), 8'000'000u);
 }
 
+TEST(CongestionDelayEstimator, NextRembTimeForTheTimer) {
+  DelayBasedEstimator estimator;
+  estimator.on_packet_send_ns(kSecond, 0, 1000);
+  EXPECT_EQ(estimator.next_remb_ns(), 0u);  // the first is due at once
+  ASSERT_TRUE(estimator.take_remb(kSecond).has_value());
+  EXPECT_EQ(estimator.next_remb_ns(), kSecond + 100 * kMs);
+  EXPECT_FALSE(estimator.take_remb(kSecond + 100 * kMs - 1).has_value());
+  EXPECT_EQ(estimator.take_remb(kSecond + 100 * kMs), estimator.estimate_bps());
+  EXPECT_EQ(estimator.counters().rembs, 2u);
+}
+
 TEST(CongestionDelayEstimator, AbsSendTimeWrapIsSeamless) {
   // A steady 8 Mbit/s path across the 64 s wrap: no reset, no overuse, estimate not cut.
   DelayEstimatorConfig config;
