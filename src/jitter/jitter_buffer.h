@@ -83,7 +83,8 @@ struct DropEvent {
   uint64_t now_ns = 0;
 };
 
-// Receives the buffer's events; called only from inside insert() and advance().
+// Receives the buffer's events; called only from inside insert() and advance(), on their
+// thread. A callback must not call back into the buffer.
 class FrameSink {
  public:
   virtual ~FrameSink() = default;
