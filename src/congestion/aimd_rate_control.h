@@ -5,13 +5,13 @@
 //                   reduction interval (about one RTT), then Hold;
 //     underusing -> Hold: the queue is draining; keep A until it is empty;
 //     normal     -> Increase (from Hold), else stay.
-// Increase is multiplicative (eta per second, 8%) while far from the last point of congestion
-// and additive (about one packet per response time, rtt + 100 ms) near it. "Near" is within three
-// standard deviations of the incoming rates seen at overuse (kept in kbit/s with a variance
-// normalised by the mean, as later GCC does); an incoming rate above that band means the path got
-// faster and the memory is dropped; one below it at a decrease, that the path got slower. A is
-// never raised above 1.5 x R + 10 kbit/s (the sender is not using it) and stays within [min_bps,
-// max_bps].
+// Increase is multiplicative (eta per second, 25% by default) while far from the last point of
+// congestion and additive (about one packet per response time, rtt + 100 ms) near it. "Near" is
+// within three standard deviations of the incoming rates seen at overuse (kept in kbit/s with a
+// variance normalised by the mean, as later GCC does); an incoming rate above that band means the
+// path got faster and the memory is dropped; one below it at a decrease, that the path got slower.
+// A is never raised above 1.5 x R + 10 kbit/s (the sender is not using it) and stays within
+// [min_bps, max_bps].
 //
 // Pure code: any thread; not thread-safe; one instance per received stream.
 #pragma once

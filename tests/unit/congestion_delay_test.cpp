@@ -310,8 +310,8 @@ TEST(CongestionAimd, NoIncomingRateHolds) {
 TEST(CongestionDelayEstimator, RefusesBadPacketsWithReasons) {
   DelayBasedEstimator estimator;
   EXPECT_EQ(estimator.on_packet(kSecond, 0, 0), PacketVerdict::kEmpty);
-  EXPECT_EQ(estimator.on_packet(kSecond, 0, 70'000), PacketVerdict::kTooLarge);
-  EXPECT_EQ(estimator.on_packet(kSecond, 0, 1200), PacketVerdict::kAccepted);
+  EXPECT_EQ(estimator.on_packet(kSecond, 0, 65'536), PacketVerdict::kTooLarge);
+  EXPECT_EQ(estimator.on_packet(kSecond, 0, 65'535), PacketVerdict::kAccepted);  // the largest
   EXPECT_EQ(estimator.on_packet(kSecond - 1, 10, 1200), PacketVerdict::kArrivalBackwards);
   const DelayEstimatorCounters& c = estimator.counters();
   EXPECT_EQ(c.refused_empty, 1u);

@@ -152,6 +152,11 @@ TEST(CongestionPacer, RefusesBadPacketsWithReasons) {
   Pacer pacer(config);
   EXPECT_EQ(pacer.enqueue(0, 1, 0), EnqueueResult::kEmpty);
   EXPECT_EQ(pacer.enqueue(0, 2, 1501), EnqueueResult::kTooLarge);
+  EXPECT_EQ(pacer.enqueue(0, 3, 1500), EnqueueResult::kQueued);  // the largest
+  EXPECT_EQ(pacer.queued_packets(), 1u);
+  PacedPacket out[1];
+  ASSERT_EQ(pacer.pop_due(0, out), 1u);
+  EXPECT_EQ(out[0].id, 3u);
   EXPECT_EQ(pacer.counters().refused_empty, 1u);
   EXPECT_EQ(pacer.counters().refused_too_large, 1u);
   EXPECT_EQ(pacer.queued_packets(), 0u);
