@@ -1,24 +1,10 @@
 #include "secure/srtp_session.h"
 
-#include <srtp2/srtp.h>
-
-#include <cstring>
-#include <mutex>
+#include "secure/srtp_aead.h"
 
 namespace syncd::secure {
-namespace {
 
-// srtp_init() registers libsrtp's ciphers once per process; it is never undone (other sessions
-// may still be alive at exit).
-bool ensure_srtp_init() {
-  static const bool ok = srtp_init() == srtp_err_status_ok;
-  return ok;
-}
-
-constexpr size_t kRtpHeaderBytes = 12;  // RFC 3550 5.1, fixed part
-constexpr size_t kRtcpHeaderBytes = 8;  // RFC 3550 6.4.1: header and sender SSRC
-
-void count(SrtpCounters& counters, SrtpStatus status) {
+void count_srtp_status(SrtpCounters& counters, SrtpStatus status) {
   switch (status) {
     case SrtpStatus::kOk:
       break;
@@ -48,28 +34,6 @@ void count(SrtpCounters& counters, SrtpStatus status) {
       break;
   }
 }
-
-SrtpStatus from_libsrtp(srtp_err_status_t status) {
-  switch (status) {
-    case srtp_err_status_ok:
-      return SrtpStatus::kOk;
-    case srtp_err_status_auth_fail:
-    case srtp_err_status_cipher_fail:
-      return SrtpStatus::kAuthFailed;  // GCM tag mismatch
-    case srtp_err_status_replay_fail:
-    case srtp_err_status_replay_old:
-      return SrtpStatus::kReplayed;
-    case srtp_err_status_bad_mki:
-      return SrtpStatus::kUnknownEpoch;
-    case srtp_err_status_bad_param:
-    case srtp_err_status_parse_err:
-      return SrtpStatus::kMalformed;
-    default:
-      return SrtpStatus::kFailed;
-  }
-}
-
-}  // namespace
 
 const char* to_string(SrtpStatus status) {
   switch (status) {
@@ -102,73 +66,36 @@ std::optional<uint32_t> srtp_packet_epoch(const uint8_t* packet, size_t size) {
          static_cast<uint32_t>(mki[2]) << 8 | mki[3];
 }
 
-SrtpEpochs::~SrtpEpochs() {
-  for (Slot& slot : slots_)
-    if (slot.used) srtp_dealloc(slot.session);
-}
+SrtpEpochs::SrtpEpochs() = default;
+SrtpEpochs::~SrtpEpochs() = default;
 
 size_t SrtpEpochs::size() const {
   size_t n = 0;
-  for (const Slot& slot : slots_) n += slot.used;
+  for (const auto& slot : slots_) n += slot != nullptr;
   return n;
 }
 
-srtp_ctx_t_* SrtpEpochs::find(uint32_t epoch) const {
-  for (const Slot& slot : slots_)
-    if (slot.used && slot.epoch == epoch) return slot.session;
+SrtpAeadContext* SrtpEpochs::find(uint32_t epoch) const {
+  for (const auto& slot : slots_)
+    if (slot && slot->epoch() == epoch) return slot.get();
   return nullptr;
 }
 
 void SrtpEpochs::remove(uint32_t epoch) {
-  for (Slot& slot : slots_) {
-    if (slot.used && slot.epoch == epoch) {
-      srtp_dealloc(slot.session);
-      slot = Slot{};
-    }
-  }
+  for (auto& slot : slots_)
+    if (slot && slot->epoch() == epoch) slot.reset();
 }
 
 bool SrtpEpochs::add(uint32_t epoch, const SrtpMasterKey& key, bool outbound) {
-  if (!ensure_srtp_init() || has(epoch)) return false;
-  Slot* free_slot = nullptr;
-  for (Slot& slot : slots_)
-    if (!slot.used) {
-      free_slot = &slot;
-      break;
-    }
-  if (!free_slot) return false;
-
-  // libsrtp wants the master key and salt concatenated (RFC 7714 section 12: 16 + 12 octets).
-  uint8_t master[28];
-  std::memcpy(master, key.key.data(), 16);
-  std::memcpy(master + 16, key.salt.data(), 12);
-  // RFC 3711 3.1: the MKI identifies the master key; ours is the epoch, big-endian.
-  uint8_t mki[kSrtpMkiBytes] = {static_cast<uint8_t>(epoch >> 24),
-                                static_cast<uint8_t>(epoch >> 16), static_cast<uint8_t>(epoch >> 8),
-                                static_cast<uint8_t>(epoch)};
-  srtp_master_key_t master_key{master, mki, kSrtpMkiBytes};
-  srtp_master_key_t* keys[1] = {&master_key};
-
-  srtp_policy_t policy;
-  std::memset(&policy, 0, sizeof policy);
-  srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtp);
-  srtp_crypto_policy_set_aes_gcm_128_16_auth(&policy.rtcp);
-  // One template per direction: every SSRC of the session (media, RTX, FEC) shares the key, each
-  // with its own index and replay window (RFC 3711 3.2.3 allows one master key for several SSRCs
-  // because the SSRC is part of the IV).
-  policy.ssrc.type = outbound ? ssrc_any_outbound : ssrc_any_inbound;
-  policy.keys = keys;
-  policy.num_master_keys = 1;
-  policy.window_size = kReplayWindow;
-  policy.allow_repeat_tx = 0;
-  policy.next = nullptr;
-
-  srtp_t session = nullptr;
-  srtp_err_status_t status = srtp_create(&session, &policy);
-  std::memset(master, 0, sizeof master);
-  if (status != srtp_err_status_ok) return false;
-  *free_slot = Slot{true, epoch, session};
-  return true;
+  if (has(epoch)) return false;
+  for (auto& slot : slots_) {
+    if (slot) continue;
+    auto context = std::make_unique<SrtpAeadContext>();
+    if (!context->init(epoch, key, outbound)) return false;
+    slot = std::move(context);
+    return true;
+  }
+  return false;
 }
 
 bool SrtpSender::install(uint32_t epoch, const SrtpMasterKey& key) {
@@ -176,47 +103,31 @@ bool SrtpSender::install(uint32_t epoch, const SrtpMasterKey& key) {
 }
 
 bool SrtpSender::use_epoch(uint32_t epoch) {
-  srtp_ctx_t_* session = find(epoch);
-  if (!session) return false;
+  SrtpAeadContext* context = find(epoch);
+  if (!context) return false;
   current_ = epoch;
-  current_session_ = session;
+  current_context_ = context;
   // Older send keys are never used again: retransmissions are protected afresh under the
   // current epoch (RTX, RFC 4588), so nothing needs them.
-  for (Slot& slot : slots_)
-    if (slot.used && slot.epoch != epoch && slot.epoch < epoch) remove(slot.epoch);
+  for (auto& slot : slots_)
+    if (slot && slot->epoch() < epoch) slot.reset();
   return true;
 }
 
-SrtpStatus SrtpSender::protect(uint8_t* packet, size_t& size, size_t capacity, bool rtcp) {
-  SrtpStatus status = SrtpStatus::kOk;
-  size_t trailer = rtcp ? kRtcpTrailerBytes : kRtpTrailerBytes;
-  size_t minimum = rtcp ? kRtcpHeaderBytes : kRtpHeaderBytes;
-  if (!current_session_) {
-    status = SrtpStatus::kNoSendKey;
-  } else if (size < minimum) {
-    status = SrtpStatus::kTooShort;
-  } else if (capacity < size + trailer || size + trailer > INT32_MAX) {
-    status = SrtpStatus::kNoRoom;
-  } else {
-    int length = static_cast<int>(size);
-    srtp_err_status_t result = rtcp ? srtp_protect_rtcp_mki(current_session_, packet, &length, 1, 0)
-                                    : srtp_protect_mki(current_session_, packet, &length, 1, 0);
-    status = from_libsrtp(result);
-    if (status == SrtpStatus::kOk) {
-      size = static_cast<size_t>(length);
-      ++(rtcp ? counters_.rtcp_protected : counters_.rtp_protected);
-    }
-  }
-  count(counters_, status);
+SrtpStatus SrtpSender::protect_rtp(uint8_t* packet, size_t& size, size_t capacity) {
+  SrtpStatus status = current_context_ ? current_context_->protect_rtp(packet, size, capacity)
+                                       : SrtpStatus::kNoSendKey;
+  if (status == SrtpStatus::kOk) ++counters_.rtp_protected;
+  count_srtp_status(counters_, status);
   return status;
 }
 
-SrtpStatus SrtpSender::protect_rtp(uint8_t* packet, size_t& size, size_t capacity) {
-  return protect(packet, size, capacity, false);
-}
-
 SrtpStatus SrtpSender::protect_rtcp(uint8_t* packet, size_t& size, size_t capacity) {
-  return protect(packet, size, capacity, true);
+  SrtpStatus status = current_context_ ? current_context_->protect_rtcp(packet, size, capacity)
+                                       : SrtpStatus::kNoSendKey;
+  if (status == SrtpStatus::kOk) ++counters_.rtcp_protected;
+  count_srtp_status(counters_, status);
+  return status;
 }
 
 bool SrtpReceiver::install(uint32_t epoch, const SrtpMasterKey& key) {
@@ -224,29 +135,22 @@ bool SrtpReceiver::install(uint32_t epoch, const SrtpMasterKey& key) {
 }
 
 SrtpStatus SrtpReceiver::unprotect(uint8_t* packet, size_t& size, uint32_t* epoch_out, bool rtcp) {
-  SrtpStatus status = SrtpStatus::kOk;
-  size_t minimum =
-      (rtcp ? kRtcpHeaderBytes + kRtcpTrailerBytes : kRtpHeaderBytes + kRtpTrailerBytes);
-  srtp_ctx_t_* session = nullptr;
+  SrtpStatus status;
+  const size_t minimum = rtcp ? 8 + kRtcpTrailerBytes : 12 + kRtpTrailerBytes;
+  SrtpAeadContext* context = nullptr;
   std::optional<uint32_t> epoch;
   if (size < minimum) {
     status = SrtpStatus::kTooShort;
-  } else if (size > INT32_MAX) {
-    status = SrtpStatus::kMalformed;
-  } else if (epoch = srtp_packet_epoch(packet, size), !(session = find(*epoch))) {
+  } else if (epoch = srtp_packet_epoch(packet, size), !(context = find(*epoch))) {
     status = SrtpStatus::kUnknownEpoch;
   } else {
-    int length = static_cast<int>(size);
-    srtp_err_status_t result = rtcp ? srtp_unprotect_rtcp_mki(session, packet, &length, 1)
-                                    : srtp_unprotect_mki(session, packet, &length, 1);
-    status = from_libsrtp(result);
-    if (status == SrtpStatus::kOk) {
-      size = static_cast<size_t>(length);
-      if (epoch_out) *epoch_out = *epoch;
-      ++(rtcp ? counters_.rtcp_unprotected : counters_.rtp_unprotected);
-    }
+    status = rtcp ? context->unprotect_rtcp(packet, size) : context->unprotect_rtp(packet, size);
   }
-  count(counters_, status);
+  if (status == SrtpStatus::kOk) {
+    ++(rtcp ? counters_.rtcp_unprotected : counters_.rtp_unprotected);
+    if (epoch_out) *epoch_out = *epoch;
+  }
+  count_srtp_status(counters_, status);
   return status;
 }
 

@@ -3,8 +3,11 @@
 
 #include <cstring>
 #include <random>
+#include <set>
 #include <vector>
 
+#include "secure/srtp_aead.h"
+#include "secure/srtp_libsrtp.h"
 #include "secure/srtp_session.h"
 
 namespace syncd::secure {
@@ -42,9 +45,20 @@ std::vector<uint8_t> rtcp_packet(uint32_t ssrc) {
   return p;
 }
 
+// Every test runs on both implementations: ours (RFC 7714 framing over EVP) and libsrtp2's.
+struct Ours {
+  using Tx = SrtpSender;
+  using Rx = SrtpReceiver;
+};
+struct Libsrtp {
+  using Tx = LibSrtpSender;
+  using Rx = LibSrtpReceiver;
+};
+
+template <class Impl>
 struct Pair {
-  SrtpSender tx;
-  SrtpReceiver rx;
+  typename Impl::Tx tx;
+  typename Impl::Rx rx;
   explicit Pair(uint32_t epoch = 7, uint32_t seed = 1) {
     EXPECT_TRUE(tx.install(epoch, key_from(seed)));
     EXPECT_TRUE(tx.use_epoch(epoch));
@@ -52,8 +66,13 @@ struct Pair {
   }
 };
 
-TEST(SecureSrtp, RtpRoundTripsAtEverySizeWithTagThenMkiLast) {
-  Pair pair(0x01020304);
+template <class Impl>
+class SecureSrtp : public ::testing::Test {};
+using Implementations = ::testing::Types<Ours, Libsrtp>;
+TYPED_TEST_SUITE(SecureSrtp, Implementations);
+
+TYPED_TEST(SecureSrtp, RtpRoundTripsAtEverySizeWithTagThenMkiLast) {
+  Pair<TypeParam> pair(0x01020304);
   for (size_t payload : {0, 1, 15, 16, 17, 160, 1000, 1148, 1400}) {
     std::vector<uint8_t> p =
         rtp_packet(static_cast<uint16_t>(100 + payload), 9000, 0xabcdef01, payload, 3);
@@ -77,8 +96,8 @@ TEST(SecureSrtp, RtpRoundTripsAtEverySizeWithTagThenMkiLast) {
   EXPECT_EQ(pair.rx.counters().rtp_unprotected, 9u);
 }
 
-TEST(SecureSrtp, RtcpRoundTripsWithItsIndexThenMki) {
-  Pair pair(3);
+TYPED_TEST(SecureSrtp, RtcpRoundTripsWithItsIndexThenMki) {
+  Pair<TypeParam> pair(3);
   for (int i = 0; i < 5; ++i) {
     std::vector<uint8_t> p = rtcp_packet(0x11223344);
     std::vector<uint8_t> plain(p.begin(), p.end() - kRtcpTrailerBytes);
@@ -98,8 +117,8 @@ TEST(SecureSrtp, RtcpRoundTripsWithItsIndexThenMki) {
 
 // Every single-bit flip anywhere is refused: in the MKI as an unknown epoch, elsewhere (header
 // = AAD, ciphertext, tag) as an authentication failure.
-TEST(SecureSrtp, TamperingAnyByteFailsAuthentication) {
-  Pair pair(5);
+TYPED_TEST(SecureSrtp, TamperingAnyByteFailsAuthentication) {
+  Pair<TypeParam> pair(5);
   std::vector<uint8_t> p = rtp_packet(1, 1, 0x5555, 100);
   size_t size = p.size() - kRtpTrailerBytes;
   ASSERT_EQ(pair.tx.protect_rtp(p.data(), size, p.size()), SrtpStatus::kOk);
@@ -127,8 +146,8 @@ TEST(SecureSrtp, TamperingAnyByteFailsAuthentication) {
   ASSERT_EQ(pair.rx.unprotect_rtp(p.data(), size), SrtpStatus::kOk);
 }
 
-TEST(SecureSrtp, ReplaysAreRefusedAndCounted) {
-  Pair pair;
+TYPED_TEST(SecureSrtp, ReplaysAreRefusedAndCounted) {
+  Pair<TypeParam> pair;
   std::vector<std::vector<uint8_t>> sent;
   for (uint16_t seq = 0; seq < 2000; ++seq) {
     std::vector<uint8_t> p = rtp_packet(seq, seq * 3000u, 0x1234, 50);
@@ -160,8 +179,8 @@ TEST(SecureSrtp, ReplaysAreRefusedAndCounted) {
   EXPECT_EQ(pair.rx.unprotect_rtcp(again.data(), n), SrtpStatus::kReplayed);
 }
 
-TEST(SecureSrtp, ReorderedPacketsInsideTheWindowAreAccepted) {
-  Pair pair;
+TYPED_TEST(SecureSrtp, ReorderedPacketsInsideTheWindowAreAccepted) {
+  Pair<TypeParam> pair;
   std::vector<std::vector<uint8_t>> sent;
   for (uint16_t seq = 0; seq < 600; ++seq) {
     std::vector<uint8_t> p = rtp_packet(seq, 0, 0x99, 20);
@@ -179,8 +198,8 @@ TEST(SecureSrtp, ReorderedPacketsInsideTheWindowAreAccepted) {
   }
 }
 
-TEST(SecureSrtp, SequenceAndTimestampWraparoundKeepsWorking) {
-  Pair pair;
+TYPED_TEST(SecureSrtp, SequenceAndTimestampWraparoundKeepsWorking) {
+  Pair<TypeParam> pair;
   // 16-bit sequence wraps (RFC 3711 3.3.1: the rollover counter takes over) and so does the
   // 32-bit timestamp; 140,000 packets cross the sequence wrap twice.
   uint16_t seq = 65500;
@@ -194,8 +213,8 @@ TEST(SecureSrtp, SequenceAndTimestampWraparoundKeepsWorking) {
   }
 }
 
-TEST(SecureSrtp, TruncationAtEveryLengthIsRefusedNeverRead) {
-  Pair pair;
+TYPED_TEST(SecureSrtp, TruncationAtEveryLengthIsRefusedNeverRead) {
+  Pair<TypeParam> pair;
   std::vector<uint8_t> p = rtp_packet(10, 10, 0x42, 64);
   size_t size = p.size() - kRtpTrailerBytes;
   ASSERT_EQ(pair.tx.protect_rtp(p.data(), size, p.size()), SrtpStatus::kOk);
@@ -214,8 +233,8 @@ TEST(SecureSrtp, TruncationAtEveryLengthIsRefusedNeverRead) {
   }
 }
 
-TEST(SecureSrtp, RefusesWithoutRoomWithoutKeyAndUnderAnUnknownEpoch) {
-  SrtpSender tx;
+TYPED_TEST(SecureSrtp, RefusesWithoutRoomWithoutKeyAndUnderAnUnknownEpoch) {
+  typename TypeParam::Tx tx;
   std::vector<uint8_t> p = rtp_packet(1, 1, 1, 10);
   size_t size = p.size() - kRtpTrailerBytes;
   EXPECT_EQ(tx.protect_rtp(p.data(), size, p.size()), SrtpStatus::kNoSendKey);
@@ -228,7 +247,7 @@ TEST(SecureSrtp, RefusesWithoutRoomWithoutKeyAndUnderAnUnknownEpoch) {
   // Exactly the trailer's room is enough (ASan checks nothing more is written).
   std::vector<uint8_t> exact(p.begin(), p.end());
   ASSERT_EQ(tx.protect_rtp(exact.data(), size, exact.size()), SrtpStatus::kOk);
-  SrtpReceiver rx;
+  typename TypeParam::Rx rx;
   ASSERT_TRUE(rx.install(2, key_from(1)));
   size_t n = size;
   EXPECT_EQ(rx.unprotect_rtp(exact.data(), n), SrtpStatus::kUnknownEpoch);
@@ -237,9 +256,9 @@ TEST(SecureSrtp, RefusesWithoutRoomWithoutKeyAndUnderAnUnknownEpoch) {
   EXPECT_EQ(tx.counters().no_send_key, 1u);
 }
 
-TEST(SecureSrtp, ReceiverPicksTheKeyByMkiAndRetiredEpochsAreRefused) {
-  SrtpSender tx;
-  SrtpReceiver rx;
+TYPED_TEST(SecureSrtp, ReceiverPicksTheKeyByMkiAndRetiredEpochsAreRefused) {
+  typename TypeParam::Tx tx;
+  typename TypeParam::Rx rx;
   for (uint32_t e = 0; e < 3; ++e) {
     ASSERT_TRUE(tx.install(e, key_from(100 + e)));
     ASSERT_TRUE(rx.install(e, key_from(100 + e)));
@@ -294,10 +313,10 @@ std::array<uint8_t, 16> derive(const SrtpMasterKey& master, uint8_t label, size_
   return out;
 }
 
-TEST(SecureSrtp, MatchesAnIndependentRfc7714ImplementationByteForByte) {
+TYPED_TEST(SecureSrtp, MatchesAnIndependentRfc7714ImplementationByteForByte) {
   const uint32_t epoch = 0x00000abc;
   SrtpMasterKey master = key_from(42);
-  SrtpSender tx;
+  typename TypeParam::Tx tx;
   ASSERT_TRUE(tx.install(epoch, master));
   ASSERT_TRUE(tx.use_epoch(epoch));
   auto session_key = derive(master, 0x00, 16);
@@ -342,6 +361,152 @@ TEST(SecureSrtp, MatchesAnIndependentRfc7714ImplementationByteForByte) {
     for (int b = 0; b < 4; ++b) expected.push_back(static_cast<uint8_t>(epoch >> (24 - 8 * b)));
     ASSERT_EQ(size, expected.size());
     EXPECT_EQ(std::vector<uint8_t>(p.begin(), p.begin() + size), expected) << "seq " << seq;
+  }
+}
+
+// A random RTP packet: CSRCs and a header extension (RFC 3550 5.3.1) some of the time.
+std::vector<uint8_t> random_rtp(std::mt19937& rng, uint16_t seq, uint32_t ssrc) {
+  size_t csrcs = rng() % 4 == 0 ? rng() % 4 : 0;
+  size_t extension_words = rng() % 3 == 0 ? rng() % 4 : 0;
+  bool extension = rng() % 3 == 0;
+  size_t payload = rng() % 1201;
+  size_t header = 12 + 4 * csrcs + (extension ? 4 + 4 * extension_words : 0);
+  std::vector<uint8_t> p(header + payload + kRtpTrailerBytes);
+  for (auto& b : p) b = static_cast<uint8_t>(rng());
+  p[0] = static_cast<uint8_t>(0x80 | (extension ? 0x10 : 0) | csrcs);
+  p[2] = static_cast<uint8_t>(seq >> 8);
+  p[3] = static_cast<uint8_t>(seq);
+  for (int i = 0; i < 4; ++i) p[8 + i] = static_cast<uint8_t>(ssrc >> (24 - 8 * i));
+  if (extension) {
+    size_t at = 12 + 4 * csrcs;
+    p[at] = 0xbe;
+    p[at + 1] = 0xde;
+    p[at + 2] = 0;
+    p[at + 3] = static_cast<uint8_t>(extension_words);
+  }
+  p.resize(p.size() - kRtpTrailerBytes);
+  return p;
+}
+
+// Ours and libsrtp2 write the same bytes for the same packets, and each reads the other's, over
+// 3 SSRCs, random sizes and headers, a sequence-number wrap and reordered delivery.
+TEST(SecureSrtpCross, OursAndLibsrtpWriteTheSameBytesAndReadEachOthersPackets) {
+  const SrtpMasterKey key = key_from(31337);
+  const uint32_t epoch = 0x00c0ffee;
+  SrtpSender ours_tx;
+  LibSrtpSender lib_tx;
+  SrtpReceiver ours_rx;
+  LibSrtpReceiver lib_rx;
+  ASSERT_TRUE(ours_tx.install(epoch, key) && ours_tx.use_epoch(epoch));
+  ASSERT_TRUE(lib_tx.install(epoch, key) && lib_tx.use_epoch(epoch));
+  ASSERT_TRUE(ours_rx.install(epoch, key));
+  ASSERT_TRUE(lib_rx.install(epoch, key));
+  std::mt19937 rng(99);
+  const uint32_t ssrcs[3] = {0x11111111, 0x22222222, 0xfedcba98};
+  uint16_t seqs[3] = {65000, 100, 40000};
+  struct Sent {
+    std::vector<uint8_t> plain, wire;
+  };
+  std::vector<Sent> sent;
+  for (int i = 0; i < 3000; ++i) {
+    int s = static_cast<int>(rng() % 3);
+    std::vector<uint8_t> plain = random_rtp(rng, seqs[s]++, ssrcs[s]);
+    std::vector<uint8_t> a = plain, b = plain;
+    a.resize(plain.size() + kRtpTrailerBytes);
+    b.resize(plain.size() + kRtpTrailerBytes);
+    size_t na = plain.size(), nb = plain.size();
+    ASSERT_EQ(ours_tx.protect_rtp(a.data(), na, a.size()), SrtpStatus::kOk) << i;
+    ASSERT_EQ(lib_tx.protect_rtp(b.data(), nb, b.size()), SrtpStatus::kOk) << i;
+    ASSERT_EQ(a, b) << "packet " << i;
+    sent.push_back({plain, a});
+  }
+  for (size_t b = 0; b < sent.size(); b += 32)
+    std::shuffle(sent.begin() + b, sent.begin() + std::min(b + 32, sent.size()), rng);
+  for (size_t i = 0; i < sent.size(); ++i) {
+    std::vector<uint8_t> a = sent[i].wire, b = sent[i].wire;
+    size_t na = a.size(), nb = b.size();
+    ASSERT_EQ(ours_rx.unprotect_rtp(a.data(), na), SrtpStatus::kOk) << i;
+    ASSERT_EQ(lib_rx.unprotect_rtp(b.data(), nb), SrtpStatus::kOk) << i;
+    a.resize(na);
+    b.resize(nb);
+    EXPECT_EQ(a, sent[i].plain) << i;
+    EXPECT_EQ(b, sent[i].plain) << i;
+  }
+  // SRTCP: the same, for compound packets of random length.
+  for (int i = 0; i < 300; ++i) {
+    std::vector<uint8_t> plain(8 + 4 * (rng() % 64));
+    for (auto& c : plain) c = static_cast<uint8_t>(rng());
+    plain[0] = 0x81;
+    plain[1] = 200;
+    std::vector<uint8_t> a = plain, b = plain;
+    a.resize(plain.size() + kRtcpTrailerBytes);
+    b.resize(plain.size() + kRtcpTrailerBytes);
+    size_t na = plain.size(), nb = plain.size();
+    ASSERT_EQ(ours_tx.protect_rtcp(a.data(), na, a.size()), SrtpStatus::kOk);
+    ASSERT_EQ(lib_tx.protect_rtcp(b.data(), nb, b.size()), SrtpStatus::kOk);
+    ASSERT_EQ(a, b) << "rtcp " << i;
+    std::vector<uint8_t> c = a;
+    size_t nc = nb;
+    ASSERT_EQ(ours_rx.unprotect_rtcp(a.data(), na), SrtpStatus::kOk) << i;
+    ASSERT_EQ(lib_rx.unprotect_rtcp(c.data(), nc), SrtpStatus::kOk) << i;
+    a.resize(na);
+    c.resize(nc);
+    EXPECT_EQ(a, plain);
+    EXPECT_EQ(c, plain);
+  }
+}
+
+TEST(SecureSrtpIndex, EstimatesTheRolloverCounterPerRfc3711AppendixA) {
+  auto at = [](uint32_t roc, uint16_t s_l) { return (uint64_t{roc} << 16) | s_l; };
+  EXPECT_EQ(estimate_srtp_index(0, false, 4711), 4711);
+  EXPECT_EQ(estimate_srtp_index(at(5, 100), true, 101), 5 * 65536 + 101);
+  EXPECT_EQ(estimate_srtp_index(at(5, 100), true, 50), 5 * 65536 + 50);
+  // A late packet from before the wrap: ROC - 1.
+  EXPECT_EQ(estimate_srtp_index(at(5, 100), true, 65000), 4 * 65536 + 65000);
+  // A packet after the wrap: ROC + 1.
+  EXPECT_EQ(estimate_srtp_index(at(5, 65000), true, 10), 6 * 65536 + 10);
+  EXPECT_EQ(estimate_srtp_index(at(5, 65000), true, 64000), 5 * 65536 + 64000);
+  // Halfway points.
+  EXPECT_EQ(estimate_srtp_index(at(5, 0), true, 32768), 5 * 65536 + 32768);
+  EXPECT_EQ(estimate_srtp_index(at(5, 0), true, 32769), 4 * 65536 + 32769);
+  EXPECT_EQ(estimate_srtp_index(at(5, 40000), true, 7232), 5 * 65536 + 7232);
+  EXPECT_EQ(estimate_srtp_index(at(5, 40000), true, 7231), 6 * 65536 + 7231);
+  // Before index 0: impossible, refused.
+  EXPECT_EQ(estimate_srtp_index(at(0, 10), true, 65000), -1);
+}
+
+TEST(SecureSrtpReplayWindow, RefusesRepeatsAndTheTooOldAcceptsTheReordered) {
+  ReplayWindow window;
+  EXPECT_TRUE(window.check(123456));
+  window.accept(5000);
+  EXPECT_FALSE(window.check(5000));
+  EXPECT_TRUE(window.check(4999));
+  EXPECT_TRUE(window.check(5000 - kReplayWindow + 1));
+  EXPECT_FALSE(window.check(5000 - kReplayWindow));  // too old to tell
+  window.accept(4990);
+  EXPECT_FALSE(window.check(4990));
+  // A jump of less than the window keeps the history; of more, forgets it.
+  window.accept(5500);
+  EXPECT_FALSE(window.check(4990));
+  EXPECT_TRUE(window.check(4991));
+  window.accept(5500 + kReplayWindow + 5);
+  EXPECT_FALSE(window.check(5500));  // now too old
+  EXPECT_TRUE(window.check(5500 + kReplayWindow + 4));
+  // Property: against a reference set, over random indices near the top.
+  std::mt19937_64 rng(5);
+  ReplayWindow w;
+  std::set<uint64_t> seen;
+  uint64_t highest = 0;
+  for (int i = 0; i < 200000; ++i) {
+    uint64_t index = highest + 50 > 2000 ? highest + 50 - rng() % 2000 : rng() % 2000;
+    bool expected =
+        seen.empty() || index > highest || (highest - index < kReplayWindow && !seen.count(index));
+    ASSERT_EQ(w.check(index), expected) << i << " " << index << " " << highest;
+    if (expected) {
+      w.accept(index);
+      seen.insert(index);
+      highest = std::max(highest, index);
+    }
   }
 }
 
