@@ -1,0 +1,130 @@
+#include "secure/key_schedule.h"
+
+#include <algorithm>
+
+namespace syncd::secure {
+
+KeySchedule::KeySchedule(DtlsRole role, KeyScheduleConfig config) : role_(role), config_(config) {}
+
+uint64_t KeySchedule::switch_fallback_ns() const {
+  return role_ == DtlsRole::kClient ? config_.client_switch_fallback_ns
+                                    : config_.server_switch_fallback_ns;
+}
+
+uint64_t KeySchedule::peer_switch_fallback_ns() const {
+  return role_ == DtlsRole::kClient ? config_.server_switch_fallback_ns
+                                    : config_.client_switch_fallback_ns;
+}
+
+static uint64_t saturating_add(uint64_t a, uint64_t b) {
+  return a > KeySchedule::kNever - b ? KeySchedule::kNever : a + b;
+}
+
+uint32_t KeySchedule::on_handshake_complete(uint64_t now_ns) {
+  uint32_t epoch = next_epoch_++;
+  ++counters_.epochs;
+
+  ReceiveEpoch* slot = nullptr;
+  for (ReceiveEpoch& r : receive_)
+    if (!r.used) {
+      slot = &r;
+      break;
+    }
+  if (!slot) {
+    // More epochs than slots (re-keys faster than the grace period): the oldest goes now.
+    slot = &*std::min_element(
+        receive_.begin(), receive_.end(),
+        [](const ReceiveEpoch& a, const ReceiveEpoch& b) { return a.epoch < b.epoch; });
+    if (evicted_count_ < evicted_.size()) evicted_[evicted_count_++] = slot->epoch;
+    ++counters_.retired_early;
+  }
+  *slot = ReceiveEpoch{true, epoch, now_ns, kNever};
+
+  // The older receive keys stay until the peer has switched: at the latest it does so after its
+  // own fallback, counted from about now (its completion is within a round trip of ours).
+  uint64_t latest_retire =
+      saturating_add(saturating_add(now_ns, peer_switch_fallback_ns()), config_.retire_grace_ns);
+  for (ReceiveEpoch& r : receive_)
+    if (r.used && r.epoch != epoch) r.retire_at_ns = std::min(r.retire_at_ns, latest_retire);
+
+  pending_send_epoch_ = epoch;
+  pending_switch_on_packet_ = false;
+  // The client may send under its first epoch at once: the server completed before it (it
+  // received the client's Finished). The server waits for the client like at every re-key.
+  bool first_for_client = !send_epoch_ && role_ == DtlsRole::kClient;
+  pending_switch_at_ns_ = first_for_client ? now_ns : saturating_add(now_ns, switch_fallback_ns());
+  if (role_ == DtlsRole::kClient) {
+    rekey_in_progress_ = false;
+    rekey_at_ns_ = saturating_add(now_ns, config_.rekey_interval_ns);
+  }
+  return epoch;
+}
+
+void KeySchedule::on_packet_authenticated(uint32_t epoch, uint64_t now_ns) {
+  // The peer sends under `epoch`: we may too (it has the key), from the next packet on.
+  if (pending_send_epoch_ && epoch == *pending_send_epoch_ && now_ns < pending_switch_at_ns_) {
+    pending_switch_at_ns_ = now_ns;
+    pending_switch_on_packet_ = true;
+  }
+  // ...and it has left the older epochs: their keys are needed only for packets in flight.
+  uint64_t retire_at = saturating_add(now_ns, config_.retire_grace_ns);
+  for (ReceiveEpoch& r : receive_)
+    if (r.used && r.epoch < epoch) r.retire_at_ns = std::min(r.retire_at_ns, retire_at);
+}
+
+void KeySchedule::on_rekey_failed(uint64_t now_ns) {
+  if (role_ != DtlsRole::kClient) return;
+  ++counters_.rekeys_failed;
+  rekey_in_progress_ = false;
+  rekey_at_ns_ = saturating_add(now_ns, config_.rekey_retry_ns);
+}
+
+size_t KeySchedule::poll(uint64_t now_ns, std::span<KeyEvent> out) {
+  size_t n = 0;
+  while (evicted_count_ > 0 && n < out.size()) {
+    out[n++] = {KeyAction::kRetireReceive, evicted_[--evicted_count_]};
+    ++counters_.retired;
+  }
+  if (pending_send_epoch_ && now_ns >= pending_switch_at_ns_ && n < out.size()) {
+    out[n++] = {KeyAction::kSendEpoch, *pending_send_epoch_};
+    if (send_epoch_)
+      ++(pending_switch_on_packet_ ? counters_.switches_on_packet : counters_.switches_on_fallback);
+    send_epoch_ = pending_send_epoch_;
+    pending_send_epoch_.reset();
+    pending_switch_at_ns_ = kNever;
+  }
+  for (ReceiveEpoch& r : receive_) {
+    if (n >= out.size()) break;
+    if (r.used && now_ns >= r.retire_at_ns) {
+      out[n++] = {KeyAction::kRetireReceive, r.epoch};
+      ++counters_.retired;
+      r = ReceiveEpoch{};
+    }
+  }
+  if (role_ == DtlsRole::kClient && !rekey_in_progress_ && now_ns >= rekey_at_ns_ &&
+      n < out.size()) {
+    out[n++] = {KeyAction::kStartRekey, next_epoch_};
+    ++counters_.rekeys_started;
+    rekey_in_progress_ = true;
+    rekey_at_ns_ = kNever;
+  }
+  return n;
+}
+
+uint64_t KeySchedule::next_deadline_ns() const {
+  uint64_t deadline = evicted_count_ ? 0 : kNever;
+  deadline = std::min(deadline, pending_switch_at_ns_);
+  for (const ReceiveEpoch& r : receive_)
+    if (r.used) deadline = std::min(deadline, r.retire_at_ns);
+  if (role_ == DtlsRole::kClient && !rekey_in_progress_)
+    deadline = std::min(deadline, rekey_at_ns_);
+  return deadline;
+}
+
+bool KeySchedule::receive_epoch_live(uint32_t epoch) const {
+  for (const ReceiveEpoch& r : receive_)
+    if (r.used && r.epoch == epoch) return true;
+  return false;
+}
+
+}  // namespace syncd::secure

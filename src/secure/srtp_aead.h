@@ -1,0 +1,105 @@
+// RFC 7714 AEAD_AES_128_GCM for SRTP and SRTCP, one master key (one key epoch) and one direction:
+// key derivation (RFC 3711 4.3), the IV (RFC 7714 8.1, 9.1), the AAD (8.2, 9.2), the rollover
+// counter (RFC 3711 3.3.1), the replay window (RFC 3711 3.3.2) and our 4-byte MKI after the tag.
+// The cipher is OpenSSL's EVP AES-128-GCM, one reused EVP_CIPHER_CTX per key, only the IV
+// changing per packet.
+//
+// Data plane: no exceptions, no allocation after init(), bounded work per packet. The per-SSRC
+// state is a fixed table; an SSRC is entered only once a packet of it authenticated.
+//
+// Threads: any thread; not thread-safe; used through SrtpSender / SrtpReceiver.
+#pragma once
+
+#include <openssl/evp.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "secure/srtp_session.h"
+
+namespace syncd::secure {
+
+// RFC 3711 4.3: session key and salt derived from the master key with the AES-CM PRF, key
+// derivation rate 0; labels 0 and 2 for SRTP, 3 and 5 for SRTCP. RFC 7714 section 12: 16-byte
+// keys, 12-byte salts.
+struct SrtpSessionKey {
+  std::array<uint8_t, 16> key{};
+  std::array<uint8_t, 12> salt{};
+};
+bool derive_srtp_session_key(const SrtpMasterKey& master, bool rtcp, SrtpSessionKey& out);
+
+// A window of the last kReplayWindow indices below the highest seen (RFC 3711 3.3.2), as a ring
+// of bits addressed by index mod the window. Not thread-safe.
+class ReplayWindow {
+ public:
+  bool started() const { return started_; }
+  uint64_t highest() const { return highest_; }
+  // True if `index` may be accepted: newer than the highest, or inside the window and unseen.
+  bool check(uint64_t index) const;
+  // Records `index` (after it authenticated).
+  void accept(uint64_t index);
+
+ private:
+  bool bit(uint64_t index) const { return bits_[(index / 64) % kWords] >> (index % 64) & 1; }
+  void set(uint64_t index) { bits_[(index / 64) % kWords] |= uint64_t{1} << (index % 64); }
+  static constexpr size_t kWords = kReplayWindow / 64;
+  std::array<uint64_t, kWords> bits_{};
+  uint64_t highest_ = 0;
+  bool started_ = false;
+};
+
+// RFC 3711 3.3.1 (and its Appendix A): the 48-bit packet index a sequence number most likely
+// stands for, given the highest index seen; -1 when it would precede index 0.
+int64_t estimate_srtp_index(uint64_t highest, bool started, uint16_t seq);
+
+class SrtpAeadContext {
+ public:
+  // Per-direction SSRCs tracked at once (media, RTX, FEC and RTCP sources of one session need
+  // 4); more evict the least recently used.
+  static constexpr size_t kMaxSsrcs = 8;
+
+  SrtpAeadContext() = default;
+  ~SrtpAeadContext();
+  SrtpAeadContext(const SrtpAeadContext&) = delete;
+  SrtpAeadContext& operator=(const SrtpAeadContext&) = delete;
+
+  // Control plane: derives the session keys and makes the cipher contexts.
+  bool init(uint32_t epoch, const SrtpMasterKey& master, bool outbound);
+  uint32_t epoch() const { return epoch_; }
+
+  SrtpStatus protect_rtp(uint8_t* packet, size_t& size, size_t capacity);
+  SrtpStatus unprotect_rtp(uint8_t* packet, size_t& size);
+  SrtpStatus protect_rtcp(uint8_t* packet, size_t& size, size_t capacity);
+  SrtpStatus unprotect_rtcp(uint8_t* packet, size_t& size);
+
+ private:
+  struct SsrcState {
+    bool used = false;
+    uint32_t ssrc = 0;
+    uint64_t last_used = 0;
+    ReplayWindow rtp;        // SRTP indices (ROC << 16 | SEQ)
+    ReplayWindow rtcp;       // SRTCP indices (31 bits)
+    uint32_t rtcp_sent = 0;  // sender: the last SRTCP index used
+  };
+  SsrcState* find(uint32_t ssrc);
+  SsrcState& find_or_evict(uint32_t ssrc);
+  bool seal(EVP_CIPHER_CTX* ctx, const uint8_t* iv, const uint8_t* aad, size_t aad_size,
+            const uint8_t* aad_tail, size_t aad_tail_size, uint8_t* data, size_t data_size,
+            uint8_t* tag);
+  bool open(EVP_CIPHER_CTX* ctx, const uint8_t* iv, const uint8_t* aad, size_t aad_size,
+            const uint8_t* aad_tail, size_t aad_tail_size, uint8_t* data, size_t data_size,
+            const uint8_t* tag);
+  void write_mki(uint8_t* at) const;
+
+  uint32_t epoch_ = 0;
+  bool outbound_ = false;
+  SrtpSessionKey rtp_key_;
+  SrtpSessionKey rtcp_key_;
+  EVP_CIPHER_CTX* rtp_ctx_ = nullptr;
+  EVP_CIPHER_CTX* rtcp_ctx_ = nullptr;
+  std::array<SsrcState, kMaxSsrcs> ssrcs_{};
+  uint64_t use_clock_ = 0;
+};
+
+}  // namespace syncd::secure

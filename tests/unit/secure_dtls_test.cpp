@@ -1,0 +1,309 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "secure/dtls_endpoint.h"
+#include "secure_test_util.h"
+
+namespace syncd::secure {
+namespace {
+
+using testing::Datagram;
+using testing::DtlsPair;
+
+bool has(const std::vector<DtlsEvent>& events, DtlsEvent event) {
+  return std::find(events.begin(), events.end(), event) != events.end();
+}
+
+TEST(SecureDtls, HandshakeInMemoryGivesBothSidesTheSameKeysCrosswise) {
+  DtlsPair pair;
+  ASSERT_TRUE(pair.client_context.ok());
+  EXPECT_EQ(pair.server->state(), DtlsState::kListening);
+  pair.client->start(0);
+  pair.pump();
+  ASSERT_TRUE(pair.connected()) << to_string(pair.client->failure()) << " / "
+                                << to_string(pair.server->failure());
+  EXPECT_EQ(std::count(pair.client_events.begin(), pair.client_events.end(),
+                       DtlsEvent::kHandshakeComplete),
+            1);
+  EXPECT_EQ(std::count(pair.server_events.begin(), pair.server_events.end(),
+                       DtlsEvent::kHandshakeComplete),
+            1);
+  // RFC 5764 4.2: the same exporter output on both sides, so each side's write key is the
+  // other's read key.
+  EXPECT_EQ(pair.client->keys().client_write, pair.server->keys().client_write);
+  EXPECT_EQ(pair.client->keys().server_write, pair.server->keys().server_write);
+  EXPECT_NE(pair.client->keys().client_write, pair.client->keys().server_write);
+  SrtpMasterKey zero;
+  EXPECT_NE(pair.client->keys().client_write, zero);
+  EXPECT_EQ(pair.client->peer_fingerprint_seen(), testing::server_identity().fingerprint);
+  EXPECT_EQ(pair.server->peer_fingerprint_seen(), testing::client_identity().fingerprint);
+  // The MTU holds for every datagram of the handshake, certificates included.
+  EXPECT_LE(pair.client->counters().largest_datagram_out, 1200u);
+  EXPECT_LE(pair.server->counters().largest_datagram_out, 1200u);
+  EXPECT_GT(pair.server->counters().largest_datagram_out, 0u);
+}
+
+TEST(SecureDtls, ServerAnswersTheFirstClientHelloWithHelloVerifyRequest) {
+  DtlsPair pair;
+  pair.client->start(0);
+  ASSERT_EQ(pair.to_server.size(), 1u);
+  Datagram hello = pair.to_server.front();
+  EXPECT_EQ(classify_dtls_datagram(hello), DtlsRecordKind::kClientHello);
+  pair.to_server.pop_front();
+  EXPECT_EQ(pair.server->feed(hello, DtlsPair::kClientAddress, 0), DtlsEvent::kHelloVerifySent);
+  EXPECT_EQ(pair.server->state(), DtlsState::kListening);
+  ASSERT_EQ(pair.to_client.size(), 1u);
+  const Datagram& hvr = pair.to_client.front();
+  // RFC 6347 4.2.1: handshake record, message type hello_verify_request (3), and smaller than
+  // the ClientHello (no amplification).
+  ASSERT_GE(hvr.size(), 14u);
+  EXPECT_EQ(hvr[0], 22);
+  EXPECT_EQ(hvr[13], 3);
+  EXPECT_LT(hvr.size(), hello.size());
+  EXPECT_EQ(pair.server->counters().hello_verify_requests_sent, 1u);
+  pair.pump();
+  EXPECT_TRUE(pair.connected());
+}
+
+TEST(SecureDtls, ACookieEarnedAtOneAddressDoesNotOpenFromAnother) {
+  DtlsPair pair;
+  pair.client->start(0);
+  Datagram hello = pair.to_server.front();
+  pair.to_server.clear();
+  pair.server->feed(hello, DtlsPair::kClientAddress, 0);
+  Datagram hvr = pair.to_client.front();
+  pair.to_client.clear();
+  pair.client->feed(hvr, DtlsPair::kServerAddress, 0);
+  ASSERT_EQ(pair.to_server.size(), 1u);  // ClientHello with the cookie
+  Datagram with_cookie = pair.to_server.front();
+  pair.to_server.clear();
+  const uint8_t elsewhere[6] = {192, 0, 2, 7, 0x30, 0x39};
+  EXPECT_EQ(pair.server->feed(with_cookie, elsewhere, 0), DtlsEvent::kHelloVerifySent);
+  EXPECT_EQ(pair.server->state(), DtlsState::kListening);
+  pair.to_client.clear();
+  pair.server->feed(with_cookie, DtlsPair::kClientAddress, 0);
+  EXPECT_EQ(pair.server->state(), DtlsState::kHandshaking);
+}
+
+TEST(SecureDtls, WrongFingerprintIsRefusedOnBothSides) {
+  Fingerprint wrong = testing::server_identity().fingerprint;
+  wrong.sha256[31] ^= 1;
+  DtlsPair pair({}, &wrong, nullptr);
+  pair.client->start(0);
+  pair.pump();
+  EXPECT_EQ(pair.client->state(), DtlsState::kFailed);
+  EXPECT_EQ(pair.client->failure(), DtlsFailure::kFingerprintMismatch);
+  EXPECT_EQ(pair.client->counters().fingerprint_mismatches, 1u);
+  EXPECT_TRUE(has(pair.client_events, DtlsEvent::kFailed));
+  EXPECT_NE(pair.server->state(), DtlsState::kConnected);
+
+  // The server refuses a client whose certificate it was not told about.
+  Fingerprint other = testing::client_identity().fingerprint;
+  other.sha256[0] ^= 0x80;
+  DtlsPair reverse({}, nullptr, &other);
+  reverse.client->start(0);
+  reverse.pump();
+  EXPECT_EQ(reverse.server->state(), DtlsState::kFailed);
+  EXPECT_EQ(reverse.server->failure(), DtlsFailure::kFingerprintMismatch);
+  EXPECT_EQ(reverse.server->counters().fingerprint_mismatches, 1u);
+  EXPECT_NE(reverse.client->state(), DtlsState::kConnected);
+}
+
+// Drops the first three datagrams, or 30% at random (two seeds), then drives
+// both sides' retransmission timers (50 ms here) until the handshake completes.
+TEST(SecureDtls, LostHandshakeDatagramsAreRecoveredByTimeouts) {
+  for (int drop_pattern = 0; drop_pattern < 3; ++drop_pattern) {
+    DtlsConfig config;
+    config.initial_retransmit_ms = 20;
+    config.max_retransmits = 10;
+    DtlsPair pair(config);
+    int seen = 0;
+    std::mt19937 rng(static_cast<unsigned>(drop_pattern));
+    auto drop = [&](bool, const Datagram&) {
+      ++seen;
+      if (drop_pattern == 0) return seen <= 3;  // the first datagrams entirely
+      return rng() % 100 < 30;                  // 30% loss, seeded
+    };
+    pair.client->start(testing::monotonic_ns());
+    for (int i = 0; i < 200 && !pair.connected(); ++i) {
+      pair.pump(drop, 1);
+      uint64_t now = testing::monotonic_ns();
+      uint64_t next =
+          std::min(pair.client->next_timeout_ns(now), pair.server->next_timeout_ns(now));
+      if (pair.to_server.empty() && pair.to_client.empty() && next != UINT64_MAX) {
+        std::this_thread::sleep_for(std::chrono::nanoseconds(next - now) +
+                                    std::chrono::milliseconds(1));
+        now = testing::monotonic_ns();
+        pair.client->handle_timeout(now);
+        pair.server->handle_timeout(now);
+      }
+    }
+    ASSERT_TRUE(pair.connected()) << "pattern " << drop_pattern;
+    EXPECT_GT(
+        pair.client->counters().retransmit_timeouts + pair.server->counters().retransmit_timeouts,
+        0u);
+    EXPECT_EQ(pair.client->keys().client_write, pair.server->keys().client_write);
+    EXPECT_EQ(pair.client->keys().server_write, pair.server->keys().server_write);
+  }
+}
+
+TEST(SecureDtls, ExposesTheRetransmissionDeadlineOnTheCallersClock) {
+  DtlsConfig config;
+  config.initial_retransmit_ms = 300;
+  DtlsPair pair(config);
+  uint64_t now = 1'000'000'000'000ull;  // any epoch: the result is relative to it
+  EXPECT_EQ(pair.client->next_timeout_ns(now), UINT64_MAX);
+  pair.client->start(now);
+  uint64_t deadline = pair.client->next_timeout_ns(now);
+  EXPECT_GT(deadline, now + 250'000'000ull);
+  EXPECT_LE(deadline, now + 300'000'000ull);
+  // Not yet due: nothing is retransmitted.
+  pair.to_server.clear();
+  pair.client->handle_timeout(now);
+  EXPECT_TRUE(pair.to_server.empty());
+  EXPECT_EQ(pair.server->next_timeout_ns(now), UINT64_MAX);  // listening: no timer, no state
+}
+
+TEST(SecureDtls, AHandshakeThatNeverAnswersTimesOut) {
+  DtlsConfig config;
+  config.initial_retransmit_ms = 1;
+  config.max_retransmits = 3;
+  DtlsPair pair(config);
+  pair.client->start(testing::monotonic_ns());
+  DtlsEvent last = DtlsEvent::kNone;
+  for (int i = 0; i < 100 && last != DtlsEvent::kFailed; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1 << std::min(i, 4)));
+    last = pair.client->handle_timeout(testing::monotonic_ns());
+  }
+  EXPECT_EQ(pair.client->state(), DtlsState::kFailed);
+  EXPECT_EQ(pair.client->failure(), DtlsFailure::kTimedOut);
+  EXPECT_EQ(pair.client->counters().retransmit_timeouts, 4u);
+}
+
+// A flood of ClientHellos from 1,000 other addresses reaches a listening server endpoint (the
+// one that would take the next re-key) while an association is live: each gets a stateless
+// HelloVerifyRequest, nothing is kept, and the live association and the next real re-key work.
+TEST(SecureDtls, FloodOfClientHellosLeavesNoStateAndDoesNotDisturbTheLiveAssociation) {
+  DtlsPair pair;
+  pair.client->start(0);
+  pair.pump();
+  ASSERT_TRUE(pair.connected());
+  SrtpKeyMaterial live_keys = pair.server->keys();
+
+  // The attacker's hellos: real ClientHellos from fresh clients (unknown certificates).
+  DtlsContext attacker_context(testing::client_identity());
+  std::vector<Datagram> hellos;
+  for (int i = 0; i < 10; ++i) {
+    DtlsEndpoint attacker(
+        attacker_context, DtlsRole::kClient, Fingerprint{},
+        [&](std::span<const uint8_t> d) { hellos.emplace_back(d.begin(), d.end()); });
+    attacker.start(0);
+  }
+  ASSERT_EQ(hellos.size(), 10u);
+
+  size_t answered_bytes = 0;
+  size_t hello_bytes = 0;
+  DtlsEndpoint listener(pair.server_context, DtlsRole::kServer,
+                        testing::client_identity().fingerprint,
+                        [&](std::span<const uint8_t> d) { answered_bytes += d.size(); });
+  for (uint32_t i = 0; i < 1000; ++i) {
+    const Datagram& hello = hellos[i % hellos.size()];
+    uint8_t address[6] = {198,  51,  static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i),
+                          0x13, 0x88};
+    hello_bytes += hello.size();
+    EXPECT_EQ(listener.feed(hello, address, 0), DtlsEvent::kHelloVerifySent);
+    ASSERT_EQ(listener.state(), DtlsState::kListening);
+  }
+  EXPECT_EQ(listener.counters().hello_verify_requests_sent, 1000u);
+  EXPECT_EQ(listener.next_timeout_ns(0), UINT64_MAX);  // no handshake state, no timer
+  EXPECT_LT(answered_bytes, hello_bytes);              // no amplification
+
+  // Garbage and non-hello records are dropped without an answer.
+  const uint8_t junk[] = {22, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 20};
+  EXPECT_EQ(listener.feed(junk, DtlsPair::kClientAddress, 0), DtlsEvent::kNone);
+  EXPECT_EQ(listener.counters().listen_dropped, 1u);
+
+  // The live association is untouched...
+  EXPECT_EQ(pair.server->state(), DtlsState::kConnected);
+  EXPECT_EQ(pair.server->keys().client_write, live_keys.client_write);
+  // ...and the same listener still takes the real client's next handshake.
+  std::deque<Datagram> to_listener, to_client;
+  DtlsEndpoint rekey_client(
+      pair.client_context, DtlsRole::kClient, testing::server_identity().fingerprint,
+      [&](std::span<const uint8_t> d) { to_listener.emplace_back(d.begin(), d.end()); });
+  DtlsEndpoint rekey_server(
+      pair.server_context, DtlsRole::kServer, testing::client_identity().fingerprint,
+      [&](std::span<const uint8_t> d) { to_client.emplace_back(d.begin(), d.end()); });
+  rekey_client.start(0);
+  for (int i = 0; i < 20 && (!to_listener.empty() || !to_client.empty()); ++i) {
+    while (!to_listener.empty()) {
+      rekey_server.feed(to_listener.front(), DtlsPair::kClientAddress, 0);
+      to_listener.pop_front();
+    }
+    while (!to_client.empty()) {
+      rekey_client.feed(to_client.front(), DtlsPair::kServerAddress, 0);
+      to_client.pop_front();
+    }
+  }
+  EXPECT_EQ(rekey_server.state(), DtlsState::kConnected);
+  EXPECT_EQ(rekey_client.state(), DtlsState::kConnected);
+  EXPECT_NE(rekey_server.keys().client_write, live_keys.client_write);
+}
+
+TEST(SecureDtls, ConnectedEndpointAnswersCloseNotify) {
+  DtlsPair pair;
+  pair.client->start(0);
+  pair.pump();
+  ASSERT_TRUE(pair.connected());
+  pair.client->close();
+  pair.pump();
+  EXPECT_EQ(pair.server->state(), DtlsState::kClosed);
+  EXPECT_TRUE(has(pair.server_events, DtlsEvent::kClosed));
+}
+
+TEST(SecureDtls, OversizeAndForeignDatagramsAreDroppedAndCounted) {
+  DtlsPair pair;
+  Datagram big(DtlsEndpoint::kMaxDatagram + 1, 22);
+  EXPECT_EQ(pair.server->feed(big, DtlsPair::kClientAddress, 0), DtlsEvent::kNone);
+  EXPECT_EQ(pair.server->counters().oversize_dropped, 1u);
+  EXPECT_TRUE(pair.to_client.empty());
+}
+
+TEST(SecureDtls, SplitsTheExporterOutputPerRfc5764) {
+  std::array<uint8_t, 56> exported;
+  for (size_t i = 0; i < exported.size(); ++i) exported[i] = static_cast<uint8_t>(i);
+  SrtpKeyMaterial m = split_srtp_key_material(exported);
+  EXPECT_EQ(m.client_write.key[0], 0);
+  EXPECT_EQ(m.client_write.key[15], 15);
+  EXPECT_EQ(m.server_write.key[0], 16);
+  EXPECT_EQ(m.server_write.key[15], 31);
+  EXPECT_EQ(m.client_write.salt[0], 32);
+  EXPECT_EQ(m.client_write.salt[11], 43);
+  EXPECT_EQ(m.server_write.salt[0], 44);
+  EXPECT_EQ(m.server_write.salt[11], 55);
+}
+
+TEST(SecureDtls, ClassifiesDatagramsForRouting) {
+  const uint8_t hello[] = {22, 0xfe, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 1, 0, 0, 0};
+  const uint8_t finished_epoch1[] = {22, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 20};
+  const uint8_t key_exchange[] = {22, 0xfe, 0xfd, 0, 0, 0, 0, 0, 0, 0, 5, 0, 1, 16};
+  const uint8_t alert[] = {21, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 3, 0, 2, 1, 0};
+  const uint8_t rtp[] = {0x80, 96, 0, 1};
+  EXPECT_EQ(classify_dtls_datagram(hello), DtlsRecordKind::kClientHello);
+  EXPECT_EQ(classify_dtls_datagram(finished_epoch1), DtlsRecordKind::kOther);
+  EXPECT_EQ(classify_dtls_datagram(key_exchange), DtlsRecordKind::kOther);
+  EXPECT_EQ(classify_dtls_datagram(alert), DtlsRecordKind::kOther);
+  EXPECT_EQ(classify_dtls_datagram(rtp), DtlsRecordKind::kNotDtls);
+  EXPECT_EQ(classify_dtls_datagram({}), DtlsRecordKind::kNotDtls);
+  // Truncation at every offset of the record header is malformed, never read past.
+  for (size_t n = 1; n < 13; ++n)
+    EXPECT_EQ(classify_dtls_datagram(std::span<const uint8_t>(hello, n)),
+              DtlsRecordKind::kMalformed);
+  EXPECT_EQ(classify_dtls_datagram(std::span<const uint8_t>(hello, 13)), DtlsRecordKind::kOther);
+}
+
+}  // namespace
+}  // namespace syncd::secure

@@ -1,0 +1,356 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <queue>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "secure/key_schedule.h"
+#include "secure/srtp_session.h"
+#include "secure_test_util.h"
+
+namespace syncd::secure {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint64_t kS = 1'000'000'000;
+
+std::vector<KeyEvent> poll_all(KeySchedule& schedule, uint64_t now) {
+  std::array<KeyEvent, 8> out;
+  size_t n = schedule.poll(now, out);
+  return {out.begin(), out.begin() + static_cast<long>(n)};
+}
+
+KeyScheduleConfig test_config() {
+  KeyScheduleConfig config;
+  config.rekey_interval_ns = 10 * kS;
+  config.client_switch_fallback_ns = 1 * kS;
+  config.server_switch_fallback_ns = 4 * kS;
+  config.retire_grace_ns = 2 * kS;
+  config.rekey_retry_ns = 5 * kS;
+  return config;
+}
+
+TEST(SecureKeySchedule, ClientSendsUnderTheFirstEpochAtOnceServerWaitsForTheClient) {
+  KeySchedule client(DtlsRole::kClient, test_config());
+  KeySchedule server(DtlsRole::kServer, test_config());
+  EXPECT_EQ(client.next_deadline_ns(), KeySchedule::kNever);
+  EXPECT_EQ(server.on_handshake_complete(100), 0u);
+  EXPECT_EQ(client.on_handshake_complete(150), 0u);
+  EXPECT_EQ(poll_all(client, 150), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 0}}));
+  EXPECT_EQ(client.send_epoch(), 0u);
+  // The server completed first: the client may not have the key yet, so it waits for a packet.
+  EXPECT_TRUE(poll_all(server, 150).empty());
+  EXPECT_FALSE(server.send_epoch());
+  server.on_packet_authenticated(0, 160);
+  EXPECT_EQ(poll_all(server, 160), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 0}}));
+}
+
+TEST(SecureKeySchedule, ServerFallsBackToSendingAfterItsOverlapWhenTheClientIsSilent) {
+  KeySchedule server(DtlsRole::kServer, test_config());
+  server.on_handshake_complete(0);
+  EXPECT_EQ(server.next_deadline_ns(), 4 * kS);
+  EXPECT_TRUE(poll_all(server, 4 * kS - 1).empty());
+  EXPECT_EQ(poll_all(server, 4 * kS), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 0}}));
+}
+
+TEST(SecureKeySchedule, ClientRekeysEveryIntervalAndRetriesAfterAFailure) {
+  KeySchedule client(DtlsRole::kClient, test_config());
+  client.on_handshake_complete(0);
+  poll_all(client, 0);
+  EXPECT_EQ(client.next_deadline_ns(), 10 * kS);
+  EXPECT_TRUE(poll_all(client, 10 * kS - 1).empty());
+  EXPECT_EQ(poll_all(client, 10 * kS), (std::vector<KeyEvent>{{KeyAction::kStartRekey, 1}}));
+  EXPECT_TRUE(client.rekey_in_progress());
+  EXPECT_TRUE(poll_all(client, 11 * kS).empty()) << "one handshake at a time";
+  client.on_rekey_failed(12 * kS);
+  EXPECT_EQ(poll_all(client, 17 * kS), (std::vector<KeyEvent>{{KeyAction::kStartRekey, 1}}));
+  EXPECT_EQ(client.counters().rekeys_failed, 1u);
+  EXPECT_EQ(client.counters().rekeys_started, 2u);
+  // Servers never start one.
+  KeySchedule server(DtlsRole::kServer, test_config());
+  server.on_handshake_complete(0);
+  server.on_packet_authenticated(0, 0);
+  poll_all(server, 0);
+  EXPECT_EQ(server.next_deadline_ns(), KeySchedule::kNever);
+  EXPECT_TRUE(poll_all(server, 1000 * kS).empty());
+}
+
+TEST(SecureKeySchedule, SwitchesOnThePeersFirstNewEpochPacketOrAfterTheOverlap) {
+  // The peer's packet first.
+  KeySchedule a(DtlsRole::kClient, test_config());
+  a.on_handshake_complete(0);
+  poll_all(a, 0);
+  a.on_handshake_complete(20 * kS);
+  EXPECT_TRUE(poll_all(a, 20 * kS + 300 * kMs).empty());
+  EXPECT_EQ(a.send_epoch(), 0u);
+  a.on_packet_authenticated(1, 20 * kS + 400 * kMs);
+  EXPECT_EQ(poll_all(a, 20 * kS + 400 * kMs), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 1}}));
+  EXPECT_EQ(a.counters().switches_on_packet, 1u);
+  // The overlap first.
+  KeySchedule b(DtlsRole::kClient, test_config());
+  b.on_handshake_complete(0);
+  poll_all(b, 0);
+  b.on_handshake_complete(20 * kS);
+  EXPECT_TRUE(poll_all(b, 21 * kS - 1).empty());
+  EXPECT_EQ(poll_all(b, 21 * kS), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 1}}));
+  EXPECT_EQ(b.counters().switches_on_fallback, 1u);
+  // A packet under an old epoch does not switch anything.
+  b.on_handshake_complete(40 * kS);
+  b.on_packet_authenticated(1, 40 * kS + 10);
+  for (const KeyEvent& event : poll_all(b, 40 * kS + 10))
+    EXPECT_NE(event.action, KeyAction::kSendEpoch);
+}
+
+TEST(SecureKeySchedule, RetiresTheOldReceiveKeyAGraceAfterThePeerSwitchedOrAtTheBound) {
+  KeySchedule a(DtlsRole::kClient, test_config());
+  a.on_handshake_complete(0);
+  poll_all(a, 0);
+  a.on_handshake_complete(20 * kS);
+  // Bound: the peer (a server) switches at the latest 4 s after; plus 2 s grace.
+  EXPECT_TRUE(a.receive_epoch_live(0));
+  a.on_packet_authenticated(1, 20 * kS + 500 * kMs);
+  poll_all(a, 20 * kS + 500 * kMs);
+  EXPECT_TRUE(poll_all(a, 22 * kS + 500 * kMs - 1).empty());
+  EXPECT_EQ(poll_all(a, 22 * kS + 500 * kMs),
+            (std::vector<KeyEvent>{{KeyAction::kRetireReceive, 0}}));
+  EXPECT_FALSE(a.receive_epoch_live(0));
+  EXPECT_TRUE(a.receive_epoch_live(1));
+
+  KeySchedule silent(DtlsRole::kClient, test_config());
+  silent.on_handshake_complete(0);
+  poll_all(silent, 0);
+  silent.on_handshake_complete(20 * kS);
+  poll_all(silent, 21 * kS);  // switches on its overlap
+  EXPECT_TRUE(poll_all(silent, 26 * kS - 1).empty());
+  EXPECT_EQ(poll_all(silent, 26 * kS), (std::vector<KeyEvent>{{KeyAction::kRetireReceive, 0}}));
+}
+
+TEST(SecureKeySchedule, TooManyEpochsRetireTheOldestEarlyAndSay) {
+  KeySchedule a(DtlsRole::kClient, test_config());
+  for (uint32_t e = 0; e < KeySchedule::kMaxReceiveEpochs; ++e) a.on_handshake_complete(e);
+  EXPECT_EQ(a.counters().retired_early, 0u);
+  a.on_handshake_complete(10);
+  std::vector<KeyEvent> events = poll_all(a, 10);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.front(), (KeyEvent{KeyAction::kRetireReceive, 0}));
+  EXPECT_EQ(a.counters().retired_early, 1u);
+  EXPECT_FALSE(a.receive_epoch_live(0));
+  // poll() with no room leaves the actions due.
+  KeySchedule b(DtlsRole::kClient, test_config());
+  b.on_handshake_complete(0);
+  EXPECT_EQ(b.poll(0, {}), 0u);
+  EXPECT_EQ(b.next_deadline_ns(), 0u);
+  EXPECT_EQ(poll_all(b, 0).size(), 1u);
+}
+
+// Two syncd in one process: DTLS (the real endpoints) and SRTP over a simulated network with
+// 20-60 ms of delay (so packets reorder, also across every key switch), 10,000 RTP packets each
+// way at one per 10 ms, the client re-keying every 10 s = every 1,000 packets. Sequence numbers
+// and timestamps start just below their wrap.
+struct Side {
+  Side(DtlsRole role, const Identity& identity, const Fingerprint& peer)
+      : role(role), context(identity), peer(peer), schedule(role, test_config()) {}
+
+  DtlsRole role;
+  DtlsContext context;
+  Fingerprint peer;
+  KeySchedule schedule;
+  SrtpSender tx;
+  SrtpReceiver rx;
+  std::unique_ptr<DtlsEndpoint> live;
+  std::unique_ptr<DtlsEndpoint> pending;
+  std::map<uint32_t, uint64_t> completed_at;  // epoch -> time
+  std::map<uint32_t, uint64_t> retired_at;
+  std::set<uint32_t> received;  // extended sequence numbers
+  uint32_t max_epoch_seen = 0;
+  uint64_t reordered_across_switch = 0;
+  std::vector<uint8_t> first_packet_of_epoch0;  // captured off the wire, replayed at the end
+};
+
+struct InFlight {
+  uint64_t at;
+  uint64_t order;
+  bool to_server;
+  std::vector<uint8_t> bytes;
+  bool operator<(const InFlight& o) const { return at != o.at ? at > o.at : order > o.order; }
+};
+
+TEST(SecureKeySchedule, TenThousandPacketsEachWayWithRekeysEveryThousandLoseNothing) {
+  Side client(DtlsRole::kClient, testing::client_identity(),
+              testing::server_identity().fingerprint);
+  Side server(DtlsRole::kServer, testing::server_identity(),
+              testing::client_identity().fingerprint);
+  std::priority_queue<InFlight> network;
+  std::mt19937_64 rng(2026);
+  uint64_t order = 0;
+  uint64_t now = 0;
+  auto send = [&](bool to_server, std::span<const uint8_t> bytes) {
+    uint64_t delay = 20 * kMs + rng() % (40 * kMs);
+    network.push({now + delay, order++, to_server, {bytes.begin(), bytes.end()}});
+  };
+  auto make_endpoint = [&](Side& side) {
+    bool to_server = side.role == DtlsRole::kClient;
+    return std::make_unique<DtlsEndpoint>(
+        side.context, side.role, side.peer,
+        [&, to_server](std::span<const uint8_t> d) { send(to_server, d); });
+  };
+  const uint8_t client_address[6] = {10, 0, 0, 1, 1, 1};
+  const uint8_t server_address[6] = {10, 0, 0, 2, 2, 2};
+
+  auto on_dtls = [&](Side& side, std::span<const uint8_t> datagram) {
+    // Routing (docs/wan.md "Re-key sequence"): a ClientHello starts a new association on the
+    // server; every other record goes to the association being negotiated, else the live one.
+    DtlsEndpoint* target = nullptr;
+    if (side.role == DtlsRole::kServer &&
+        classify_dtls_datagram(datagram) == DtlsRecordKind::kClientHello) {
+      if (!side.pending) side.pending = make_endpoint(side);
+      target = side.pending.get();
+    } else if (side.pending && side.pending->state() != DtlsState::kConnected) {
+      target = side.pending.get();
+    } else {
+      target = side.live.get();
+    }
+    if (!target) return;
+    DtlsEvent event = target->feed(
+        datagram, side.role == DtlsRole::kServer ? client_address : server_address, now);
+    ASSERT_NE(event, DtlsEvent::kFailed) << to_string(target->failure());
+    if (event != DtlsEvent::kHandshakeComplete) return;
+    uint32_t epoch = side.schedule.on_handshake_complete(now);
+    side.completed_at[epoch] = now;
+    const SrtpKeyMaterial& keys = target->keys();
+    bool is_client = side.role == DtlsRole::kClient;
+    ASSERT_TRUE(side.tx.install(epoch, is_client ? keys.client_write : keys.server_write));
+    ASSERT_TRUE(side.rx.install(epoch, is_client ? keys.server_write : keys.client_write));
+    if (target == side.pending.get()) side.live = std::move(side.pending);
+  };
+
+  auto on_srtp = [&](Side& side, std::vector<uint8_t>& packet) {
+    if (srtp_packet_epoch(packet.data(), packet.size()) == 0u &&
+        side.first_packet_of_epoch0.empty())
+      side.first_packet_of_epoch0 = packet;
+    size_t size = packet.size();
+    uint32_t epoch = 0;
+    SrtpStatus status = side.rx.unprotect_rtp(packet.data(), size, &epoch);
+    ASSERT_EQ(status, SrtpStatus::kOk) << to_string(status) << " at " << now / kMs << " ms";
+    if (epoch < side.max_epoch_seen) ++side.reordered_across_switch;
+    side.max_epoch_seen = std::max(side.max_epoch_seen, epoch);
+    uint32_t index = static_cast<uint32_t>(packet[12]) << 24 | packet[13] << 16 | packet[14] << 8 |
+                     packet[15];  // the packet counter, carried in the payload
+    EXPECT_TRUE(side.received.insert(index).second) << "duplicate " << index;
+    side.schedule.on_packet_authenticated(epoch, now);
+  };
+
+  auto apply = [&](Side& side) {
+    std::array<KeyEvent, 8> events;
+    size_t n = side.schedule.poll(now, events);
+    for (size_t i = 0; i < n; ++i) {
+      switch (events[i].action) {
+        case KeyAction::kStartRekey:
+          ASSERT_EQ(side.role, DtlsRole::kClient);
+          side.pending = make_endpoint(side);
+          side.pending->start(now);
+          break;
+        case KeyAction::kSendEpoch:
+          ASSERT_TRUE(side.tx.use_epoch(events[i].epoch));
+          break;
+        case KeyAction::kRetireReceive:
+          side.rx.retire(events[i].epoch);
+          side.retired_at[events[i].epoch] = now;
+          break;
+      }
+    }
+  };
+
+  constexpr uint32_t kPackets = 10000;
+  uint32_t sent[2] = {0, 0};  // client, server
+  uint16_t seq[2] = {65000, 64000};
+  uint32_t timestamp[2] = {0xfff00000u, 0xffff0000u};
+  client.pending = make_endpoint(client);
+  client.pending->start(now);
+
+  for (; now < 115 * kS; now += 1 * kMs) {
+    while (!network.empty() && network.top().at <= now) {
+      InFlight datagram = network.top();
+      network.pop();
+      Side& side = datagram.to_server ? server : client;
+      uint8_t first = datagram.bytes[0];
+      if (first >= 20 && first <= 63)
+        on_dtls(side, datagram.bytes);
+      else
+        on_srtp(side, datagram.bytes);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    for (Side* side : {&client, &server}) {
+      apply(*side);
+      if (::testing::Test::HasFatalFailure()) return;
+      int s = side == &client ? 0 : 1;
+      // One packet per 10 ms, from the moment the side has a key to send with.
+      if (now % (10 * kMs) != 0 || sent[s] >= kPackets || !side->tx.epoch()) continue;
+      std::vector<uint8_t> packet(12 + 100 + kRtpTrailerBytes);
+      packet[0] = 0x80;
+      packet[1] = 96;
+      packet[2] = static_cast<uint8_t>(seq[s] >> 8);
+      packet[3] = static_cast<uint8_t>(seq[s]);
+      for (int b = 0; b < 4; ++b)
+        packet[4 + b] = static_cast<uint8_t>(timestamp[s] >> (24 - 8 * b));
+      packet[8] = static_cast<uint8_t>(0x10 + s);
+      for (int b = 0; b < 4; ++b) packet[12 + b] = static_cast<uint8_t>(sent[s] >> (24 - 8 * b));
+      size_t size = 112;
+      ASSERT_EQ(side->tx.protect_rtp(packet.data(), size, packet.size()), SrtpStatus::kOk);
+      packet.resize(size);
+      send(side == &client, packet);
+      ++sent[s];
+      ++seq[s];
+      timestamp[s] += 1500;
+    }
+  }
+
+  EXPECT_EQ(sent[0], kPackets);
+  EXPECT_EQ(sent[1], kPackets);
+  for (Side* side : {&client, &server}) {
+    SCOPED_TRACE(side == &client ? "client" : "server");
+    // 0 lost, 0 authentication failures, nothing refused.
+    EXPECT_EQ(side->received.size(), kPackets);
+    EXPECT_EQ(side->rx.counters().rtp_unprotected, kPackets);
+    EXPECT_EQ(side->rx.counters().auth_failed, 0u);
+    EXPECT_EQ(side->rx.counters().unknown_epoch, 0u);
+    EXPECT_EQ(side->rx.counters().replayed, 0u);
+    // A re-key every 1,000 packets: epochs 0..10 in 100+ s.
+    EXPECT_GE(side->completed_at.size(), 10u);
+    // Packets did cross the switches out of order.
+    EXPECT_GT(side->reordered_across_switch, 0u);
+    // Every epoch but the last retired, on time: at most the peer's fallback plus the grace
+    // after the next epoch completed here.
+    uint32_t last = side->completed_at.rbegin()->first;
+    uint64_t peer_fallback = side->role == DtlsRole::kClient ? 4 * kS : 1 * kS;
+    for (uint32_t e = 0; e < last; ++e) {
+      uint64_t next_completed = side->completed_at.at(e + 1);
+      if (next_completed + peer_fallback + 2 * kS >= now) {
+        // Its deadline lies beyond the end of the run (the media stopped at 100 s).
+        EXPECT_FALSE(side->retired_at.count(e) && side->retired_at[e] < next_completed) << e;
+        continue;
+      }
+      ASSERT_TRUE(side->retired_at.count(e)) << "epoch " << e << " never retired";
+      EXPECT_GT(side->retired_at[e], next_completed) << e;
+      EXPECT_LE(side->retired_at[e], next_completed + peer_fallback + 2 * kS + 1 * kMs) << e;
+    }
+    EXPECT_LE(side->rx.size(), 2u) << "only the live epoch's key (and one retiring) is left";
+    EXPECT_LE(side->tx.size(), 2u);  // the live send key and at most one not yet switched to
+  }
+  EXPECT_EQ(client.schedule.counters().rekeys_started, client.completed_at.size() - 1);
+
+  // A captured epoch-0 packet replayed after its key retired is refused.
+  for (Side* side : {&client, &server}) {
+    ASSERT_FALSE(side->first_packet_of_epoch0.empty());
+    std::vector<uint8_t> replay = side->first_packet_of_epoch0;
+    size_t size = replay.size();
+    EXPECT_EQ(side->rx.unprotect_rtp(replay.data(), size), SrtpStatus::kUnknownEpoch);
+    EXPECT_EQ(side->rx.counters().unknown_epoch, 1u);
+  }
+}
+
+}  // namespace
+}  // namespace syncd::secure
