@@ -159,18 +159,30 @@ bool read_abs_send_time(const RtpPacketView& packet, uint32_t& value) {
   return true;
 }
 
+namespace {
+// Bytes of the one-byte extension block's elements (without its 4-byte header or padding).
+size_t extension_elements_bytes(const RtpHeader& header) {
+  size_t bytes = header.has_abs_send_time ? 4 : 0;
+  for (const OneByteExtension& e : header.extensions) bytes += 1 + e.data.size();
+  return bytes;
+}
+}  // namespace
+
 size_t rtp_header_size(const RtpHeader& header) {
+  const size_t elements = extension_elements_bytes(header);
   return kRtpFixedHeaderBytes + 4 * header.csrcs.size() +
-         (header.has_abs_send_time ? kAbsSendTimeExtensionBlockBytes : 0);
+         (elements ? 4 + (elements + 3) / 4 * 4 : 0);
 }
 
 size_t write_rtp_header(const RtpHeader& header, std::span<uint8_t> out) {
   if (header.csrcs.size() > kMaxCsrcs) return 0;
+  for (const OneByteExtension& e : header.extensions)
+    if (e.id < 1 || e.id > 14 || e.data.empty() || e.data.size() > 16) return 0;
+  const size_t elements = extension_elements_bytes(header);
   const size_t size = rtp_header_size(header);
   if (out.size() < size) return 0;
   uint8_t* p = out.data();
-  p[0] = static_cast<uint8_t>(kRtpVersion << 6 | (header.has_abs_send_time ? 0x10 : 0) |
-                              header.csrcs.size());
+  p[0] = static_cast<uint8_t>(kRtpVersion << 6 | (elements ? 0x10 : 0) | header.csrcs.size());
   p[1] = static_cast<uint8_t>((header.marker ? 0x80 : 0) | (header.payload_type & 0x7F));
   store_be16(p + 2, header.sequence);
   store_be32(p + 4, header.timestamp);
@@ -180,12 +192,23 @@ size_t write_rtp_header(const RtpHeader& header, std::span<uint8_t> out) {
     store_be32(p + offset, csrc);
     offset += 4;
   }
-  if (header.has_abs_send_time) {
+  if (elements) {
+    const size_t words = (elements + 3) / 4;
     store_be16(p + offset, kOneByteExtensionProfile);
-    store_be16(p + offset + 2, 1);
-    p[offset + 4] = static_cast<uint8_t>(kAbsSendTimeExtensionId << 4 | (3 - 1));
-    store_be24(p + offset + 5, header.abs_send_time & kAbsSendTimeMask);
-    offset += kAbsSendTimeExtensionBlockBytes;
+    store_be16(p + offset + 2, static_cast<uint16_t>(words));
+    size_t at = offset + 4;
+    if (header.has_abs_send_time) {
+      p[at] = static_cast<uint8_t>(kAbsSendTimeExtensionId << 4 | (3 - 1));
+      store_be24(p + at + 1, header.abs_send_time & kAbsSendTimeMask);
+      at += 4;
+    }
+    for (const OneByteExtension& e : header.extensions) {
+      p[at] = static_cast<uint8_t>(e.id << 4 | (e.data.size() - 1));
+      std::memcpy(p + at + 1, e.data.data(), e.data.size());
+      at += 1 + e.data.size();
+    }
+    offset += 4 + words * 4;
+    std::memset(p + at, 0, p + offset - (p + at));  // padding: id 0 bytes (RFC 8285 4.2)
   }
   return offset;
 }

@@ -123,6 +123,12 @@ int64_t abs_send_time_diff_ns(uint32_t later, uint32_t earlier);
 // or of another length.
 bool read_abs_send_time(const RtpPacketView& packet, uint32_t& value);
 
+// One RFC 8285 one-byte element to write: id 1..14, 1..16 bytes of data.
+struct OneByteExtension {
+  uint8_t id = 0;
+  std::span<const uint8_t> data;
+};
+
 // What write_rtp_header() puts on the wire. csrcs.size() <= kMaxCsrcs.
 struct RtpHeader {
   bool marker = false;
@@ -135,12 +141,16 @@ struct RtpHeader {
   // is normally patched by set_abs_send_time() just before SRTP protect.
   bool has_abs_send_time = false;
   uint32_t abs_send_time = 0;
+  // More one-byte elements, after abs-send-time, in this order; the block is zero-padded to a
+  // multiple of 4 bytes (RFC 8285 section 4.2). The relay's frame info rides here.
+  std::span<const OneByteExtension> extensions;
 };
 
 // Bytes write_rtp_header() writes for this header.
 size_t rtp_header_size(const RtpHeader& header);
 // Writes the header into out; returns the bytes written, or 0 (nothing written) when out is too
-// small or the header is invalid (too many CSRCs).
+// small or the header is invalid (too many CSRCs, an extension id outside 1..14 or data outside
+// 1..16 bytes).
 size_t write_rtp_header(const RtpHeader& header, std::span<uint8_t> out);
 // Header and payload; returns the packet size or 0 when out is too small.
 size_t write_rtp_packet(const RtpHeader& header, std::span<const uint8_t> payload,

@@ -282,3 +282,45 @@ TEST(RtpPacket, SetAbsSendTimeInPlace) {
 
 }  // namespace
 }  // namespace syncd::rtp
+
+TEST(RtpPacket, MoreOneByteElementsFollowAbsSendTimeAndPadToAWord) {
+  const uint8_t id16[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  const uint8_t time12[12] = {0xA0, 0xA1, 0xA2, 0xA3, 0xA4, 0xA5,
+                              0xA6, 0xA7, 0xA8, 0xA9, 0xAA, 0xAB};
+  const syncd::rtp::OneByteExtension extra[] = {{4, id16}, {5, time12}};
+  syncd::rtp::RtpHeader h;
+  h.payload_type = 96;
+  h.sequence = 7;
+  h.ssrc = 0x11223344;
+  h.has_abs_send_time = true;
+  h.abs_send_time = 0x123456;
+  h.extensions = extra;
+  // 4 (abs-send-time) + 17 + 13 = 34 bytes of elements: 9 words, 2 bytes of padding.
+  EXPECT_EQ(syncd::rtp::rtp_header_size(h), 12u + 4 + 36);
+  uint8_t buf[200];
+  const uint8_t payload[3] = {0x65, 0x88, 0x99};
+  const size_t n = syncd::rtp::write_rtp_packet(h, payload, buf);
+  ASSERT_EQ(n, 12u + 40 + 3);
+  syncd::rtp::RtpPacketView v;
+  ASSERT_EQ(syncd::rtp::parse_rtp({buf, n}, v), syncd::rtp::RtpParseError::kOk);
+  uint32_t ast = 0;
+  ASSERT_TRUE(syncd::rtp::read_abs_send_time(v, ast));
+  EXPECT_EQ(ast, 0x123456u);
+  std::span<const uint8_t> data;
+  ASSERT_TRUE(syncd::rtp::find_one_byte_extension(v, 4, data));
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), id16, id16 + 16));
+  ASSERT_TRUE(syncd::rtp::find_one_byte_extension(v, 5, data));
+  EXPECT_EQ(data.size(), 12u);
+  EXPECT_EQ(v.payload.size(), 3u);
+  EXPECT_EQ(v.payload[0], 0x65);
+  // Without abs-send-time, the elements alone; an element out of range writes nothing.
+  h.has_abs_send_time = false;
+  EXPECT_EQ(syncd::rtp::rtp_header_size(h), 12u + 4 + 32);
+  const uint8_t seventeen[17] = {};
+  const syncd::rtp::OneByteExtension bad[] = {{4, seventeen}};
+  h.extensions = bad;
+  EXPECT_EQ(syncd::rtp::write_rtp_header(h, buf), 0u);
+  const syncd::rtp::OneByteExtension bad_id[] = {{15, id16}};
+  h.extensions = bad_id;
+  EXPECT_EQ(syncd::rtp::write_rtp_header(h, buf), 0u);
+}
