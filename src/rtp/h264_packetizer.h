@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "rtp/rtp_packet.h"
@@ -120,20 +121,17 @@ template <typename OnNal>
 bool split_annex_b(std::span<const uint8_t> data, OnNal&& on_nal) {
   const uint8_t* const begin = data.data();
   const size_t size = data.size();
-  // Finds the next 00 00 01 at or after from; returns size when there is none.
+  // Finds the next 00 00 01 at or after from; returns size when there is none. memchr finds the
+  // candidate 01 bytes (vectorized in libc), then the two bytes before each are checked: a
+  // byte-at-a-time scan with data-dependent branches ran at a tenth of memory speed.
   auto find_start_code = [&](size_t from) -> size_t {
     size_t i = from + 2;
     while (i < size) {
-      // Skip ahead on the third byte: 00 00 01 needs p[i] == 1 and two zeros before it.
-      if (begin[i] > 1) {
-        i += 3;
-      } else if (begin[i] == 0) {
-        i += 1;
-      } else if (begin[i - 1] == 0 && begin[i - 2] == 0) {
-        return i - 2;
-      } else {
-        i += 3;
-      }
+      const void* hit = std::memchr(begin + i, 1, size - i);
+      if (hit == nullptr) return size;
+      i = static_cast<size_t>(static_cast<const uint8_t*>(hit) - begin);
+      if (begin[i - 1] == 0 && begin[i - 2] == 0) return i - 2;
+      ++i;
     }
     return size;
   };

@@ -30,7 +30,7 @@ constexpr int64_t timestamp_diff(uint32_t a, uint32_t b) {
 // Extends 16-bit sequence numbers to 64 bits by counting wraps (RFC 3550 section A.1 keeps the
 // same "cycles" count). Each number is placed on the side of the last unwrapped value it is
 // nearest to, so reordering of up to 32767 packets either way is unwrapped correctly. The first
-// number maps to itself plus 2^32 cycles' worth of offset (kOrigin) so that packets older than
+// number maps to itself plus kOrigin (2^32, i.e. 65536 wraps) so that packets older than
 // the first one still get positive values.
 class SequenceUnwrapper {
  public:
@@ -61,7 +61,8 @@ class SequenceUnwrapper {
 };
 
 // Extends 32-bit RTP timestamps to 64 bits the same way (at 90 kHz a wrap is every 13.25 h; a
-// jump of more than 2^31 ticks, 6.6 h, is read as going backwards).
+// jump of more than 2^31 ticks, 6.6 h, is read as going backwards). kOrigin (2^40, 256 wraps)
+// keeps values for timestamps before the first one positive.
 class TimestampUnwrapper {
  public:
   static constexpr uint64_t kOrigin = uint64_t{1} << 40;
