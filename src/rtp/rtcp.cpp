@@ -64,7 +64,8 @@ void write_common_header(uint8_t* p, bool padding, uint8_t count, uint8_t type, 
 struct PacketBody {
   uint8_t count;  // RC, SC or FMT
   uint8_t type;
-  std::span<const uint8_t> body;  // after the 4-byte common header
+  std::span<const uint8_t> body;   // after the 4-byte common header
+  std::span<const uint8_t> whole;  // the packet as on the wire, header and padding included
 };
 
 // Parses (and with a sink, reports) one packet's contents. sink == nullptr only validates.
@@ -212,6 +213,11 @@ RtcpParseError read_packet(const PacketBody& packet, RtcpSink* sink, uint32_t* s
       if (sink && skipped) ++*skipped;
       return RtcpParseError::kOk;
     }
+    case kRtcpApplication:
+      // RFC 3550 6.7: SSRC and a 4-byte name at least. The contents are the application's.
+      if (size < 8) return RtcpParseError::kTooShort;
+      if (sink) sink->on_application(packet.whole);
+      return RtcpParseError::kOk;
     default:
       if (sink && skipped) ++*skipped;
       return RtcpParseError::kOk;
@@ -248,7 +254,8 @@ RtcpParseError walk(std::span<const uint8_t> compound, RtcpSink* sink, RtcpParse
       body_bytes -= pad;
     }
     const PacketBody packet{static_cast<uint8_t>(h[0] & 0x1F), type,
-                            compound.subspan(offset + kRtcpHeaderBytes, body_bytes)};
+                            compound.subspan(offset + kRtcpHeaderBytes, body_bytes),
+                            compound.subspan(offset, bytes)};
     const RtcpParseError error = read_packet(packet, sink, skipped);
     if (error != RtcpParseError::kOk) return error;
     offset += bytes;
@@ -378,6 +385,17 @@ uint8_t* RtcpWriter::reserve(size_t bytes, bool is_report) {
   uint8_t* p = out_.data() + size_;
   size_ += bytes;
   return p;
+}
+
+bool RtcpWriter::add_application(std::span<const uint8_t> packet) {
+  if (packet.size() < 12 || packet.size() % 4 != 0 || (packet[0] >> 6) != 2 ||
+      (packet[0] & 0x20) != 0 || packet[1] != kRtcpApplication ||
+      (size_t{load_be16(packet.data() + 2)} + 1) * 4 != packet.size())
+    return false;
+  uint8_t* p = reserve(packet.size(), false);
+  if (!p) return false;
+  std::memcpy(p, packet.data(), packet.size());
+  return true;
 }
 
 bool RtcpWriter::add_sender_report(uint32_t sender_ssrc, const SenderInfo& info,

@@ -114,6 +114,9 @@ class RtcpSink {
   virtual void on_nack(const Nack&) {}
   virtual void on_pli(uint32_t /*sender_ssrc*/, uint32_t /*media_ssrc*/) {}
   virtual void on_remb(const Remb&) {}
+  // An APP packet (RFC 3550 6.7), whole as on the wire: the application reads its own (the
+  // relay's stream description, relay/relay_wire.h).
+  virtual void on_application(std::span<const uint8_t> /*packet*/) {}
 };
 
 // Why parse_rtcp() refused a compound packet. Values index RtcpParseCounters::refused.
@@ -141,8 +144,8 @@ struct RtcpParseOptions {
 };
 
 // Validates, then reports the events of, one compound RTCP packet (after SRTCP unprotect).
-// Packet types it does not read (APP, XR, other feedback formats, SDES items other than CNAME)
-// are skipped; *skipped, when given, counts them.
+// Packet types it does not read (XR, other feedback formats, SDES items other than CNAME) are
+// skipped; *skipped, when given, counts them. APP packets go to on_application() whole.
 RtcpParseError parse_rtcp(std::span<const uint8_t> compound, RtcpSink& sink,
                           RtcpParseOptions options = {}, uint32_t* skipped = nullptr);
 
@@ -220,6 +223,9 @@ class RtcpWriter {
   bool add_nack(uint32_t sender_ssrc, uint32_t media_ssrc, std::span<const uint16_t> lost);
   bool add_pli(uint32_t sender_ssrc, uint32_t media_ssrc);
   bool add_remb(uint32_t sender_ssrc, uint64_t bitrate_bps, std::span<const uint32_t> ssrcs);
+  // Appends an APP packet the application built (RFC 3550 6.7): refused unless it is one
+  // whole, unpadded APP packet whose length field matches its size.
+  bool add_application(std::span<const uint8_t> packet);
 
   // Bytes of the compound packet so far.
   size_t size() const { return size_; }

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <set>
 #include <string>
@@ -63,6 +64,11 @@ struct RecordingSink : RtcpSink {
     order.push_back("REMB");
     remb_bitrates.push_back(r.bitrate_bps);
     remb_ssrcs.assign(r.ssrcs.begin(), r.ssrcs.end());
+  }
+  std::vector<std::vector<uint8_t>> apps;
+  void on_application(std::span<const uint8_t> packet) override {
+    order.push_back("APP");
+    apps.emplace_back(packet.begin(), packet.end());
   }
 };
 
@@ -412,6 +418,32 @@ TEST(RtpRtcp, LongNackArrivesInSeveralEvents) {
   ASSERT_EQ(parse_rtcp(writer.packet(), sink), RtcpParseError::kOk);
   EXPECT_EQ(sink.nack_lost, lost);
   EXPECT_GT(sink.nack_events, 1u);
+}
+
+
+// APP packets are the application's: written whole, handed back whole, in place in the compound.
+TEST(RtpRtcp, ApplicationPacketsGoThroughWhole) {
+  const uint8_t app[16] = {0x80, 204, 0, 3, 1, 2, 3, 4, 'S', 'Y', 'N', 'C', 9, 8, 7, 6};
+  uint8_t buf[128];
+  RtcpWriter w(buf);
+  EXPECT_FALSE(w.add_application(app));  // a report must come first
+  ASSERT_TRUE(w.add_receiver_report(0x1234));
+  ASSERT_TRUE(w.add_application(app));
+  uint8_t bad[16];
+  std::memcpy(bad, app, 16);
+  bad[3] = 4;  // length says 20 bytes
+  EXPECT_FALSE(w.add_application(bad));
+  bad[3] = 3;
+  bad[1] = 203;  // a BYE
+  EXPECT_FALSE(w.add_application(bad));
+  EXPECT_FALSE(w.add_application(std::span(app).first(8)));
+  RecordingSink sink;
+  ASSERT_EQ(parse_rtcp(w.packet(), sink), RtcpParseError::kOk);
+  ASSERT_EQ(sink.order, (std::vector<std::string>{"RR", "APP"}));
+  EXPECT_EQ(sink.apps[0], std::vector<uint8_t>(app, app + 16));
+  // An APP packet too short for its SSRC and name is refused with the compound.
+  uint8_t short_app[12] = {0x81, 201, 0, 1, 0, 0, 0, 1, 0x80, 204, 0, 0};
+  EXPECT_EQ(parse_rtcp(short_app, sink), RtcpParseError::kTooShort);
 }
 
 }  // namespace
