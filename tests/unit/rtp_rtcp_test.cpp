@@ -442,7 +442,7 @@ TEST(RtpRtcp, ApplicationPacketsGoThroughWhole) {
   ASSERT_EQ(sink.order, (std::vector<std::string>{"RR", "APP"}));
   EXPECT_EQ(sink.apps[0], std::vector<uint8_t>(app, app + 16));
   // An APP packet too short for its SSRC and name is refused with the compound.
-  uint8_t short_app[12] = {0x81, 201, 0, 1, 0, 0, 0, 1, 0x80, 204, 0, 0};
+  uint8_t short_app[12] = {0x80, 201, 0, 1, 0, 0, 0, 1, 0x80, 204, 0, 0};
   EXPECT_EQ(parse_rtcp(short_app, sink), RtcpParseError::kTooShort);
 }
 
