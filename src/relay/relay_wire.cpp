@@ -18,7 +18,7 @@ uint64_t get_be(const uint8_t* in, size_t bytes) {
 
 constexpr uint8_t kAppPacketType = 204;  // RFC 3550 section 12.1
 constexpr uint8_t kDescriptionVersion = 1;
-constexpr size_t kDescriptionFixedBytes = 28;  // header, SSRC, name, the 4 fixed words
+constexpr size_t kDescriptionFixedBytes = 32;  // header, SSRC, name, the 5 fixed words
 
 }  // namespace
 
@@ -121,7 +121,8 @@ size_t write_stream_description(const StreamDescription& d, std::span<uint8_t> o
   put_be(p + 16, d.width, 4);
   put_be(p + 20, d.height, 4);
   put_be(p + 24, d.fps_millihertz, 4);
-  std::memcpy(p + 28, d.name, d.name_bytes);
+  put_be(p + 28, d.rtt_100us, 2);
+  std::memcpy(p + 32, d.name, d.name_bytes);
   return bytes;
 }
 
@@ -145,9 +146,10 @@ DescriptionError parse_stream_description(std::span<const uint8_t> packet, Strea
   d.width = uint32_t(get_be(p + 16, 4));
   d.height = uint32_t(get_be(p + 20, 4));
   d.fps_millihertz = uint32_t(get_be(p + 24, 4));
+  d.rtt_100us = uint16_t(get_be(p + 28, 2));
   if (d.width == 0 || d.height == 0 || d.fps_millihertz == 0) return DescriptionError::kBadGeometry;
   d.name_bytes = name_bytes;
-  std::memcpy(d.name, p + 28, name_bytes);
+  std::memcpy(d.name, p + 32, name_bytes);
   out = d;
   return DescriptionError::kNone;
 }

@@ -65,15 +65,19 @@ bool read_sender_time(std::span<const uint8_t> element, FrameInfoWire& info);
 //  |                             width                             |
 //  |                             height                            |
 //  |                    frame rate, millihertz                     |
+//  |    sender's RTT, 100 us units |           reserved            |
 //  |   name (UTF-8, name length bytes), zero-padded to 32 bits ... |
 inline constexpr size_t kMaxStreamNameBytes = 64;
-inline constexpr size_t kMaxStreamDescriptionBytes = 28 + kMaxStreamNameBytes;
+inline constexpr size_t kMaxStreamDescriptionBytes = 32 + kMaxStreamNameBytes;
 struct StreamDescription {
   uint32_t ssrc = 0;
   uint8_t format = 0;  // media::PixelFormat's wire value
   uint32_t width = 0;
   uint32_t height = 0;
   uint32_t fps_millihertz = 0;
+  // The round trip the sender measured from the receiver's reports, in 100 us units (0: not
+  // yet): the receiver sends no media, so it learns its NACK and repair timing from this.
+  uint16_t rtt_100us = 0;
   uint8_t name_bytes = 0;
   char name[kMaxStreamNameBytes] = {};
   std::string_view name_view() const { return {name, name_bytes}; }

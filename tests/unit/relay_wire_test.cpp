@@ -69,6 +69,7 @@ StreamDescription description(const char* name) {
   d.width = 1920;
   d.height = 1080;
   d.fps_millihertz = 60000;
+  d.rtt_100us = 417;
   d.name_bytes = uint8_t(std::strlen(name));
   std::memcpy(d.name, name, d.name_bytes);
   return d;
@@ -82,7 +83,7 @@ TEST(RelayWire, StreamDescriptionRoundTripsAtEveryNameLength) {
     name.push_back(char('a' + n % 26));
     const StreamDescription d = description(name.c_str());
     const size_t bytes = write_stream_description(d, buf);
-    ASSERT_EQ(bytes, 28 + ((n + 3) & ~size_t(3))) << n;
+    ASSERT_EQ(bytes, 32 + ((n + 3) & ~size_t(3))) << n;
     EXPECT_EQ(bytes % 4, 0u);
     EXPECT_EQ(buf[1], 204);  // APP
     EXPECT_EQ(size_t((buf[2] << 8 | buf[3]) + 1) * 4, bytes);
@@ -94,6 +95,7 @@ TEST(RelayWire, StreamDescriptionRoundTripsAtEveryNameLength) {
     EXPECT_EQ(out.width, 1920u);
     EXPECT_EQ(out.height, 1080u);
     EXPECT_EQ(out.fps_millihertz, 60000u);
+    EXPECT_EQ(out.rtt_100us, 417);
   }
   std::array<uint8_t, 20> small;
   EXPECT_EQ(write_stream_description(description("cam"), small), 0u);  // does not fit
