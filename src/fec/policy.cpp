@@ -49,4 +49,36 @@ BlockShape choose_block_shape(const LossEstimate& loss, uint32_t frame_packets,
   return shape;
 }
 
+LossEstimator::LossEstimator(double smoothing) : smoothing_(std::clamp(smoothing, 0.01, 1.0)) {}
+
+void LossEstimator::on_nacked(uint16_t sequence) {
+  if (have_nacked_) {
+    const int16_t ahead = static_cast<int16_t>(static_cast<uint16_t>(sequence - last_nacked_));
+    if (ahead <= 0) return;                  // repeated or older: the same losses again
+    if (ahead != 1) ++bursts_since_report_;  // a gap: a new burst starts
+  } else {
+    ++bursts_since_report_;
+  }
+  have_nacked_ = true;
+  last_nacked_ = sequence;
+  ++nacked_since_report_;
+}
+
+void LossEstimator::on_receiver_report(uint8_t fraction_lost) {
+  const double loss = fraction_lost / 256.0;
+  if (!have_report_) {
+    estimate_.loss_fraction = loss;
+    have_report_ = true;
+  } else {
+    estimate_.loss_fraction += smoothing_ * (loss - estimate_.loss_fraction);
+  }
+  if (bursts_since_report_ > 0) {
+    const double burst = static_cast<double>(nacked_since_report_) / bursts_since_report_;
+    estimate_.mean_burst_packets += smoothing_ * (burst - estimate_.mean_burst_packets);
+  }
+  nacked_since_report_ = 0;
+  // A burst still open at the report is counted in this report; its next NACKs extend it.
+  bursts_since_report_ = 0;
+}
+
 }  // namespace syncd::fec

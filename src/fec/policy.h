@@ -1,7 +1,8 @@
 // Redundancy policy (docs/wan.md, "FEC payload format"): how many repair packets a frame's
 // blocks carry, from the loss the receiver reports.
 //
-// Pure function of its inputs, no state: any thread.
+// choose_block_shape() is a pure function, no state: any thread. LossEstimator: any thread; not
+// thread-safe; one per sending session.
 #pragma once
 
 #include <cstdint>
@@ -42,5 +43,33 @@ BlockShape choose_block_shape(const LossEstimate& loss, uint32_t frame_packets,
 // The probability that a block of n packets, losses as above, loses more than `repairs`
 // symbols (exposed for the tests and docs/wan.md's table).
 double block_failure_probability(const LossEstimate& loss, uint32_t n, uint32_t repairs);
+
+// The sender's view of the path's loss, from what the receiver tells it: RTCP RR "fraction lost"
+// (RFC 3550 section 6.4.1) and the sequences it NACKs (RFC 4585 section 6.2.1). Consecutive
+// NACKed sequences are one burst, so the mean burst comes from the NACKs; both figures are
+// smoothed (EWMA, weight `smoothing` per report). Pure: no clocks; bounded work per call.
+class LossEstimator {
+ public:
+  explicit LossEstimator(double smoothing = 0.25);
+
+  // One NACKed sequence, in the order the feedback lists them (ascending within a packet). A
+  // sequence not newer than the last one seen (a NACK repeated for the same loss) is ignored.
+  void on_nacked(uint16_t sequence);
+
+  // A receiver report's fraction lost (0..255 = fraction * 256). Folds the NACKs since the last
+  // report into the burst estimate.
+  void on_receiver_report(uint8_t fraction_lost);
+
+  LossEstimate estimate() const { return estimate_; }
+
+ private:
+  double smoothing_;
+  LossEstimate estimate_;
+  bool have_report_ = false;
+  bool have_nacked_ = false;
+  uint16_t last_nacked_ = 0;
+  uint32_t nacked_since_report_ = 0;
+  uint32_t bursts_since_report_ = 0;
+};
 
 }  // namespace syncd::fec

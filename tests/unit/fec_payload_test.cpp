@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fec/decoder.h"
+#include "fec/encoder.h"
 #include "fec/payload.h"
 #include "fec_test_packets.h"
 
@@ -268,6 +269,73 @@ TEST(FecPayload, RefusalNamesAreDistinct) {
   }
   EXPECT_EQ(names.size(), size_t(Refusal::kCount));
   EXPECT_EQ(names.count("unknown"), 0u);
+}
+
+}  // namespace
+}  // namespace syncd::fec
+
+namespace syncd::fec {
+namespace {
+
+// GF(2^8) with the polynomial x^8 + x^4 + x^3 + x^2 + 1 (0x11D), written out here so the repair
+// bytes are checked against docs/wan.md's formula, not against ISA-L itself.
+uint8_t gf_multiply(uint8_t a, uint8_t b) {
+  uint8_t product = 0;
+  while (b) {
+    if (b & 1) product ^= a;
+    a = static_cast<uint8_t>((a << 1) ^ ((a & 0x80) ? 0x1D : 0));
+    b >>= 1;
+  }
+  return product;
+}
+uint8_t gf_inverse(uint8_t a) {
+  for (int b = 1; b < 256; ++b) {
+    if (gf_multiply(a, static_cast<uint8_t>(b)) == 1) return static_cast<uint8_t>(b);
+  }
+  return 0;
+}
+
+// repair_r = sum_j C[r][j] symbol_j, C[r][j] = 1 / ((k + r) XOR j); symbols are the 2-byte
+// length, the packet, zeros up to L = 2 + the longest packet.
+TEST(FecPayload, RepairBytesFollowTheDocumentedFormula) {
+  std::mt19937 rng(36);
+  const uint8_t k = 3, m = 2;
+  const uint16_t base = 65535;
+  EncoderConfig config;
+  config.media_ssrc = kSsrc;
+  config.initial_shape = {k, m};
+  config.volatile_extension_id = 0;
+  Encoder encoder(config);
+  std::vector<std::vector<uint8_t>> packets;
+  for (uint8_t i = 0; i < k; ++i) {
+    packets.push_back(make_rtp(static_cast<uint16_t>(base + i), 12 + 7 * i, rng));
+    encoder.add_source(static_cast<uint16_t>(base + i), packets.back());
+  }
+  const size_t symbol_bytes = 2 + 12 + 14;
+  ASSERT_EQ(encoder.ready_payload_bytes(), kHeaderBytes + symbol_bytes);
+  std::vector<std::vector<uint8_t>> repairs(m, std::vector<uint8_t>(kHeaderBytes + symbol_bytes));
+  uint8_t* out[] = {repairs[0].data(), repairs[1].data()};
+  ASSERT_EQ(encoder.emit_repairs(out), m);
+  for (uint8_t r = 0; r < m; ++r) {
+    const uint8_t header[kHeaderBytes] = {
+        0x10, k, m, r, 0xFF, 0xFF, 0, uint8_t(symbol_bytes), 0x5E, 0xED, 0x12, 0x34};
+    EXPECT_TRUE(std::equal(header, header + kHeaderBytes, repairs[r].begin())) << int(r);
+    for (size_t at = 0; at < symbol_bytes; ++at) {
+      uint8_t expected = 0;
+      for (uint8_t j = 0; j < k; ++j) {
+        const auto& p = packets[j];
+        uint8_t symbol_byte = 0;
+        if (at == 0)
+          symbol_byte = static_cast<uint8_t>(p.size() >> 8);
+        else if (at == 1)
+          symbol_byte = static_cast<uint8_t>(p.size());
+        else if (at - 2 < p.size())
+          symbol_byte = p[at - 2];
+        expected ^= gf_multiply(gf_inverse(static_cast<uint8_t>((k + r) ^ j)), symbol_byte);
+      }
+      ASSERT_EQ(repairs[r][kHeaderBytes + at], expected) << "repair " << int(r) << " byte " << at;
+    }
+  }
 }
 
 }  // namespace

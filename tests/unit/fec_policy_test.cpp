@@ -84,3 +84,44 @@ TEST(FecPolicy, FailureProbabilityMatchesTheBinomial) {
 
 }  // namespace
 }  // namespace syncd::fec
+
+namespace syncd::fec {
+namespace {
+
+TEST(FecLossEstimator, BurstsFromNackedRunsAndLossFromReports) {
+  LossEstimator estimator(1.0);  // no smoothing: each report is the estimate
+  EXPECT_EQ(estimator.estimate().loss_fraction, 0);
+  EXPECT_EQ(estimator.estimate().mean_burst_packets, 1);
+  // Runs of 3, 1 and 2 across the 16-bit wrap: 6 losses in 3 bursts.
+  for (uint16_t s : {65533, 65534, 65535, 10, 20, 21}) estimator.on_nacked(s);
+  // Repeated NACKs for losses already seen change nothing.
+  for (uint16_t s : {65535, 10, 21}) estimator.on_nacked(s);
+  estimator.on_receiver_report(13);  // 13/256 = 5.1 %
+  EXPECT_NEAR(estimator.estimate().loss_fraction, 13 / 256.0, 1e-12);
+  EXPECT_NEAR(estimator.estimate().mean_burst_packets, 2.0, 1e-12);
+  // A report without NACKs keeps the burst estimate.
+  estimator.on_receiver_report(0);
+  EXPECT_EQ(estimator.estimate().loss_fraction, 0);
+  EXPECT_NEAR(estimator.estimate().mean_burst_packets, 2.0, 1e-12);
+}
+
+TEST(FecLossEstimator, SmoothsAndFeedsThePolicy) {
+  LossEstimator estimator(0.25);
+  estimator.on_receiver_report(0);
+  for (int report = 0; report < 40; ++report) {
+    // Every report: two bursts of 4 consecutive losses.
+    const uint16_t base = static_cast<uint16_t>(report * 100);
+    for (uint16_t i = 0; i < 4; ++i) estimator.on_nacked(static_cast<uint16_t>(base + i));
+    for (uint16_t i = 0; i < 4; ++i) estimator.on_nacked(static_cast<uint16_t>(base + 50 + i));
+    estimator.on_receiver_report(20);
+  }
+  EXPECT_NEAR(estimator.estimate().loss_fraction, 20 / 256.0, 1e-3);
+  EXPECT_NEAR(estimator.estimate().mean_burst_packets, 4.0, 1e-3);
+  // 7.8 % loss in bursts of 4 wants more than the 50 % cap; the same loss taken as independent
+  // losses asks for fewer repairs.
+  EXPECT_EQ(choose_block_shape(estimator.estimate(), 20), (BlockShape{20, 10}));
+  EXPECT_LT(choose_block_shape({estimator.estimate().loss_fraction, 1}, 20).m, 10);
+}
+
+}  // namespace
+}  // namespace syncd::fec
