@@ -264,7 +264,7 @@ TEST(SecureDtls, ConnectedEndpointAnswersCloseNotify) {
   EXPECT_TRUE(has(pair.server_events, DtlsEvent::kClosed));
 }
 
-TEST(SecureDtls, OversizeAndForeignDatagramsAreDroppedAndCounted) {
+TEST(SecureDtls, OversizeDatagramsAreDroppedAndCounted) {
   DtlsPair pair;
   Datagram big(DtlsEndpoint::kMaxDatagram + 1, 22);
   EXPECT_EQ(pair.server->feed(big, DtlsPair::kClientAddress, 0), DtlsEvent::kNone);
