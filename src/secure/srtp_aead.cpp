@@ -107,11 +107,22 @@ SrtpAeadContext::~SrtpAeadContext() {
 }
 
 bool SrtpAeadContext::init(uint32_t epoch, const SrtpMasterKey& master, bool outbound) {
+  SrtpSessionKey rtp, rtcp;
+  bool ok = derive_srtp_session_key(master, false, rtp) &&
+            derive_srtp_session_key(master, true, rtcp) &&
+            init_with_session_keys(epoch, rtp, rtcp, outbound);
+  OPENSSL_cleanse(&rtp, sizeof rtp);
+  OPENSSL_cleanse(&rtcp, sizeof rtcp);
+  return ok;
+}
+
+bool SrtpAeadContext::init_with_session_keys(uint32_t epoch, const SrtpSessionKey& rtp,
+                                             const SrtpSessionKey& rtcp, bool outbound) {
+  if (rtp_ctx_ || rtcp_ctx_) return false;  // once per context
   epoch_ = epoch;
   outbound_ = outbound;
-  if (!derive_srtp_session_key(master, false, rtp_key_) ||
-      !derive_srtp_session_key(master, true, rtcp_key_))
-    return false;
+  rtp_key_ = rtp;
+  rtcp_key_ = rtcp;
   rtp_ctx_ = EVP_CIPHER_CTX_new();
   rtcp_ctx_ = EVP_CIPHER_CTX_new();
   if (!rtp_ctx_ || !rtcp_ctx_) return false;
@@ -186,8 +197,7 @@ bool SrtpAeadContext::open(EVP_CIPHER_CTX* ctx, const uint8_t* iv, const uint8_t
          EVP_DecryptFinal_ex(ctx, scratch, &n) == 1;
 }
 
-// RFC 7714 8.1: IV = (0x0000 || SSRC || ROC || SEQ) XOR salt, 12 octets.
-static void rtp_iv(uint8_t iv[12], uint32_t ssrc, uint64_t index, const SrtpSessionKey& key) {
+void srtp_rtp_iv(uint8_t iv[12], uint32_t ssrc, uint64_t index, const SrtpSessionKey& key) {
   iv[0] = 0;
   iv[1] = 0;
   store32(iv + 2, ssrc);
@@ -197,8 +207,7 @@ static void rtp_iv(uint8_t iv[12], uint32_t ssrc, uint64_t index, const SrtpSess
   for (size_t i = 0; i < 12; ++i) iv[i] ^= key.salt[i];
 }
 
-// RFC 7714 9.1: IV = (0x0000 || SSRC || 0x0000 || 0 || SRTCP index) XOR salt.
-static void rtcp_iv(uint8_t iv[12], uint32_t ssrc, uint32_t index, const SrtpSessionKey& key) {
+void srtp_rtcp_iv(uint8_t iv[12], uint32_t ssrc, uint32_t index, const SrtpSessionKey& key) {
   iv[0] = 0;
   iv[1] = 0;
   store32(iv + 2, ssrc);
@@ -223,7 +232,7 @@ SrtpStatus SrtpAeadContext::protect_rtp(uint8_t* packet, size_t& size, size_t ca
   // Never the same index twice under one key: GCM with a repeated IV gives the key away.
   if (index < 0 || !state.rtp.check(static_cast<uint64_t>(index))) return SrtpStatus::kReplayed;
   uint8_t iv[12];
-  rtp_iv(iv, ssrc, static_cast<uint64_t>(index), rtp_key_);
+  srtp_rtp_iv(iv, ssrc, static_cast<uint64_t>(index), rtp_key_);
   // RFC 7714 8.2: the AAD is the whole header, CSRCs and extension included.
   if (!seal(rtp_ctx_, iv, packet, header, nullptr, 0, packet + header, size - header,
             packet + size))
@@ -251,7 +260,7 @@ SrtpStatus SrtpAeadContext::unprotect_rtp(uint8_t* packet, size_t& size) {
   if (index < 0 || (state && !state->rtp.check(static_cast<uint64_t>(index))))
     return SrtpStatus::kReplayed;
   uint8_t iv[12];
-  rtp_iv(iv, ssrc, static_cast<uint64_t>(index), rtp_key_);
+  srtp_rtp_iv(iv, ssrc, static_cast<uint64_t>(index), rtp_key_);
   if (!open(rtp_ctx_, iv, packet, header, nullptr, 0, packet + header, body - header,
             packet + body))
     return SrtpStatus::kAuthFailed;
@@ -276,7 +285,7 @@ SrtpStatus SrtpAeadContext::protect_rtcp(uint8_t* packet, size_t& size, size_t c
   uint8_t e_index[4];
   store32(e_index, 0x80000000u | index);  // E = 1: encrypted (RFC 3711 3.4)
   uint8_t iv[12];
-  rtcp_iv(iv, ssrc, index, rtcp_key_);
+  srtp_rtcp_iv(iv, ssrc, index, rtcp_key_);
   // RFC 7714 9.2: AAD = the first 8 octets, then E || SRTCP index.
   if (!seal(rtcp_ctx_, iv, packet, kRtcpHeader, e_index, 4, packet + kRtcpHeader,
             size - kRtcpHeader, packet + size))
@@ -302,7 +311,7 @@ SrtpStatus SrtpAeadContext::unprotect_rtcp(uint8_t* packet, size_t& size) {
   SsrcState* state = find(ssrc);
   if (state && !state->rtcp.check(index)) return SrtpStatus::kReplayed;
   uint8_t iv[12];
-  rtcp_iv(iv, ssrc, index, rtcp_key_);
+  srtp_rtcp_iv(iv, ssrc, index, rtcp_key_);
   if (!open(rtcp_ctx_, iv, packet, kRtcpHeader, e_index, 4, packet + kRtcpHeader,
             body - kRtcpHeader, packet + body))
     return SrtpStatus::kAuthFailed;

@@ -53,6 +53,11 @@ class ReplayWindow {
 // stands for, given the highest index seen; -1 when it would precede index 0.
 int64_t estimate_srtp_index(uint64_t highest, bool started, uint16_t seq);
 
+// RFC 7714 8.1: IV = (0x0000 || SSRC || ROC || SEQ) XOR salt, from the 48-bit index.
+void srtp_rtp_iv(uint8_t iv[12], uint32_t ssrc, uint64_t index, const SrtpSessionKey& key);
+// RFC 7714 9.1: IV = (0x0000 || SSRC || 0x0000 || 0 || SRTCP index) XOR salt.
+void srtp_rtcp_iv(uint8_t iv[12], uint32_t ssrc, uint32_t index, const SrtpSessionKey& key);
+
 class SrtpAeadContext {
  public:
   // Per-direction SSRCs tracked at once (media, RTX, FEC and RTCP sources of one session need
@@ -66,6 +71,10 @@ class SrtpAeadContext {
 
   // Control plane: derives the session keys and makes the cipher contexts.
   bool init(uint32_t epoch, const SrtpMasterKey& master, bool outbound);
+  // The same with session keys given directly (no key derivation): RFC 7714's test vectors
+  // (sections 16 and 17) are written that way.
+  bool init_with_session_keys(uint32_t epoch, const SrtpSessionKey& rtp, const SrtpSessionKey& rtcp,
+                              bool outbound);
   uint32_t epoch() const { return epoch_; }
 
   SrtpStatus protect_rtp(uint8_t* packet, size_t& size, size_t capacity);

@@ -4,6 +4,7 @@
 #include <random>
 #include <thread>
 
+#include "secure/dtls_associations.h"
 #include "secure/dtls_endpoint.h"
 #include "secure_test_util.h"
 
@@ -264,7 +265,7 @@ TEST(SecureDtls, ConnectedEndpointAnswersCloseNotify) {
   EXPECT_TRUE(has(pair.server_events, DtlsEvent::kClosed));
 }
 
-TEST(SecureDtls, OversizeAndForeignDatagramsAreDroppedAndCounted) {
+TEST(SecureDtls, OversizeDatagramsAreDroppedAndCounted) {
   DtlsPair pair;
   Datagram big(DtlsEndpoint::kMaxDatagram + 1, 22);
   EXPECT_EQ(pair.server->feed(big, DtlsPair::kClientAddress, 0), DtlsEvent::kNone);
@@ -303,6 +304,87 @@ TEST(SecureDtls, ClassifiesDatagramsForRouting) {
     EXPECT_EQ(classify_dtls_datagram(std::span<const uint8_t>(hello, n)),
               DtlsRecordKind::kMalformed);
   EXPECT_EQ(classify_dtls_datagram(std::span<const uint8_t>(hello, 13)), DtlsRecordKind::kOther);
+}
+
+// The session-level routing: a server's live association survives a ClientHello flood and a
+// failed re-key, and the next real re-key through the same routing replaces it.
+TEST(SecureDtlsAssociations, ServerKeepsItsLiveAssociationThroughFloodAndFailedRekey) {
+  DtlsContext server_context(testing::server_identity());
+  DtlsContext client_context(testing::client_identity());
+  std::deque<Datagram> to_server, to_client;
+  DtlsAssociations server(
+      server_context, DtlsRole::kServer, testing::client_identity().fingerprint,
+      [&](std::span<const uint8_t> d) { to_client.emplace_back(d.begin(), d.end()); });
+  DtlsAssociations client(
+      client_context, DtlsRole::kClient, testing::server_identity().fingerprint,
+      [&](std::span<const uint8_t> d) { to_server.emplace_back(d.begin(), d.end()); });
+  std::vector<DtlsEvent> server_events;
+  auto pump = [&] {
+    for (int i = 0; i < 30 && (!to_server.empty() || !to_client.empty()); ++i) {
+      std::deque<Datagram> s, c;
+      s.swap(to_server);
+      c.swap(to_client);
+      for (auto& d : s) server_events.push_back(server.feed(d, DtlsPair::kClientAddress, 0));
+      for (auto& d : c) client.feed(d, DtlsPair::kServerAddress, 0);
+    }
+  };
+  client.start_handshake(0);
+  pump();
+  ASSERT_TRUE(server.has_live());
+  ASSERT_TRUE(client.has_live());
+  EXPECT_FALSE(client.has_pending());
+  SrtpKeyMaterial epoch0 = server.completed_keys();
+  EXPECT_EQ(epoch0.client_write, client.completed_keys().client_write);
+
+  // 1,000 ClientHellos from other addresses: answered by a listening pending association only.
+  std::vector<Datagram> hellos;
+  DtlsEndpoint attacker(
+      client_context, DtlsRole::kClient, Fingerprint{},
+      [&](std::span<const uint8_t> d) { hellos.emplace_back(d.begin(), d.end()); });
+  attacker.start(0);
+  ASSERT_EQ(hellos.size(), 1u);
+  to_client.clear();
+  for (uint32_t i = 0; i < 1000; ++i) {
+    uint8_t address[6] = {203, 0, static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(i), 1, 1};
+    EXPECT_EQ(server.feed(hellos[0], address, 0), DtlsEvent::kHelloVerifySent);
+  }
+  EXPECT_EQ(to_client.size(), 1000u);
+  to_client.clear();
+  ASSERT_TRUE(server.has_pending());
+  EXPECT_EQ(server.pending()->state(), DtlsState::kListening);
+  EXPECT_EQ(server.live()->state(), DtlsState::kConnected);
+  EXPECT_EQ(server.next_timeout_ns(0), UINT64_MAX);
+
+  // A re-key by a client with the wrong certificate fails; the live association stays.
+  DtlsContext stranger_context(testing::server_identity());  // not the expected client
+  DtlsAssociations stranger(
+      stranger_context, DtlsRole::kClient, testing::server_identity().fingerprint,
+      [&](std::span<const uint8_t> d) { to_server.emplace_back(d.begin(), d.end()); });
+  stranger.start_handshake(0);
+  for (int i = 0; i < 30 && (!to_server.empty() || !to_client.empty()); ++i) {
+    std::deque<Datagram> s, c;
+    s.swap(to_server);
+    c.swap(to_client);
+    for (auto& d : s) server_events.push_back(server.feed(d, DtlsPair::kClientAddress, 0));
+    for (auto& d : c) stranger.feed(d, DtlsPair::kServerAddress, 0);
+  }
+  EXPECT_EQ(server.handshakes_failed(), 1u);
+  EXPECT_EQ(server.failure(), DtlsFailure::kFingerprintMismatch);
+  EXPECT_FALSE(server.has_pending());
+  EXPECT_EQ(server.completed_keys().client_write, epoch0.client_write);
+  EXPECT_EQ(server.live()->state(), DtlsState::kConnected);
+
+  // The real client's re-key completes and replaces the live association on both sides.
+  to_server.clear();
+  to_client.clear();
+  client.start_handshake(0);
+  pump();
+  EXPECT_EQ(server.handshakes_completed(), 2u);
+  EXPECT_EQ(client.handshakes_completed(), 2u);
+  EXPECT_NE(server.completed_keys().client_write, epoch0.client_write);
+  EXPECT_EQ(server.completed_keys().client_write, client.completed_keys().client_write);
+  EXPECT_EQ(server.completed_keys().server_write, client.completed_keys().server_write);
+  EXPECT_FALSE(server.has_pending());
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "secure/dtls_associations.h"
 #include "secure/key_schedule.h"
 #include "secure/srtp_session.h"
 #include "secure_test_util.h"
@@ -151,17 +152,19 @@ TEST(SecureKeySchedule, TooManyEpochsRetireTheOldestEarlyAndSay) {
 // way at one per 10 ms, the client re-keying every 10 s = every 1,000 packets. Sequence numbers
 // and timestamps start just below their wrap.
 struct Side {
-  Side(DtlsRole role, const Identity& identity, const Fingerprint& peer)
-      : role(role), context(identity), peer(peer), schedule(role, test_config()) {}
+  Side(DtlsRole role, const Identity& identity, const Fingerprint& peer,
+       DtlsEndpoint::DatagramSink sink)
+      : role(role),
+        context(identity),
+        dtls(context, role, peer, std::move(sink)),
+        schedule(role, test_config()) {}
 
   DtlsRole role;
   DtlsContext context;
-  Fingerprint peer;
+  DtlsAssociations dtls;
   KeySchedule schedule;
   SrtpSender tx;
   SrtpReceiver rx;
-  std::unique_ptr<DtlsEndpoint> live;
-  std::unique_ptr<DtlsEndpoint> pending;
   std::map<uint32_t, uint64_t> completed_at;  // epoch -> time
   std::map<uint32_t, uint64_t> retired_at;
   std::set<uint32_t> received;  // extended sequence numbers
@@ -179,10 +182,6 @@ struct InFlight {
 };
 
 TEST(SecureKeySchedule, TenThousandPacketsEachWayWithRekeysEveryThousandLoseNothing) {
-  Side client(DtlsRole::kClient, testing::client_identity(),
-              testing::server_identity().fingerprint);
-  Side server(DtlsRole::kServer, testing::server_identity(),
-              testing::client_identity().fingerprint);
   std::priority_queue<InFlight> network;
   std::mt19937_64 rng(2026);
   uint64_t order = 0;
@@ -191,40 +190,25 @@ TEST(SecureKeySchedule, TenThousandPacketsEachWayWithRekeysEveryThousandLoseNoth
     uint64_t delay = 20 * kMs + rng() % (40 * kMs);
     network.push({now + delay, order++, to_server, {bytes.begin(), bytes.end()}});
   };
-  auto make_endpoint = [&](Side& side) {
-    bool to_server = side.role == DtlsRole::kClient;
-    return std::make_unique<DtlsEndpoint>(
-        side.context, side.role, side.peer,
-        [&, to_server](std::span<const uint8_t> d) { send(to_server, d); });
-  };
+  Side client(DtlsRole::kClient, testing::client_identity(), testing::server_identity().fingerprint,
+              [&](std::span<const uint8_t> d) { send(true, d); });
+  Side server(DtlsRole::kServer, testing::server_identity(), testing::client_identity().fingerprint,
+              [&](std::span<const uint8_t> d) { send(false, d); });
   const uint8_t client_address[6] = {10, 0, 0, 1, 1, 1};
   const uint8_t server_address[6] = {10, 0, 0, 2, 2, 2};
 
   auto on_dtls = [&](Side& side, std::span<const uint8_t> datagram) {
-    // Routing (docs/wan.md "Re-key sequence"): a ClientHello starts a new association on the
-    // server; every other record goes to the association being negotiated, else the live one.
-    DtlsEndpoint* target = nullptr;
-    if (side.role == DtlsRole::kServer &&
-        classify_dtls_datagram(datagram) == DtlsRecordKind::kClientHello) {
-      if (!side.pending) side.pending = make_endpoint(side);
-      target = side.pending.get();
-    } else if (side.pending && side.pending->state() != DtlsState::kConnected) {
-      target = side.pending.get();
-    } else {
-      target = side.live.get();
-    }
-    if (!target) return;
-    DtlsEvent event = target->feed(
+    // Routing between the live and the pending association: DtlsAssociations.
+    DtlsEvent event = side.dtls.feed(
         datagram, side.role == DtlsRole::kServer ? client_address : server_address, now);
-    ASSERT_NE(event, DtlsEvent::kFailed) << to_string(target->failure());
+    ASSERT_NE(event, DtlsEvent::kFailed) << to_string(side.dtls.failure());
     if (event != DtlsEvent::kHandshakeComplete) return;
     uint32_t epoch = side.schedule.on_handshake_complete(now);
     side.completed_at[epoch] = now;
-    const SrtpKeyMaterial& keys = target->keys();
+    const SrtpKeyMaterial& keys = side.dtls.completed_keys();
     bool is_client = side.role == DtlsRole::kClient;
     ASSERT_TRUE(side.tx.install(epoch, is_client ? keys.client_write : keys.server_write));
     ASSERT_TRUE(side.rx.install(epoch, is_client ? keys.server_write : keys.client_write));
-    if (target == side.pending.get()) side.live = std::move(side.pending);
   };
 
   auto on_srtp = [&](Side& side, std::vector<uint8_t>& packet) {
@@ -250,8 +234,7 @@ TEST(SecureKeySchedule, TenThousandPacketsEachWayWithRekeysEveryThousandLoseNoth
       switch (events[i].action) {
         case KeyAction::kStartRekey:
           ASSERT_EQ(side.role, DtlsRole::kClient);
-          side.pending = make_endpoint(side);
-          side.pending->start(now);
+          side.dtls.start_handshake(now);
           break;
         case KeyAction::kSendEpoch:
           ASSERT_TRUE(side.tx.use_epoch(events[i].epoch));
@@ -268,8 +251,7 @@ TEST(SecureKeySchedule, TenThousandPacketsEachWayWithRekeysEveryThousandLoseNoth
   uint32_t sent[2] = {0, 0};  // client, server
   uint16_t seq[2] = {65000, 64000};
   uint32_t timestamp[2] = {0xfff00000u, 0xffff0000u};
-  client.pending = make_endpoint(client);
-  client.pending->start(now);
+  client.dtls.start_handshake(now);
 
   for (; now < 115 * kS; now += 1 * kMs) {
     while (!network.empty() && network.top().at <= now) {
@@ -341,6 +323,9 @@ TEST(SecureKeySchedule, TenThousandPacketsEachWayWithRekeysEveryThousandLoseNoth
     EXPECT_LE(side->tx.size(), 2u);  // the live send key and at most one not yet switched to
   }
   EXPECT_EQ(client.schedule.counters().rekeys_started, client.completed_at.size() - 1);
+  EXPECT_EQ(client.dtls.handshakes_completed(), client.completed_at.size());
+  EXPECT_EQ(server.dtls.handshakes_completed(), server.completed_at.size());
+  EXPECT_EQ(server.dtls.handshakes_failed(), 0u);
 
   // A captured epoch-0 packet replayed after its key retired is refused.
   for (Side* side : {&client, &server}) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include "secure/srtp_aead.h"
@@ -508,6 +509,74 @@ TEST(SecureSrtpReplayWindow, RefusesRepeatsAndTheTooOldAcceptsTheReordered) {
       highest = std::max(highest, index);
     }
   }
+}
+
+std::vector<uint8_t> from_hex(std::string_view hex) {
+  std::vector<uint8_t> out;
+  int high = -1;
+  for (char c : hex) {
+    int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (v < 0) continue;
+    if (high < 0) {
+      high = v;
+    } else {
+      out.push_back(static_cast<uint8_t>(high << 4 | v));
+      high = -1;
+    }
+  }
+  return out;
+}
+
+// RFC 7714 sections 16 and 17: the session key 000102..0f and salt "Quid pro quo".
+SrtpSessionKey rfc7714_session_key() {
+  SrtpSessionKey key;
+  auto k = from_hex("000102030405060708090a0b0c0d0e0f");
+  auto salt = from_hex("517569642070726f2071756f");
+  std::copy(k.begin(), k.end(), key.key.begin());
+  std::copy(salt.begin(), salt.end(), key.salt.begin());
+  return key;
+}
+
+TEST(SecureSrtpRfc7714, IvsMatchSections16And17) {
+  uint8_t iv[12];
+  // Section 16.1: SSRC 0x5501a0b2, ROC 0, SEQ 0xf17b.
+  srtp_rtp_iv(iv, 0x5501a0b2, 0xf17b, rfc7714_session_key());
+  EXPECT_EQ(std::vector<uint8_t>(iv, iv + 12), from_hex("51753c6580c2726f20718414"));
+  // Section 17.1: SSRC "Mars", SRTCP index 0x5d4.
+  srtp_rtcp_iv(iv, 0x4d617273, 0x5d4, rfc7714_session_key());
+  EXPECT_EQ(std::vector<uint8_t>(iv, iv + 12), from_hex("517524055203726f207170bb"));
+}
+
+// Section 16.1.1: AEAD_AES_128_GCM encryption of the RTP packet, then our MKI after the tag.
+TEST(SecureSrtpRfc7714, RtpVectorOfSection16EncryptsAndDecrypts) {
+  const std::vector<uint8_t> plain = from_hex(
+      "8040f17b 8041f8d3 5501a0b2 47616c6c 69612065 7374206f 6d6e6973"
+      "20646976 69736120 696e2070 61727465 73207472 6573");
+  const std::vector<uint8_t> expected = from_hex(
+      "8040f17b 8041f8d3 5501a0b2"
+      "f24de3a3 fb34de6c acba861c 9d7e4bca be633bd5 0d294e6f 42a5f47a 51c7d19b 36de3adf 8833"
+      "899d7f27 beb16a91 52cf765e e4390cce");
+  SrtpAeadContext tx, rx;
+  ASSERT_TRUE(tx.init_with_session_keys(9, rfc7714_session_key(), rfc7714_session_key(), true));
+  ASSERT_TRUE(rx.init_with_session_keys(9, rfc7714_session_key(), rfc7714_session_key(), false));
+  std::vector<uint8_t> packet = plain;
+  packet.resize(plain.size() + kRtpTrailerBytes);
+  size_t size = plain.size();
+  ASSERT_EQ(tx.protect_rtp(packet.data(), size, packet.size()), SrtpStatus::kOk);
+  ASSERT_EQ(size, expected.size() + kSrtpMkiBytes);
+  EXPECT_EQ(std::vector<uint8_t>(packet.begin(), packet.begin() + expected.size()), expected);
+  EXPECT_EQ(srtp_packet_epoch(packet.data(), size), 9u);
+  ASSERT_EQ(rx.unprotect_rtp(packet.data(), size), SrtpStatus::kOk);
+  packet.resize(size);
+  EXPECT_EQ(packet, plain);
+  // The vector's last tag byte changed: refused.
+  std::vector<uint8_t> forged = expected;
+  forged.back() ^= 1;
+  forged.insert(forged.end(), {0, 0, 0, 9});
+  SrtpAeadContext rx2;
+  ASSERT_TRUE(rx2.init_with_session_keys(9, rfc7714_session_key(), rfc7714_session_key(), false));
+  size = forged.size();
+  EXPECT_EQ(rx2.unprotect_rtp(forged.data(), size), SrtpStatus::kAuthFailed);
 }
 
 }  // namespace
