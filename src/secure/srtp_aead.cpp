@@ -255,7 +255,10 @@ SrtpStatus SrtpAeadContext::unprotect_rtp(uint8_t* packet, size_t& size) {
   const uint32_t ssrc = load32(packet + 8);
   const uint16_t seq = static_cast<uint16_t>(packet[2] << 8 | packet[3]);
   SsrcState* state = find(ssrc);
-  int64_t index = state ? estimate_srtp_index(state->rtp.highest(), true, seq) : seq;
+  // An SSRC's state may exist for its RTCP alone (an SR before its first RTP packet): its RTP
+  // window then has not started, and the first RTP packet is index seq, ROC 0.
+  int64_t index = state ? estimate_srtp_index(state->rtp.highest(), state->rtp.started(), seq)
+                        : seq;
   // The replay check comes first: a replay costs no decryption (RFC 3711 3.3).
   if (index < 0 || (state && !state->rtp.check(static_cast<uint64_t>(index))))
     return SrtpStatus::kReplayed;

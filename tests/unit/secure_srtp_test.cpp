@@ -180,6 +180,26 @@ TYPED_TEST(SecureSrtp, ReplaysAreRefusedAndCounted) {
   EXPECT_EQ(pair.rx.unprotect_rtcp(again.data(), n), SrtpStatus::kReplayed);
 }
 
+// A sender's SR from its media SSRC may arrive before that SSRC's first RTP packet (the relay
+// reports at once on connecting). The SSRC's RTCP state must not make the first RTP packet, at
+// any sequence number, look like a replay: its RTP window has not started.
+TYPED_TEST(SecureSrtp, AnSrBeforeTheFirstRtpPacketDoesNotMakeItAReplay) {
+  for (uint16_t first : {uint16_t{5}, uint16_t{39879}, uint16_t{65535}}) {
+    Pair<TypeParam> pair;
+    std::vector<uint8_t> r = rtcp_packet(0x1234);
+    size_t size = 8;
+    ASSERT_EQ(pair.tx.protect_rtcp(r.data(), size, r.size()), SrtpStatus::kOk);
+    ASSERT_EQ(pair.rx.unprotect_rtcp(r.data(), size), SrtpStatus::kOk);
+    for (uint16_t i = 0; i < 3; ++i) {
+      const uint16_t seq = static_cast<uint16_t>(first + i);
+      std::vector<uint8_t> p = rtp_packet(seq, 90u * i, 0x1234, 40);
+      size_t n = p.size() - kRtpTrailerBytes;
+      ASSERT_EQ(pair.tx.protect_rtp(p.data(), n, p.size()), SrtpStatus::kOk);
+      EXPECT_EQ(pair.rx.unprotect_rtp(p.data(), n), SrtpStatus::kOk) << first << "+" << i;
+    }
+  }
+}
+
 TYPED_TEST(SecureSrtp, ReorderedPacketsInsideTheWindowAreAccepted) {
   Pair<TypeParam> pair;
   std::vector<std::vector<uint8_t>> sent;
