@@ -1,0 +1,883 @@
+#include "relay/relay_session.h"
+
+#include <netinet/in.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "rtp/rtx.h"
+
+namespace syncd::relay {
+
+namespace {
+
+// Payload types and extension ids (docs/wan.md, "Wire decisions").
+constexpr uint8_t kMediaPayloadType = 96;
+constexpr uint8_t kRtxPayloadType = 97;
+constexpr uint8_t kFecPayloadType = 115;
+constexpr uint32_t kVideoClockHz = 90'000;
+
+// The first packet of an access unit carries the frame info (id 4, 5, 6: 40 bytes with their
+// element headers and padding) besides abs-send-time, so the H.264 payload budget is the
+// datagram budget's (rtp::kDefaultMaxPayloadBytes) less those 40 bytes, on every packet: one
+// budget keeps every datagram under 1200 bytes whichever packet it is.
+constexpr size_t kFrameInfoExtensionBytes = 40;
+constexpr size_t kMaxPayloadBytes = rtp::kDefaultMaxPayloadBytes - kFrameInfoExtensionBytes;
+
+constexpr uint32_t kStorePackets = 8192;
+constexpr uint32_t kHistory = 2048;  // media packets kept for retransmission (~1 s at 20 Mbit/s)
+constexpr uint64_t kSenderReportNs = 500'000'000;
+constexpr uint64_t kReceiverReportNs = 100'000'000;
+constexpr size_t kRtcpBytes = 1200;
+constexpr size_t kPacedBatch = 64;
+
+// The SRTP trailer: a 16-byte GCM tag and the 4-byte MKI (src/secure).
+constexpr size_t kSrtpTrailerBytes = 20;
+
+uint64_t realtime_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
+}
+
+// NTP counts from 1900; CLOCK_REALTIME from 1970 (RFC 868: 2,208,988,800 s apart).
+constexpr uint64_t kNtpEpochOffsetNs = 2'208'988'800ull * 1'000'000'000ull;
+
+// SSRCs, first sequence numbers and the RTP timestamp offset are random (RFC 3550 5.1, 8.1).
+uint32_t random_u32() {
+  static thread_local std::random_device device;
+  return device();
+}
+
+bool same_address(const sockaddr_storage& a, const sockaddr_storage& b) {
+  if (a.ss_family != b.ss_family) return false;
+  if (a.ss_family == AF_INET) {
+    const auto& x = reinterpret_cast<const sockaddr_in&>(a);
+    const auto& y = reinterpret_cast<const sockaddr_in&>(b);
+    return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
+  }
+  const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
+  const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
+  return x.sin6_port == y.sin6_port && std::memcmp(&x.sin6_addr, &y.sin6_addr, 16) == 0;
+}
+
+std::span<const uint8_t> address_bytes(const sockaddr_storage& a) {
+  const size_t n = a.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  return {reinterpret_cast<const uint8_t*>(&a), std::min<size_t>(n, 32)};
+}
+
+// Whether an H.264 RTP payload begins an access unit: an access unit delimiter, SPS or PPS
+// first (as single NAL, the first unit of a STAP-A, or a starting FU-A). The jitter buffer then
+// knows a frame's first packet even when the frame before it was lost (jitter::PacketIn).
+bool starts_access_unit(std::span<const uint8_t> payload) {
+  if (payload.empty()) return false;
+  uint8_t type = payload[0] & 0x1F;
+  if (type == rtp::kNalTypeStapA && payload.size() > 3) type = payload[3] & 0x1F;
+  if (type == rtp::kNalTypeFuA) {
+    if (payload.size() < 2 || !(payload[1] & 0x80)) return false;
+    type = payload[1] & 0x1F;
+  }
+  return type == 9 || type == 7 || type == 8;
+}
+
+}  // namespace
+
+// The jitter buffer's events, back into the session.
+class RelaySession::ReceiverSink final : public jitter::FrameSink {
+ public:
+  explicit ReceiverSink(RelaySession& session) : session_(session) {}
+  void on_frame(const jitter::FrameEvent& frame) override { session_.deliver_frame(frame); }
+  void on_drop(const jitter::DropEvent& drop) override {
+    ++session_.counters_.frames_dropped;
+    session_.free_frame_packets(drop.packets);
+  }
+
+ private:
+  RelaySession& session_;
+};
+
+const char* RelaySession::state_name(State state) {
+  switch (state) {
+    case State::kWaiting:
+      return "waiting";
+    case State::kHandshaking:
+      return "handshaking";
+    case State::kConnected:
+      return "connected";
+    case State::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
+RelaySession::RelaySession(RelaySessionConfig config, const secure::Identity& identity)
+    : config_(std::move(config)),
+      dtls_context_(identity, config_.dtls),
+      dtls_(dtls_context_, config_.sender ? secure::DtlsRole::kClient : secure::DtlsRole::kServer,
+            config_.peer, [this](std::span<const uint8_t> d) { send_plain(d); }),
+      keys_(config_.sender ? secure::DtlsRole::kClient : secure::DtlsRole::kServer, config_.keys),
+      store_(kStorePackets),
+      send_buffer_(PacketStore::kPacketBytes + kSrtpTrailerBytes + 16),
+      rtcp_buffer_(kRtcpBytes + kSrtpTrailerBytes + 16),
+      media_ssrc_(random_u32()),
+      rtx_ssrc_(random_u32()),
+      fec_ssrc_(random_u32()),
+      media_sequence_(uint16_t(random_u32())),
+      rtx_sequence_(uint16_t(random_u32())),
+      fec_sequence_(uint16_t(random_u32())),
+      rtp_offset_(random_u32()),
+      packetizer_(rtp::PacketizerConfig{kMaxPayloadBytes}),
+      fec_encoder_([this] {
+        fec::EncoderConfig c;
+        c.media_ssrc = media_ssrc_;
+        return c;
+      }()),
+      receiver_stats_(kVideoClockHz),
+      sink_(std::make_unique<ReceiverSink>(*this)) {
+  packet_refs_.assign(kStorePackets, 0);
+  history_.assign(kHistory, PacketStore::kNone);
+  history_sequence_.assign(kHistory, 0);
+  nack_list_.resize(rtp::kNackEventCapacity);
+  if (!config_.sender) {
+    frame_buffers_.resize(config_.frame_buffers);
+    frame_buffer_lent_.assign(config_.frame_buffers, false);
+  }
+}
+
+RelaySession::~RelaySession() = default;
+
+// ---------------------------------------------------------------------------------------------
+// Keys
+
+void RelaySession::on_start(RelayThread& thread, uint64_t now_ns) {
+  thread_ = &thread;
+  rtp_epoch_ns_ = now_ns;
+  if (config_.sender) {
+    dtls_.start_handshake(now_ns);
+    state_ = State::kHandshaking;
+  }
+  schedule(now_ns);
+}
+
+bool RelaySession::from_peer(const sockaddr_storage& from) const {
+  // A sender's socket is connected: the kernel drops anyone else's datagrams.
+  return config_.sender || (peer_ && same_address(*peer_, from));
+}
+
+void RelaySession::feed_dtls(std::span<uint8_t> datagram, const sockaddr_storage& from,
+                             uint64_t now_ns) {
+  // Once connected, the receiver takes handshakes only from its peer: a stranger's ClientHello
+  // cannot start an association, so a flood of them costs a compare and a counter.
+  if (!config_.sender && peer_ && !same_address(*peer_, from)) {
+    ++counters_.foreign;
+    return;
+  }
+  handshake_from_ = from;
+  switch (dtls_.feed(datagram, address_bytes(from), now_ns)) {
+    case secure::DtlsEvent::kHandshakeComplete:
+      on_handshake_complete(now_ns);
+      break;
+    case secure::DtlsEvent::kFailed:
+      on_handshake_failed(now_ns);
+      break;
+    default:
+      if (!connected() && dtls_.has_pending() &&
+          dtls_.pending()->state() == secure::DtlsState::kHandshaking)
+        state_ = State::kHandshaking;
+      break;
+  }
+}
+
+void RelaySession::on_handshake_complete(uint64_t now_ns) {
+  const uint32_t epoch = keys_.on_handshake_complete(now_ns);
+  const secure::SrtpKeyMaterial& material = dtls_.completed_keys();
+  srtp_out_.install(epoch, config_.sender ? material.client_write : material.server_write);
+  srtp_in_.install(epoch, config_.sender ? material.server_write : material.client_write);
+  if (!config_.sender && !peer_) peer_ = handshake_from_;
+  state_ = State::kConnected;
+  // The key schedule says when to send under the new epoch (at once for the client's first;
+  // the server waits for the client's first packet under it, which proves the client has it).
+  run_key_schedule(now_ns);
+}
+
+void RelaySession::on_handshake_failed(uint64_t now_ns) {
+  ++counters_.dtls_failures;
+  if (dtls_.failure() == secure::DtlsFailure::kFingerprintMismatch)
+    ++counters_.fingerprint_mismatches;
+  if (connected()) {
+    if (config_.sender) keys_.on_rekey_failed(now_ns);  // the live keys go on
+    return;
+  }
+  if (!config_.sender) return;  // a server listens again for the right peer
+  if (dtls_.failure() == secure::DtlsFailure::kFingerprintMismatch ||
+      dtls_.failure() == secure::DtlsFailure::kNoPeerCertificate ||
+      dtls_.failure() == secure::DtlsFailure::kNoSrtpProfile) {
+    state_ = State::kFailed;  // not this peer: the operator must fix the command line
+    return;
+  }
+  dtls_.start_handshake(now_ns);  // no answer yet (the receiver may not be up): again
+}
+
+void RelaySession::run_key_schedule(uint64_t now_ns) {
+  std::array<secure::KeyEvent, 8> events;
+  const size_t n = keys_.poll(now_ns, events);
+  for (size_t i = 0; i < n; ++i) {
+    switch (events[i].action) {
+      case secure::KeyAction::kStartRekey:
+        dtls_.start_handshake(now_ns);
+        break;
+      case secure::KeyAction::kSendEpoch:
+        srtp_out_.use_epoch(events[i].epoch);
+        break;
+      case secure::KeyAction::kRetireReceive:
+        srtp_in_.retire(events[i].epoch);
+        break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Datagrams
+
+void RelaySession::send_plain(std::span<const uint8_t> datagram) {
+  if (!thread_) return;
+  // The receiver's socket is not connected: it answers whoever it is handshaking with.
+  const sockaddr* to = nullptr;
+  if (!config_.sender) to = reinterpret_cast<const sockaddr*>(peer_ ? &*peer_ : &handshake_from_);
+  thread_->send_datagram(datagram, to);
+}
+
+void RelaySession::send_rtcp(std::span<uint8_t> compound, size_t size) {
+  if (!connected() || !thread_) return;
+  if (srtp_out_.protect_rtcp(compound.data(), size, compound.size()) != secure::SrtpStatus::kOk)
+    return;
+  const sockaddr* to = config_.sender ? nullptr : reinterpret_cast<const sockaddr*>(&*peer_);
+  thread_->send_datagram(compound.first(size), to);
+}
+
+void RelaySession::on_datagram(std::span<uint8_t> datagram, const sockaddr_storage& from,
+                               uint64_t now_ns) {
+  switch (classify_datagram(datagram)) {
+    case DatagramKind::kDtls:
+      feed_dtls(datagram, from, now_ns);
+      break;
+    case DatagramKind::kRtp:
+      if (!connected() || !from_peer(from)) {
+        ++counters_.foreign;
+        break;
+      }
+      receive_rtp(datagram, now_ns);
+      break;
+    case DatagramKind::kRtcp:
+      if (!connected() || !from_peer(from)) {
+        ++counters_.foreign;
+        break;
+      }
+      receive_rtcp(datagram, now_ns);
+      break;
+    case DatagramKind::kUnknown:
+      ++counters_.foreign;
+      break;
+  }
+  schedule(now_ns);
+}
+
+void RelaySession::on_message(ToRelay& m, uint64_t now_ns) {
+  switch (m.kind) {
+    case ToRelay::Kind::kFrame:
+      send_frame(m, now_ns);
+      break;
+    case ToRelay::Kind::kStreamOpened:
+      describing_ = true;
+      description_ = m.description;
+      next_report_ns_ = now_ns;  // tell the receiver now
+      break;
+    case ToRelay::Kind::kStreamClosed:
+      if (describing_) send_sender_report(now_ns, true);
+      describing_ = false;
+      break;
+    case ToRelay::Kind::kBufferFree:
+      if (m.buffer < frame_buffer_lent_.size()) frame_buffer_lent_[m.buffer] = false;
+      break;
+  }
+  schedule(now_ns);
+}
+
+void RelaySession::on_timer(uint64_t now_ns) {
+  if (dtls_.next_timeout_ns(now_ns) <= now_ns) {
+    const secure::DtlsEvent e = dtls_.handle_timeout(now_ns);
+    if (e == secure::DtlsEvent::kFailed) on_handshake_failed(now_ns);
+    if (e == secure::DtlsEvent::kHandshakeComplete) on_handshake_complete(now_ns);
+  }
+  if (connected()) run_key_schedule(now_ns);
+  if (config_.sender) {
+    pace(now_ns);
+    if (connected() && now_ns >= next_report_ns_) send_sender_report(now_ns);
+  } else if (connected()) {
+    jitter_.advance(now_ns, *sink_);
+    fec_decoder_.expire(now_ns);
+    if (now_ns >= next_feedback_ns_ || nack_.next_wakeup_ns(rtt_ns_) <= now_ns ||
+        estimator_.next_remb_ns() <= now_ns)
+      send_receiver_feedback(now_ns, now_ns < next_feedback_ns_);
+  }
+  publish_stats();
+  schedule(now_ns);
+}
+
+void RelaySession::on_stop(uint64_t now_ns) {
+  if (config_.sender && describing_) send_sender_report(now_ns, true);
+  publish_stats();
+}
+
+void RelaySession::schedule(uint64_t now_ns) {
+  if (!thread_) return;
+  uint64_t next = now_ns + 100'000'000;  // at least every 100 ms: stats, timers
+  next = std::min(next, dtls_.next_timeout_ns(now_ns));
+  if (connected()) next = std::min(next, keys_.next_deadline_ns());
+  if (config_.sender) {
+    next = std::min(next, pacer_.next_event_ns(now_ns));
+    if (connected()) next = std::min(next, next_report_ns_);
+  } else if (connected()) {
+    next = std::min({next, jitter_.next_wakeup_ns(), nack_.next_wakeup_ns(rtt_ns_),
+                     estimator_.next_remb_ns(), next_feedback_ns_});
+  }
+  thread_->arm_timer(next > now_ns ? next - now_ns : 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sender
+
+uint32_t RelaySession::rtp_time(uint64_t ns) const {
+  // 90 kHz from the sender's monotonic clock; the random offset is RFC 3550 5.1's.
+  const uint64_t elapsed = ns > rtp_epoch_ns_ ? ns - rtp_epoch_ns_ : 0;
+  return rtp_offset_ + uint32_t(elapsed * 9 / 100'000);
+}
+
+void RelaySession::send_frame(ToRelay& m, uint64_t now_ns) {
+  FromRelay done;
+  done.kind = FromRelay::Kind::kFrameDone;
+  done.slot = m.slot;
+  done.stream_id = m.stream_id;
+  const media::FrameInfo& info = m.slot->info;
+  if (!config_.sender || !connected()) {
+    thread_->send_to_main(done);  // not sent: no keys yet
+    return;
+  }
+  const std::span<const uint8_t> access_unit(m.slot->pixels, info.bytes);
+  if (packetizer_.begin(access_unit) != rtp::PacketizeError::kOk) {
+    ++counters_.frames_refused;
+    thread_->send_to_main(done);
+    return;
+  }
+  // FEC redundancy for this frame, from the loss the receiver reports.
+  fec_encoder_.set_shape(
+      fec::choose_block_shape(loss_.estimate(), uint32_t(packetizer_.packet_count())));
+  FrameInfoWire wire{info.sequence, info.content_hash, info.capture_time_us, info.flags,
+                     info.accept_ns};
+  uint8_t frame_id[kFrameIdBytes], frame_time[kFrameTimeBytes], sender_time[kSenderTimeBytes];
+  write_frame_id(wire, frame_id);
+  write_frame_time(wire, frame_time);
+  write_sender_time(wire, sender_time);
+  const rtp::OneByteExtension frame_info[] = {{kFrameIdExtension, frame_id},
+                                              {kFrameTimeExtension, frame_time},
+                                              {kSenderTimeExtension, sender_time}};
+  rtp::RtpHeader header;
+  header.payload_type = kMediaPayloadType;
+  header.timestamp = rtp_time(info.accept_ns ? info.accept_ns : now_ns);
+  header.ssrc = media_ssrc_;
+  header.has_abs_send_time = true;
+  bool first = true;
+  bool all_queued = true;
+  while (packetizer_.has_next()) {
+    const uint32_t h = store_.take();
+    if (h == PacketStore::kNone) {
+      ++counters_.no_buffer;
+      all_queued = false;
+      break;
+    }
+    header.sequence = media_sequence_++;
+    header.extensions = first ? std::span<const rtp::OneByteExtension>(frame_info)
+                              : std::span<const rtp::OneByteExtension>();
+    first = false;
+    const size_t n = packetizer_.write_next(header, store_.room(h));
+    store_.set_size(h, n);
+    // History for retransmission: the slot this sequence lands on lets go of what it held.
+    const size_t at = header.sequence % kHistory;
+    if (history_[at] != PacketStore::kNone) release_packet(history_[at]);
+    history_[at] = h;
+    history_sequence_[at] = header.sequence;
+    ++packet_refs_[h];
+    // FEC over the plain packet (abs-send-time counts as zero: it is stamped at send time).
+    const fec::AddStatus fec_status = fec_encoder_.add_source(header.sequence, store_.packet(h));
+    all_queued &= queue_packet(h, now_ns);
+    if (fec_status == fec::AddStatus::kBlockReady ||
+        (!packetizer_.has_next() && fec_encoder_.close_block())) {
+      // The block's repairs, each behind its own RTP header (PT 115, the FEC SSRC).
+      std::array<uint32_t, fec::kMaxM> handles;
+      std::array<uint8_t*, fec::kMaxM> outs;
+      const size_t repairs = fec_encoder_.ready_repair_count();
+      rtp::RtpHeader fh;
+      fh.payload_type = kFecPayloadType;
+      fh.ssrc = fec_ssrc_;
+      fh.timestamp = header.timestamp;
+      fh.has_abs_send_time = true;
+      const size_t fec_header = rtp::rtp_header_size(fh);
+      size_t got = 0;
+      for (; got < repairs; ++got) {
+        handles[got] = store_.take();
+        if (handles[got] == PacketStore::kNone) break;
+        outs[got] = store_.room(handles[got]).data() + fec_header;
+      }
+      if (got == repairs && fec_encoder_.emit_repairs(std::span(outs.data(), repairs)) == repairs) {
+        for (size_t i = 0; i < repairs; ++i) {
+          fh.sequence = fec_sequence_++;
+          rtp::write_rtp_header(fh, store_.room(handles[i]));
+          store_.set_size(handles[i], fec_header + fec_encoder_.ready_payload_bytes());
+          ++counters_.fec_sent;
+          queue_packet(handles[i], now_ns);
+        }
+      } else {
+        for (size_t i = 0; i < got; ++i) store_.give_back(handles[i]);
+        if (got < repairs) ++counters_.no_buffer;
+        fec_encoder_.emit_repairs({});  // frees the block (nothing written: out too small)
+      }
+    }
+  }
+  if (all_queued) ++counters_.frames_sent;
+  done.sent = all_queued;
+  thread_->send_to_main(done);  // the slot's bytes are in our packets now
+  pace(now_ns);
+}
+
+bool RelaySession::queue_packet(uint32_t handle, uint64_t now_ns) {
+  if (pacer_.enqueue(now_ns, handle, uint32_t(store_.packet(handle).size())) !=
+      congestion::EnqueueResult::kQueued) {
+    if (packet_refs_[handle] == 0) store_.give_back(handle);
+    return false;
+  }
+  ++packet_refs_[handle];
+  return true;
+}
+
+void RelaySession::release_packet(uint32_t handle) {
+  if (packet_refs_[handle] > 0 && --packet_refs_[handle] == 0) store_.give_back(handle);
+}
+
+void RelaySession::pace(uint64_t now_ns) {
+  if (!connected()) return;
+  std::array<congestion::PacedPacket, kPacedBatch> due;
+  for (;;) {
+    const size_t n = pacer_.pop_due(now_ns, due);
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t h = uint32_t(due[i].id);
+      if (due[i].disposition == congestion::PacketDisposition::kSend) {
+        const std::span<uint8_t> plain = store_.packet(h);
+        std::memcpy(send_buffer_.data(), plain.data(), plain.size());
+        size_t size = plain.size();
+        rtp::set_abs_send_time({send_buffer_.data(), size}, rtp::abs_send_time_from_ns(now_ns));
+        if (srtp_out_.protect_rtp(send_buffer_.data(), size, send_buffer_.size()) ==
+                secure::SrtpStatus::kOk &&
+            thread_->send_datagram({send_buffer_.data(), size})) {
+          ++counters_.packets_sent;
+          ++packets_sent_;
+          octets_sent_ += uint32_t(plain.size());
+        }
+      }
+      release_packet(h);
+    }
+    if (n < due.size()) break;
+  }
+}
+
+void RelaySession::send_sender_report(uint64_t now_ns, bool goodbye) {
+  next_report_ns_ = now_ns + kSenderReportNs;
+  rtp::RtcpWriter w({rtcp_buffer_.data(), kRtcpBytes});
+  rtp::SenderInfo info;
+  info.ntp_timestamp = rtp::ntp_from_ns(realtime_ns() + kNtpEpochOffsetNs);
+  info.rtp_timestamp = rtp_time(now_ns);
+  info.packet_count = packets_sent_;
+  info.octet_count = octets_sent_;
+  w.add_sender_report(media_ssrc_, info);
+  w.add_cname(media_ssrc_, "syncd");
+  if (describing_) {
+    uint8_t app[kMaxStreamDescriptionBytes];
+    StreamDescription d = description_;
+    d.ssrc = media_ssrc_;
+    d.rtt_100us = have_rtt_ ? uint16_t(std::min<uint64_t>(rtt_ns_ / 100'000, 65535)) : 0;
+    if (const size_t n = write_stream_description(d, app)) w.add_application({app, n});
+  }
+  if (goodbye) {
+    const uint32_t ssrcs[] = {media_ssrc_};
+    w.add_goodbye(ssrcs, "stream closed");
+  }
+  send_rtcp(rtcp_buffer_, w.size());
+}
+
+void RelaySession::retransmit(uint16_t sequence, uint64_t now_ns) {
+  ++counters_.nacked;
+  const size_t at = sequence % kHistory;
+  const uint32_t original = history_[at];
+  if (original == PacketStore::kNone || history_sequence_[at] != sequence) {
+    ++counters_.nacked_unavailable;
+    return;
+  }
+  rtp::RtpPacketView view;
+  if (rtp::parse_rtp(store_.packet(original), view) != rtp::RtpParseError::kOk) return;
+  const uint32_t h = store_.take();
+  if (h == PacketStore::kNone) {
+    ++counters_.no_buffer;
+    return;
+  }
+  const size_t n =
+      rtp::write_rtx(view, {kRtxPayloadType, rtx_ssrc_, rtx_sequence_}, store_.room(h));
+  if (n == 0) {
+    store_.give_back(h);
+    return;
+  }
+  ++rtx_sequence_;
+  store_.set_size(h, n);
+  if (queue_packet(h, now_ns)) ++counters_.rtx_sent;
+}
+
+// ---------------------------------------------------------------------------------------------
+// RTCP, both ways
+
+namespace {
+struct RtcpEvents final : rtp::RtcpSink {
+  std::optional<rtp::SenderReport> sr;
+  std::optional<rtp::ReportBlock> block;
+  uint32_t media_ssrc = 0;
+  std::vector<uint16_t>* nacks = nullptr;
+  size_t nack_count = 0;
+  std::optional<uint64_t> remb;
+  bool bye = false;
+  std::optional<StreamDescription> description;
+  void on_sender_report(const rtp::SenderReport& r) override { sr = r; }
+  void on_receiver_report(const rtp::ReceiverReport& r) override {
+    for (const rtp::ReportBlock& b : r.blocks)
+      if (b.source_ssrc == media_ssrc) block = b;
+  }
+  void on_nack(const rtp::Nack& n) override {
+    for (uint16_t s : n.lost)
+      if (nack_count < nacks->size()) (*nacks)[nack_count++] = s;
+  }
+  void on_remb(const rtp::Remb& r) override { remb = r.bitrate_bps; }
+  void on_goodbye(const rtp::Goodbye&) override { bye = true; }
+  void on_application(std::span<const uint8_t> packet) override {
+    StreamDescription d;
+    if (parse_stream_description(packet, d) == DescriptionError::kNone) description = d;
+  }
+};
+}  // namespace
+
+void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
+  size_t size = packet.size();
+  uint32_t epoch = 0;
+  if (srtp_in_.unprotect_rtcp(packet.data(), size, &epoch) != secure::SrtpStatus::kOk) {
+    ++counters_.srtp_refused;
+    return;
+  }
+  keys_.on_packet_authenticated(epoch, now_ns);
+  RtcpEvents events;
+  events.media_ssrc = media_ssrc_;
+  events.nacks = &nack_list_;
+  if (rtp::parse_rtcp(packet.first(size), events) != rtp::RtcpParseError::kOk) {
+    ++counters_.rtcp_refused;
+    return;
+  }
+  if (config_.sender) {
+    if (events.remb) {
+      counters_.remb_bps = *events.remb;
+      rate_.on_remb(now_ns, *events.remb);
+    }
+    if (events.block) {
+      const uint32_t arrival =
+          rtp::ntp_compact(rtp::ntp_from_ns(realtime_ns() + kNtpEpochOffsetNs));
+      if (auto rtt = rtp::round_trip_ns(arrival, events.block->last_sr,
+                                        events.block->delay_since_last_sr)) {
+        rtt_ns_ = *rtt;
+        have_rtt_ = true;
+      }
+      counters_.fraction_lost = events.block->fraction_lost;
+      loss_.on_receiver_report(events.block->fraction_lost);
+      rate_.on_receiver_report(now_ns, events.block->fraction_lost, rtt_ns_);
+    }
+    pacer_.set_target_rate(rate_.target_bps());
+    for (size_t i = 0; i < events.nack_count; ++i) {
+      loss_.on_nacked(nack_list_[i]);
+      retransmit(nack_list_[i], now_ns);
+    }
+    pace(now_ns);
+    return;
+  }
+  // Receiver.
+  if (events.sr) {
+    receiver_stats_.on_sender_report(events.sr->info.ntp_timestamp, now_ns);
+    if (skew_.on_sender_report(jitter::ntp_to_ns(events.sr->info.ntp_timestamp),
+                               events.sr->info.rtp_timestamp, now_ns))
+      jitter_.set_local_ns_per_tick(skew_.local_ns_per_tick());
+  }
+  if (events.description) {
+    const StreamDescription& d = *events.description;
+    if (d.rtt_100us) {
+      rtt_ns_ = uint64_t(d.rtt_100us) * 100'000;
+      have_rtt_ = true;
+      jitter_.set_rtt(rtt_ns_);
+      estimator_.set_rtt(rtt_ns_);
+    }
+    if (!peer_described_ || d.name_view() != peer_description_.name_view() ||
+        d.format != peer_description_.format || d.width != peer_description_.width ||
+        d.height != peer_description_.height) {
+      peer_described_ = true;
+      peer_description_ = d;
+      // Room for the largest access unit the stream can carry (an I420 frame's size).
+      const size_t room =
+          size_t(d.width) * d.height + 2 * (size_t(d.width + 1) / 2) * ((d.height + 1) / 2);
+      for (auto& b : frame_buffers_) b.resize(room);
+      FromRelay m;
+      m.kind = FromRelay::Kind::kDescription;
+      m.description = d;
+      thread_->send_to_main(m);
+    }
+  }
+  if (events.bye && peer_described_) {
+    peer_described_ = false;
+    FromRelay m;
+    m.kind = FromRelay::Kind::kPeerEnded;
+    thread_->send_to_main(m);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receiver
+
+namespace {
+struct Recovered final : fec::RecoverySink {
+  std::array<std::array<uint8_t, PacketStore::kPacketBytes>, fec::kMaxM> packets;
+  std::array<size_t, fec::kMaxM> sizes{};
+  size_t count = 0;
+  void on_recovered(uint16_t, std::span<const uint8_t> rtp_packet) override {
+    if (count == packets.size() || rtp_packet.size() > PacketStore::kPacketBytes) return;
+    std::memcpy(packets[count].data(), rtp_packet.data(), rtp_packet.size());
+    sizes[count++] = rtp_packet.size();
+  }
+};
+}  // namespace
+
+void RelaySession::receive_rtp(std::span<uint8_t> packet, uint64_t now_ns) {
+  if (config_.sender) {  // a receiver sends no media
+    ++counters_.rtp_refused;
+    return;
+  }
+  size_t size = packet.size();
+  uint32_t epoch = 0;
+  if (srtp_in_.unprotect_rtp(packet.data(), size, &epoch) != secure::SrtpStatus::kOk) {
+    ++counters_.srtp_refused;
+    return;
+  }
+  keys_.on_packet_authenticated(epoch, now_ns);
+  const std::span<uint8_t> plain = packet.first(size);
+  rtp::RtpPacketView view;
+  if (rtp::parse_rtp(plain, view) != rtp::RtpParseError::kOk) {
+    ++counters_.rtp_refused;
+    return;
+  }
+  uint32_t abs_send_time = 0;
+  if (rtp::read_abs_send_time(view, abs_send_time))
+    estimator_.on_packet(now_ns, abs_send_time, uint32_t(size + kSrtpTrailerBytes));
+  ++counters_.packets_received;
+  static thread_local Recovered recovered;
+  recovered.count = 0;
+  switch (view.payload_type) {
+    case kMediaPayloadType: {
+      if (!media_ssrc_known_) {
+        media_ssrc_known_ = true;
+        peer_media_ssrc_ = view.ssrc;
+        fec_decoder_.reset(view.ssrc);
+      } else if (view.ssrc != peer_media_ssrc_) {
+        ++counters_.rtp_refused;  // a foreign SSRC
+        return;
+      }
+      fec_decoder_.add_source(view.sequence, plain, now_ns, recovered);
+      accept_media(plain, false, now_ns);
+      break;
+    }
+    case kFecPayloadType:
+      if (!media_ssrc_known_) return;
+      fec_decoder_.add_repair(view.payload, now_ns, recovered);
+      break;
+    case kRtxPayloadType: {
+      if (!media_ssrc_known_) return;
+      uint8_t original[PacketStore::kPacketBytes];
+      size_t original_size = 0;
+      if (rtp::restore_original(view, kMediaPayloadType, peer_media_ssrc_, original,
+                                &original_size) != rtp::RtxError::kOk) {
+        ++counters_.rtp_refused;
+        return;
+      }
+      ++counters_.recovered_rtx;
+      const std::span<const uint8_t> restored(original, original_size);
+      rtp::RtpPacketView rv;
+      if (rtp::parse_rtp(restored, rv) == rtp::RtpParseError::kOk)
+        fec_decoder_.add_source(rv.sequence, restored, now_ns, recovered);
+      accept_media(restored, true, now_ns);
+      break;
+    }
+    default:
+      ++counters_.rtp_refused;
+      return;
+  }
+  for (size_t i = 0; i < recovered.count; ++i) {
+    ++counters_.recovered_fec;
+    accept_media({recovered.packets[i].data(), recovered.sizes[i]}, true, now_ns);
+  }
+}
+
+void RelaySession::accept_media(std::span<const uint8_t> packet, bool repaired, uint64_t now_ns) {
+  rtp::RtpPacketView view;
+  if (rtp::parse_rtp(packet, view) != rtp::RtpParseError::kOk) return;
+  if (!repaired) receiver_stats_.on_packet(view.sequence, view.timestamp, now_ns);
+  const uint32_t h = store_.take();
+  if (h == PacketStore::kNone) {
+    ++counters_.no_buffer;
+    return;
+  }
+  std::memcpy(store_.room(h).data(), packet.data(), packet.size());
+  store_.set_size(h, packet.size());
+  jitter::PacketIn in;
+  in.sequence = view.sequence;
+  in.rtp_timestamp = view.timestamp;
+  in.marker = view.marker;
+  in.starts_frame = starts_access_unit(view.payload);
+  in.repaired = repaired;
+  in.arrival_ns = now_ns;
+  in.handle = h;
+  in.length = uint32_t(packet.size());
+  if (jitter_.insert(in, now_ns, *sink_) != jitter::InsertResult::kAccepted) store_.give_back(h);
+  nack_.on_packet(jitter_.last_extended_sequence(), now_ns, repaired);
+}
+
+void RelaySession::free_frame_packets(std::span<const jitter::PacketRef> packets) {
+  for (const jitter::PacketRef& p : packets) store_.give_back(p.handle);
+}
+
+void RelaySession::deliver_frame(const jitter::FrameEvent& frame) {
+  uint32_t b = 0;
+  while (b < frame_buffer_lent_.size() && frame_buffer_lent_[b]) ++b;
+  if (b == frame_buffer_lent_.size() || frame_buffers_[b].empty()) {
+    ++counters_.frames_no_buffer;
+    free_frame_packets(frame.packets);
+    return;
+  }
+  FrameInfoWire info;
+  bool have_info = false;
+  depacketizer_.begin(frame_buffers_[b]);
+  bool ok = true;
+  for (const jitter::PacketRef& p : frame.packets) {
+    rtp::RtpPacketView view;
+    if (rtp::parse_rtp(store_.packet(p.handle), view) != rtp::RtpParseError::kOk ||
+        depacketizer_.push(view) != rtp::DepacketizeError::kOk) {
+      ok = false;
+      break;
+    }
+    std::span<const uint8_t> e;
+    if (!have_info && rtp::find_one_byte_extension(view, kFrameIdExtension, e) &&
+        read_frame_id(e, info)) {
+      have_info = true;
+      if (rtp::find_one_byte_extension(view, kFrameTimeExtension, e)) read_frame_time(e, info);
+      if (rtp::find_one_byte_extension(view, kSenderTimeExtension, e)) read_sender_time(e, info);
+    }
+  }
+  ok = ok && depacketizer_.finish() == rtp::DepacketizeError::kOk;
+  free_frame_packets(frame.packets);
+  if (!ok) {
+    ++counters_.frames_malformed;
+    return;
+  }
+  ++counters_.frames_complete;
+  FromRelay m;
+  m.kind = FromRelay::Kind::kFrameIn;
+  m.buffer = b;
+  m.data = frame_buffers_[b].data();
+  m.bytes = depacketizer_.access_unit().size();
+  m.sequence = info.sequence;
+  m.content_hash = info.content_hash;
+  m.capture_time_us = info.capture_time_us;
+  m.flags = have_info ? info.flags : 0;
+  m.sender_accept_ns = info.sender_accept_ns;
+  m.complete_ns = frame.completion_ns;
+  frame_buffer_lent_[b] = true;
+  if (!thread_->send_to_main(m)) frame_buffer_lent_[b] = false;
+}
+
+void RelaySession::send_receiver_feedback(uint64_t now_ns, bool nacks_only) {
+  rtp::RtcpWriter w({rtcp_buffer_.data(), kRtcpBytes});
+  std::array<rtp::ReportBlock, 1> blocks;
+  size_t block_count = 0;
+  if (media_ssrc_known_ && receiver_stats_.valid()) {
+    blocks[0] = receiver_stats_.make_report_block(peer_media_ssrc_, now_ns);
+    block_count = 1;
+  }
+  const uint32_t own_ssrc = media_ssrc_;  // the receiver's SSRC for its reports
+  w.add_receiver_report(own_ssrc, std::span(blocks.data(), block_count));
+  const size_t lost = nack_.collect(now_ns, rtt_ns_, jitter_, nack_list_);
+  if (lost > 0 && media_ssrc_known_) {
+    w.add_nack(own_ssrc, peer_media_ssrc_, std::span(nack_list_.data(), lost));
+    ++counters_.nacks_sent;
+  }
+  if (auto remb = estimator_.take_remb(now_ns)) {
+    const uint32_t ssrcs[] = {peer_media_ssrc_};
+    w.add_remb(own_ssrc, *remb, ssrcs);
+  }
+  if (jitter_.take_keyframe_request() && media_ssrc_known_) w.add_pli(own_ssrc, peer_media_ssrc_);
+  if (!nacks_only || lost > 0) send_rtcp(rtcp_buffer_, w.size());
+  if (!nacks_only) next_feedback_ns_ = now_ns + kReceiverReportNs;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+void RelaySession::publish_stats() {
+  auto set = [](auto& atomic, auto value) { atomic.store(value, std::memory_order_relaxed); };
+  const Counters& c = counters_;
+  set(stats_.state, uint32_t(state_));
+  set(stats_.handshakes, keys_.counters().epochs);
+  set(stats_.send_epoch, uint64_t(srtp_out_.epoch().value_or(0)));
+  set(stats_.rekeys, keys_.counters().rekeys_started);
+  set(stats_.dtls_failures, c.dtls_failures);
+  set(stats_.fingerprint_mismatches, c.fingerprint_mismatches);
+  set(stats_.foreign_datagrams, c.foreign);
+  set(stats_.srtp_refused, c.srtp_refused);
+  set(stats_.srtp_auth_failed, srtp_in_.counters().auth_failed);
+  set(stats_.srtp_replayed, srtp_in_.counters().replayed);
+  set(stats_.rtp_refused, c.rtp_refused);
+  set(stats_.rtcp_refused, c.rtcp_refused);
+  set(stats_.rtt_us, have_rtt_ ? rtt_ns_ / 1000 : 0);
+  set(stats_.frames_sent, c.frames_sent);
+  set(stats_.frames_refused, c.frames_refused);
+  set(stats_.packets_sent, c.packets_sent);
+  set(stats_.fec_packets_sent, c.fec_sent);
+  set(stats_.rtx_packets_sent, c.rtx_sent);
+  set(stats_.nacked_packets, c.nacked);
+  set(stats_.nacked_unavailable, c.nacked_unavailable);
+  set(stats_.pacer_expired, pacer_.counters().dropped_expired);
+  set(stats_.no_packet_buffer, c.no_buffer);
+  set(stats_.target_bps, rate_.target_bps());
+  set(stats_.remb_bps, c.remb_bps);
+  set(stats_.peer_fraction_lost, c.fraction_lost);
+  set(stats_.packets_received, c.packets_received);
+  set(stats_.packets_recovered_fec, c.recovered_fec);
+  set(stats_.packets_recovered_rtx, c.recovered_rtx);
+  set(stats_.frames_complete, c.frames_complete);
+  set(stats_.frames_dropped, c.frames_dropped);
+  set(stats_.frames_malformed, c.frames_malformed);
+  set(stats_.frames_no_buffer, c.frames_no_buffer);
+  set(stats_.nacks_sent, c.nacks_sent);
+  set(stats_.estimate_bps, estimator_.estimate_bps());
+  set(stats_.jitter_target_us, jitter_.counters().target_delay_ns / 1000);
+  set(stats_.skew_ppm_milli, int64_t(std::llround(skew_.skew_ppm() * 1000)));
+}
+
+}  // namespace syncd::relay

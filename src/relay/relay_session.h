@@ -1,0 +1,214 @@
+// One WAN relay session on the relay thread (docs/wan.md): DTLS keys, SRTP, and either the
+// sending media path (client: packetize, FEC, pace, retransmit) or the receiving one (server:
+// repair, jitter buffer, depacketize, feedback). It is the RelayHandler the relay thread drives;
+// the pure modules do the work (src/secure, src/rtp, src/fec, src/jitter, src/congestion), and
+// this class wires them to each other, to the socket and to the main loop.
+//
+// Thread: the relay thread, apart from stats(), which any thread may read.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "congestion/delay_based_estimator.h"
+#include "congestion/loss_based_estimator.h"
+#include "congestion/pacer.h"
+#include "fec/decoder.h"
+#include "fec/encoder.h"
+#include "fec/policy.h"
+#include "jitter/clock_skew.h"
+#include "jitter/jitter_buffer.h"
+#include "jitter/nack_scheduler.h"
+#include "relay/packet_store.h"
+#include "relay/relay_thread.h"
+#include "rtp/h264_depacketizer.h"
+#include "rtp/h264_packetizer.h"
+#include "rtp/receiver_statistics.h"
+#include "rtp/rtcp.h"
+#include "rtp/sequence.h"
+#include "secure/certificate.h"
+#include "secure/dtls_associations.h"
+#include "secure/dtls_endpoint.h"
+#include "secure/key_schedule.h"
+#include "secure/srtp_session.h"
+
+namespace syncd::relay {
+
+struct RelaySessionConfig {
+  bool sender = false;       // --relay-to: DTLS client, sends media; else the receiver (server)
+  secure::Fingerprint peer;  // --peer-fingerprint
+  secure::KeyScheduleConfig keys;  // --dtls-rekey-interval
+  secure::DtlsConfig dtls;
+  // The receiver's access-unit buffers: frames handed to the main loop at once, at most.
+  uint32_t frame_buffers = 8;
+};
+
+// Figures for /stats, copied from the relay thread's counters on its timer (relaxed atomics).
+struct RelaySessionStats {
+  std::atomic<uint32_t> state{0};  // RelaySession::State
+  std::atomic<uint64_t> handshakes{0};
+  std::atomic<uint64_t> send_epoch{0};
+  std::atomic<uint64_t> rekeys{0};
+  std::atomic<uint64_t> dtls_failures{0};
+  std::atomic<uint64_t> fingerprint_mismatches{0};
+  std::atomic<uint64_t> foreign_datagrams{0};  // not from the peer, or not DTLS/RTP/RTCP
+  std::atomic<uint64_t> srtp_refused{0};       // auth failures, replays, unknown epochs...
+  std::atomic<uint64_t> srtp_auth_failed{0};
+  std::atomic<uint64_t> srtp_replayed{0};
+  std::atomic<uint64_t> rtp_refused{0};  // malformed, foreign SSRC or payload type
+  std::atomic<uint64_t> rtcp_refused{0};
+  std::atomic<uint64_t> rtt_us{0};
+  // Sender.
+  std::atomic<uint64_t> frames_sent{0};
+  std::atomic<uint64_t> frames_refused{0};  // the packetizer refused the access unit
+  std::atomic<uint64_t> packets_sent{0};
+  std::atomic<uint64_t> fec_packets_sent{0};
+  std::atomic<uint64_t> rtx_packets_sent{0};
+  std::atomic<uint64_t> nacked_packets{0};
+  std::atomic<uint64_t> nacked_unavailable{0};  // asked for but gone from the history
+  std::atomic<uint64_t> pacer_expired{0};
+  std::atomic<uint64_t> no_packet_buffer{0};
+  std::atomic<uint64_t> target_bps{0};
+  std::atomic<uint64_t> remb_bps{0};
+  std::atomic<uint64_t> peer_fraction_lost{0};  // of 256, from the latest RR
+  // Receiver.
+  std::atomic<uint64_t> packets_received{0};
+  std::atomic<uint64_t> packets_recovered_fec{0};
+  std::atomic<uint64_t> packets_recovered_rtx{0};
+  std::atomic<uint64_t> frames_complete{0};
+  std::atomic<uint64_t> frames_dropped{0};    // the jitter buffer gave up on them
+  std::atomic<uint64_t> frames_malformed{0};  // the depacketizer refused them
+  std::atomic<uint64_t> frames_no_buffer{0};  // every access-unit buffer was with the main loop
+  std::atomic<uint64_t> nacks_sent{0};
+  std::atomic<uint64_t> estimate_bps{0};
+  std::atomic<uint64_t> jitter_target_us{0};
+  std::atomic<int64_t> skew_ppm_milli{0};
+};
+
+class RelaySession final : public RelayHandler {
+ public:
+  enum class State : uint32_t { kWaiting, kHandshaking, kConnected, kFailed };
+  static const char* state_name(State state);
+
+  // identity: this syncd's key and certificate (secure::load_or_create_identity); it must
+  // outlive the session.
+  RelaySession(RelaySessionConfig config, const secure::Identity& identity);
+  ~RelaySession() override;
+
+  void on_start(RelayThread& thread, uint64_t now_ns) override;
+  void on_datagram(std::span<uint8_t> datagram, const sockaddr_storage& from,
+                   uint64_t now_ns) override;
+  void on_message(ToRelay& message, uint64_t now_ns) override;
+  void on_timer(uint64_t now_ns) override;
+  void on_stop(uint64_t now_ns) override;
+
+  const RelaySessionStats& stats() const { return stats_; }
+
+ private:
+  class ReceiverSink;
+
+  // ---- keys ----
+  void feed_dtls(std::span<uint8_t> datagram, const sockaddr_storage& from, uint64_t now_ns);
+  void on_handshake_complete(uint64_t now_ns);
+  void on_handshake_failed(uint64_t now_ns);
+  void run_key_schedule(uint64_t now_ns);
+  bool connected() const { return state_ == State::kConnected; }
+  bool from_peer(const sockaddr_storage& from) const;
+
+  // ---- sending datagrams ----
+  void send_plain(std::span<const uint8_t> datagram);  // DTLS
+  void send_rtcp(std::span<uint8_t> compound, size_t size);
+
+  // ---- sender path ----
+  void send_frame(ToRelay& message, uint64_t now_ns);
+  uint32_t rtp_time(uint64_t ns) const;
+  bool queue_packet(uint32_t handle, uint64_t now_ns);
+  void release_packet(uint32_t handle);
+  void pace(uint64_t now_ns);
+  void send_sender_report(uint64_t now_ns, bool goodbye = false);
+  void retransmit(uint16_t sequence, uint64_t now_ns);
+
+  // ---- receiver path ----
+  void receive_rtp(std::span<uint8_t> packet, uint64_t now_ns);
+  void accept_media(std::span<const uint8_t> packet, bool repaired, uint64_t now_ns);
+  void send_receiver_feedback(uint64_t now_ns, bool nacks_only);
+  void deliver_frame(const jitter::FrameEvent& frame);
+  void free_frame_packets(std::span<const jitter::PacketRef> packets);
+
+  void receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns);
+  void schedule(uint64_t now_ns);
+  void publish_stats();
+
+  RelaySessionConfig config_;
+  RelayThread* thread_ = nullptr;
+  State state_ = State::kWaiting;
+  secure::DtlsContext dtls_context_;
+  secure::DtlsAssociations dtls_;  // the live association and a re-key's pending one
+  secure::KeySchedule keys_;
+  secure::SrtpSender srtp_out_;
+  secure::SrtpReceiver srtp_in_;
+  std::optional<sockaddr_storage> peer_;  // the receiver learns it from the first handshake
+  sockaddr_storage handshake_from_{};     // who the datagram being fed came from
+  uint64_t rtt_ns_ = 50'000'000;
+  bool have_rtt_ = false;
+
+  PacketStore store_;
+  std::vector<uint8_t> send_buffer_;  // a packet being protected (the stored copy stays plain)
+  std::vector<uint8_t> rtcp_buffer_;
+
+  // Sender.
+  uint32_t media_ssrc_ = 0, rtx_ssrc_ = 0, fec_ssrc_ = 0;
+  uint16_t media_sequence_ = 0, rtx_sequence_ = 0, fec_sequence_ = 0;
+  uint64_t rtp_epoch_ns_ = 0;
+  uint32_t rtp_offset_ = 0;
+  rtp::H264Packetizer packetizer_;
+  fec::Encoder fec_encoder_;
+  fec::LossEstimator loss_;  // from RRs and NACK runs: the FEC redundancy
+  congestion::SendRateController rate_;
+  congestion::Pacer pacer_;
+  std::vector<uint8_t> packet_refs_;        // per store handle: history + pacer queue
+  std::vector<uint32_t> history_;           // media sequence -> handle, kHistory entries
+  std::vector<uint16_t> history_sequence_;  // which sequence each history entry holds
+  bool describing_ = false;
+  StreamDescription description_{};
+  uint64_t next_report_ns_ = 0;
+  uint32_t packets_sent_ = 0, octets_sent_ = 0;
+
+  // Receiver.
+  bool media_ssrc_known_ = false;
+  uint32_t peer_media_ssrc_ = 0;
+  rtp::ReceiverStatistics receiver_stats_;
+  congestion::DelayBasedEstimator estimator_;
+  fec::Decoder fec_decoder_;
+  jitter::JitterBuffer jitter_;
+  jitter::NackScheduler nack_;
+  jitter::ClockSkewEstimator skew_;
+  rtp::H264Depacketizer depacketizer_;
+  std::unique_ptr<ReceiverSink> sink_;
+  std::vector<std::vector<uint8_t>> frame_buffers_;
+  std::vector<bool> frame_buffer_lent_;
+  uint64_t next_feedback_ns_ = 0;
+  bool peer_described_ = false;
+  StreamDescription peer_description_{};
+  std::vector<uint16_t> nack_list_;
+
+  // Counters the relay thread owns; published to stats_ on the timer.
+  struct Counters {
+    uint64_t foreign = 0, srtp_refused = 0, rtp_refused = 0, rtcp_refused = 0;
+    uint64_t frames_sent = 0, frames_refused = 0, packets_sent = 0, fec_sent = 0, rtx_sent = 0;
+    uint64_t nacked = 0, nacked_unavailable = 0, no_buffer = 0, dtls_failures = 0;
+    uint64_t fingerprint_mismatches = 0;
+    uint64_t packets_received = 0, recovered_fec = 0, recovered_rtx = 0;
+    uint64_t frames_complete = 0, frames_dropped = 0, frames_malformed = 0, frames_no_buffer = 0,
+             nacks_sent = 0, remb_bps = 0, fraction_lost = 0;
+  } counters_;
+  RelaySessionStats stats_;
+};
+
+}  // namespace syncd::relay
