@@ -1,0 +1,174 @@
+// Chromium as a consumer of the system camera (docs/camera.md, "Chromium through the camera
+// portal"): a headed Chromium (under the Xvfb display in $DISPLAY) with WebRtcPipeWireCamera
+// opens the camera named on the command line with getUserMedia, reads each frame the page shows
+// with requestVideoFrameCallback, draws its marker row into a canvas and decodes the sequence
+// number that tests/integration/camera_marker.py draws: 16 columns of 8 pixels, bit i in
+// column i, white for 1 and black for 0, and a black guard column after them.
+//
+// Run by tests/integration/test_camera_chromium.py inside a private PipeWire session with
+// xdg-desktop-portal on its bus; prints one JSON object on stdout:
+//   node lib/camera_consumer.js --camera "Sync Camera" --width 640 --height 360 --fps 30 --seconds 10
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { chromium } from 'playwright-core';
+import { CHROMIUM } from './harness.js';
+
+// Flags on top of playwright's defaults. No --headless: the capture path is the desktop one,
+// under Xvfb. No --use-fake-device-for-media-stream: that would replace the camera.
+export const CAMERA_FLAGS = [
+  '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--disable-background-timer-throttling',
+  '--disable-renderer-backgrounding', '--disable-backgrounding-occluded-windows',
+  // Cameras through xdg-desktop-portal's Camera portal and PipeWire, instead of V4L2.
+  '--enable-features=WebRtcPipeWireCamera',
+];
+
+// The page is routed in at this origin (never fetched): http://localhost is a secure context,
+// which getUserMedia needs, and the camera permission is granted to it below.
+const ORIGIN = 'http://localhost:9';
+
+const PAGE = `<!doctype html><meta charset=utf-8><title>camera consumer</title>
+<video id=v autoplay muted playsinline style="width:320px"></video>
+<script>
+const BITS = 16, COLUMN = 8;
+// Canvas values of the camera's black (Y 16) and white (Y 235) after Chromium's YUV to RGB:
+// 0 and 255, within this margin (camera_marker.py allows 8 of 219 luma steps; 24 of 255 here).
+const MARGIN = 24;
+// One pixel from the middle of each column and of the guard column, from one row.
+function decode(px) {
+  let seq = 0;
+  for (let bit = 0; bit <= BITS; bit++) {
+    const i = (bit * COLUMN + COLUMN / 2) * 4;
+    const lo = Math.min(px[i], px[i + 1], px[i + 2]), hi = Math.max(px[i], px[i + 1], px[i + 2]);
+    if (hi <= MARGIN) continue;                                  // black: 0
+    if (bit < BITS && lo >= 255 - MARGIN) { seq |= 1 << bit; continue; }  // white: 1
+    return -1;                                                   // neither, or a white guard
+  }
+  return seq;
+}
+
+window.runCamera = async ({ camera, width, height, fps, seconds, row }) => {
+  const out = { devices: [], label: null, settings: null, frames: 0, unique: 0, corrupt: 0,
+                repeats: 0, gaps: 0, missed_callbacks: 0, first_sequence: null,
+                unique_per_second: [], sizes: {}, corrupt_samples: [], gap_samples: [] };
+  // Chromium lists PipeWire cameras once its portal session has enumerated them: wait for it.
+  const deadline = performance.now() + 15000;
+  let device;
+  while (!device && performance.now() < deadline) {
+    const all = await navigator.mediaDevices.enumerateDevices();
+    out.devices = all.filter((d) => d.kind === 'videoinput').map((d) => d.label);
+    device = all.find((d) => d.kind === 'videoinput' && d.label === camera);
+    if (!device) await new Promise((r) => setTimeout(r, 100));
+  }
+  if (!device) { out.error = 'camera not listed'; return out; }
+  const t0 = performance.now();
+  const stream = await navigator.mediaDevices.getUserMedia({ video: {
+    deviceId: { exact: device.deviceId }, width: { exact: width }, height: { exact: height },
+    frameRate: { ideal: fps } } });
+  out.get_user_media_ms = Math.round(performance.now() - t0);
+  const track = stream.getVideoTracks()[0];
+  out.label = track.label;
+  out.settings = track.getSettings();
+  const video = document.getElementById('v');
+  video.srcObject = stream;
+  await video.play();
+  // A canvas that holds one row of the marker's columns; willReadFrequently keeps it in memory,
+  // so getImageData is a copy, not a GPU readback.
+  const canvas = new OffscreenCanvas((BITS + 1) * COLUMN, 1);
+  const ctx = canvas.getContext('2d', { willReadFrequently: true });
+  const bins = Math.ceil(seconds);
+  out.unique_per_second = new Array(bins).fill(0);
+  let start = null, last = null, lastPresented = null;
+  const latencies = [];
+  await new Promise((resolve) => {
+    const onFrame = (now, md) => {
+      if (start === null) start = now;
+      const elapsed = (now - start) / 1000;
+      if (elapsed >= seconds) { resolve(); return; }
+      out.frames++;
+      const size = md.width + 'x' + md.height;
+      out.sizes[size] = (out.sizes[size] ?? 0) + 1;
+      if (lastPresented !== null && md.presentedFrames > lastPresented + 1)
+        out.missed_callbacks += md.presentedFrames - lastPresented - 1;
+      lastPresented = md.presentedFrames;
+      if (md.captureTime !== undefined) latencies.push(md.expectedDisplayTime - md.captureTime);
+      ctx.drawImage(video, 0, row, canvas.width, 1, 0, 0, canvas.width, 1);
+      const px = ctx.getImageData(0, 0, canvas.width, 1).data;
+      const seq = decode(px);
+      if (seq < 0) {
+        out.corrupt++;
+        if (out.corrupt_samples.length < 3) out.corrupt_samples.push(Array.from(px.slice(0, 68)));
+      } else if (last !== null && ((seq - last) & 0xffff) === 0) {
+        out.repeats++;
+      } else if (last !== null && ((seq - last) & 0xffff) >= 0x8000) {
+        out.repeats++;  // older than the last one: out of order, counted with the repeats
+      } else {
+        if (out.first_sequence === null) out.first_sequence = seq;
+        if (last !== null && ((seq - last) & 0xffff) > 1) {
+          out.gaps += ((seq - last) & 0xffff) - 1;
+          if (out.gap_samples.length < 10) out.gap_samples.push([last, seq, Math.round(elapsed * 1000)]);
+        }
+        last = seq;
+        out.unique++;
+        out.unique_per_second[Math.floor(elapsed)]++;
+      }
+      video.requestVideoFrameCallback(onFrame);
+    };
+    video.requestVideoFrameCallback(onFrame);
+  });
+  out.unique_fps = Math.round((out.unique / seconds) * 100) / 100;
+  if (latencies.length) {
+    latencies.sort((a, b) => a - b);
+    out.capture_to_display_p50_ms = Math.round(latencies[Math.floor(latencies.length / 2)] * 10) / 10;
+    out.capture_to_display_p99_ms =
+      Math.round(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * 0.99))] * 10) / 10;
+  }
+  track.stop();
+  return out;
+};
+</script>`;
+
+async function main() {
+  const { values } = parseArgs({ options: {
+    camera: { type: 'string', default: 'Sync Camera' },
+    width: { type: 'string', default: '640' }, height: { type: 'string', default: '360' },
+    fps: { type: 'string', default: '30' }, seconds: { type: 'string', default: '10' },
+    row: { type: 'string', default: '0' },
+  } });
+  const args = { camera: values.camera, width: Number(values.width), height: Number(values.height),
+                 fps: Number(values.fps), seconds: Number(values.seconds), row: Number(values.row) };
+  if (!process.env.DISPLAY) throw new Error('no DISPLAY: run under Xvfb');
+  const profile = await mkdtemp(path.join(tmpdir(), 'sync-chromium-camera-'));
+  const launched = Date.now();
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM, headless: false, args: CAMERA_FLAGS,
+    viewport: { width: 800, height: 600 },
+  });
+  const logs = [];
+  try {
+    // Chromium's own site permission, as a user's "Allow" would give it; the portal's is
+    // granted separately, in the permission store (the test does it).
+    await context.grantPermissions(['camera'], { origin: ORIGIN });
+    await context.route(`${ORIGIN}/**`, (route) => route.fulfill({
+      status: 200, contentType: 'text/html; charset=utf-8', body: PAGE }));
+    const page = await context.newPage();
+    page.on('console', (m) => logs.push(`[${m.type()}] ${m.text()}`));
+    page.on('pageerror', (e) => logs.push(`[pageerror] ${e}`));
+    await page.goto(`${ORIGIN}/camera.html`);
+    const result = await page.evaluate((a) => window.runCamera(a), args);
+    result.user_agent = await page.evaluate(() => navigator.userAgent);
+    result.launch_to_result_s = Math.round((Date.now() - launched) / 100) / 10;
+    result.logs = logs.slice(-20);
+    process.stdout.write(JSON.stringify(result) + '\n');
+  } finally {
+    await context.close().catch(() => {});
+    await rm(profile, { recursive: true, force: true }).catch(() => {});
+  }
+}
+
+main().catch((e) => {
+  process.stderr.write(`camera_consumer: ${e.stack ?? e}\n`);
+  process.exit(1);
+});
