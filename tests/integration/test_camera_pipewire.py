@@ -32,16 +32,14 @@ def camera_stats(syncd, name):
     return s["publishers"]["camera"] if s else None
 
 
-async def produce(url, name, width, height, fps, stop, first_sequence=1, opened=None,
-                  fmt="rgba8"):
-    """Sends marker frames of format fmt (rgba8, bgra8, i420, nv12) at fps (paced by the clock,
-    late frames not caught up) until stop is set. Sequences stay below 2**16, the marker's
-    reach."""
+async def produce(url, name, width, height, fps, stop, first_sequence=1, opened=None):
+    """Sends marker frames at fps (paced by the clock, late frames not caught up) until stop is
+    set. Sequences stay below 2**16, the marker's reach."""
     async with websockets.connect(url, max_size=None) as ws:
         await ws.send(json.dumps({"type": "hello", "protocol": 1}))
         assert json.loads(await ws.recv())["type"] == "welcome"
         await ws.send(json.dumps({"type": "stream.open", "name": name, "width": width,
-                                  "height": height, "format": fmt, "fps": fps}))
+                                  "height": height, "format": "rgba8", "fps": fps}))
         reply = json.loads(await ws.recv())
         assert reply["type"] == "stream.opened", reply
         if opened is not None:
@@ -49,9 +47,9 @@ async def produce(url, name, width, height, fps, stop, first_sequence=1, opened=
         sequence = first_sequence
         start = time.monotonic()
         while not stop.is_set():
-            frame = marker_frame(fmt, sequence & 0xFFFF, width, height)
+            frame = marker_frame("rgba8", sequence & 0xFFFF, width, height)
             await ws.send(frame_message(reply["stream"], sequence, frame, width, height,
-                                        FORMAT_CODES[fmt], with_hash=False))
+                                        FORMAT_CODES["rgba8"], with_hash=False))
             sequence += 1
             delay = start + (sequence - first_sequence) / fps - time.monotonic()
             await asyncio.sleep(max(0.0, delay))
@@ -60,17 +58,16 @@ async def produce(url, name, width, height, fps, stop, first_sequence=1, opened=
 class Producer:
     """produce() on its own thread, so the test's thread can run the consumer meanwhile."""
 
-    def __init__(self, syncd, name="cam", width=W, height=H, fps=FPS, fmt="rgba8"):
+    def __init__(self, syncd, name="cam", width=W, height=H, fps=FPS):
         self.stop = threading.Event()
         self.opened = threading.Event()
         self.error = None
-        self.fmt = fmt
         self.thread = threading.Thread(target=self._run,
                                        args=(syncd.url, name, width, height, fps))
 
     def _run(self, *args):
         try:
-            asyncio.run(produce(*args, self.stop, opened=self.opened, fmt=self.fmt))
+            asyncio.run(produce(*args, self.stop, opened=self.opened))
         except websockets.ConnectionClosed:
             pass  # syncd stopped under the producer: a test's doing
         except Exception as e:  # reported by __exit__
