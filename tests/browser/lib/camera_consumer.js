@@ -114,7 +114,6 @@ window.runCamera = async ({ camera, width, height, fps, seconds, row, warmup, re
   const bins = Math.ceil(seconds);
   out.unique_per_second = new Array(bins).fill(0);
   let start = null, last = null, lastPresented = null;
-  const latencies = [];
   await new Promise((resolve) => {
     const onFrame = async (now, md) => {
       if (start === null) start = now;
@@ -134,7 +133,6 @@ window.runCamera = async ({ camera, width, height, fps, seconds, row, warmup, re
       if (lastPresented !== null && md.presentedFrames > lastPresented + 1)
         out.missed_callbacks += md.presentedFrames - lastPresented - 1;
       lastPresented = md.presentedFrames;
-      if (md.captureTime !== undefined) latencies.push(md.expectedDisplayTime - md.captureTime);
       const seq = await readSequence();
       if (seq < 0) {
         out.corrupt++;
@@ -157,12 +155,6 @@ window.runCamera = async ({ camera, width, height, fps, seconds, row, warmup, re
     video.requestVideoFrameCallback(onFrame);
   });
   out.unique_fps = Math.round((out.unique / seconds) * 100) / 100;
-  if (latencies.length) {
-    latencies.sort((a, b) => a - b);
-    out.capture_to_display_p50_ms = Math.round(latencies[Math.floor(latencies.length / 2)] * 10) / 10;
-    out.capture_to_display_p99_ms =
-      Math.round(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * 0.99))] * 10) / 10;
-  }
   track.stop();
   return out;
 };
