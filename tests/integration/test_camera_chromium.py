@@ -18,6 +18,7 @@
 The CI run is 640x360 at 30 fps for 10 s. SYNC_CAMERA_LONG=1 adds 1080p60 for 60 s."""
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -60,7 +61,7 @@ def bus_has_name(name):
     return p.returncode == 0 and "true" in p.stdout
 
 
-def wait_until(ready, what, timeout=15.0, proc=None, log=""):
+def wait_until(ready, what, timeout=15.0, proc=None, log=lambda: ""):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -68,7 +69,7 @@ def wait_until(ready, what, timeout=15.0, proc=None, log=""):
         if ready():
             return
         time.sleep(0.05)
-    raise AssertionError(f"{what}: not ready after {timeout} s: {log() if log else ''}")
+    raise AssertionError(f"{what}: not ready after {timeout} s: {log()}")
 
 
 class ChromiumCameraSession:
@@ -91,7 +92,6 @@ class ChromiumCameraSession:
             os.close(write_end)
             write_end = None
             number = b""
-            import select
             while not number.endswith(b"\n"):
                 ready, _, _ = select.select([read_end], [], [], 10)
                 chunk = os.read(read_end, 16) if ready else b""
@@ -152,12 +152,20 @@ class ChromiumCameraSession:
         argv = ["node", CONSUMER, "--camera", CAMERA, "--width", str(width), "--height",
                 str(height), "--fps", str(fps), "--seconds", str(seconds), "--row",
                 str(height // 2), "--readback", readback]
-        p = subprocess.run(argv, cwd=BROWSER_TESTS, capture_output=True, text=True,
-                           timeout=seconds + 120)
+        # In the session's process group: its stop() ends node and Chromium if they outlive a
+        # failed test.
+        p = self.session.spawn("camera_consumer", argv, cwd=BROWSER_TESTS, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = p.communicate(timeout=seconds + 120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise AssertionError(f"camera_consumer.js: no result within {seconds + 120} s")
         if p.returncode != 0:
-            raise AssertionError(f"camera_consumer.js failed ({p.returncode}): {p.stderr[-4000:]}"
+            raise AssertionError(f"camera_consumer.js failed ({p.returncode}): {err[-4000:]}"
                                  f"\nportal: {self.session.log('xdg-desktop-portal', 2000)}")
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        return json.loads(out.strip().splitlines()[-1])
 
 
 @unittest.skipIf(missing_parts(), f"not installed: {' '.join(missing_parts())}")
