@@ -22,10 +22,12 @@ import select
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
 import pipewire_session
+from camera_marker import BITS, BLACK_Y, COLUMN, WHITE_Y, luma
 from harness import PRODUCER, Syncd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -220,6 +222,7 @@ class CameraInChromium(unittest.TestCase):
 
     def check(self, r, width, height, min_unique_fps):
         self.assertNotIn("error", r, r)
+        self.assertNotIn("timed_out", r, r)
         self.assertEqual(r["label"], CAMERA, r)
         self.assertEqual((r["settings"]["width"], r["settings"]["height"]), (width, height), r)
         self.assertEqual(r["sizes"], {f"{width}x{height}": r["frames"]}, r)
@@ -244,6 +247,58 @@ class CameraInChromium(unittest.TestCase):
                             syncd_args=("--camera-format", "i420"),
                             readback=os.environ.get("SYNC_CAMERA_READBACK", "videoframe"))
         self.check(r, 1920, 1080, min_unique_fps=50)
+
+
+class ProducerCameraMarker(unittest.TestCase):
+    """sync-producer --camera-marker draws what camera_marker.py reads, in every source format,
+    through the camera's conversion: checked on the v4l2loopback backend with a file for the
+    device (test_camera.py's way), so without PipeWire or Chromium."""
+
+    W, H, FRAMES = 320, 48, 12
+
+    def test_every_frame_carries_its_sequence_in_columns(self):
+        size = self.W * self.H * 3 // 2  # I420
+        for source in ("i420", "nv12", "rgba8", "bgra8"):
+            with self.subTest(source=source), tempfile.TemporaryDirectory() as tmp:
+                device = os.path.join(tmp, "video10")
+                open(device, "wb").close()
+                with Syncd("--publisher", "camera", "--camera-device", device,
+                           "--camera-format", "i420") as syncd:
+                    p = subprocess.run(
+                        [PRODUCER, "--url", syncd.url, "--stream", "cam", "--width", str(self.W),
+                         "--height", str(self.H), "--format", source, "--fps", "20",
+                         "--frames", str(self.FRAMES), "--camera-marker", "--quiet"],
+                        capture_output=True, text=True, timeout=60)
+                    self.assertEqual(p.returncode, 0, p.stderr)
+                    cam = syncd.wait_for(lambda: (lambda c: c if c and c["offered"] == self.FRAMES
+                                                  and c["converting"] == 0 else None)(
+                        camera_stats(syncd, "cam")))
+                    self.assertEqual(syncd.stop(), 0)
+                with open(device, "rb") as f:
+                    data = f.read()
+                self.assertEqual(len(data), cam["delivered"] * size, cam)
+                self.assertGreaterEqual(cam["delivered"], self.FRAMES - 2, cam)
+                sequences = []
+                for i in range(cam["delivered"]):
+                    frame = data[i * size:(i + 1) * size]
+                    # Row 0 starts with the 16-byte sequence marker; every other row has only
+                    # the columns: each within 2 of BT.601's black or white, the guard black.
+                    rows = []
+                    for y in (1, self.H // 2, self.H - 1):
+                        seq = 0
+                        for bit in range(BITS + 1):
+                            v = luma(frame, "i420", bit * COLUMN + COLUMN // 2, y, self.W)
+                            if bit < BITS and abs(v - WHITE_Y) <= 2:
+                                seq |= 1 << bit
+                            else:
+                                self.assertLessEqual(abs(v - BLACK_Y), 2, (source, i, y, bit, v))
+                        rows.append(seq)
+                    self.assertEqual(len(set(rows)), 1, (source, i, rows))
+                    sequences.append(rows[0])
+                # In order and distinct (a frame the camera dropped leaves a gap, never a
+                # repeat); the producer counts from 0 or 1.
+                self.assertEqual(sequences, sorted(set(sequences)), (source, sequences))
+                self.assertLessEqual(sequences[0], 1, sequences)
 
 
 if __name__ == "__main__":

@@ -114,7 +114,10 @@ window.runCamera = async ({ camera, width, height, fps, seconds, row, warmup, re
   const bins = Math.ceil(seconds);
   out.unique_per_second = new Array(bins).fill(0);
   let start = null, last = null, lastPresented = null;
+  let watchdog;
   await new Promise((resolve) => {
+    // A stream that stops showing frames ends the count too, reported, instead of hanging.
+    watchdog = setTimeout(() => { out.timed_out = true; resolve(); }, (warmup + seconds + 20) * 1000);
     const onFrame = async (now, md) => {
       if (start === null) start = now;
       // The first warmup seconds are the stream's start in Chromium: checked for corrupt
@@ -154,6 +157,7 @@ window.runCamera = async ({ camera, width, height, fps, seconds, row, warmup, re
     };
     video.requestVideoFrameCallback(onFrame);
   });
+  clearTimeout(watchdog);
   out.unique_fps = Math.round((out.unique / seconds) * 100) / 100;
   track.stop();
   return out;
