@@ -15,7 +15,9 @@
    with --enable-features=WebRtcPipeWireCamera: getUserMedia opens "Sync Camera"; the page
    reads each frame with requestVideoFrameCallback and decodes the marker from a canvas.
 
-The CI run is 640x360 at 30 fps for 10 s. SYNC_CAMERA_LONG=1 adds 1080p60 for 60 s."""
+The CI run is 640x360 at 30 fps for 10 s. SYNC_CAMERA_LONG=1 adds 1080p60 for 60 s.
+ProducerCameraMarker checks sync-producer's --camera-marker alone, through the camera's file
+backend."""
 import json
 import os
 import select
