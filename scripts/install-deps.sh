@@ -16,6 +16,7 @@ packages=(
   pipewire pipewire-bin wireplumber libpipewire-0.3-dev libspa-0.2-dev dbus-daemon
   gstreamer1.0-pipewire gstreamer1.0-tools gstreamer1.0-plugins-base python3-gst-1.0
   gir1.2-gstreamer-1.0 python3-gi
+  xvfb xdg-desktop-portal xdg-desktop-portal-gtk libglib2.0-bin
   libsrtp2-dev libisal-dev x264
 )
 # npm: Debian's package only when no npm is on PATH (NodeSource's nodejs ships its own npm and

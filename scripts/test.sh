@@ -12,6 +12,9 @@ fuzz_seconds=${SYNC_FUZZ_SECONDS:-30}
 echo "== release build and tests"
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$jobs"
+# playwright-core for the browser tests, and for test_camera_chromium (Chromium as the camera's
+# consumer) among the integration tests.
+(cd tests/browser && npm ci --no-audit --no-fund)
 # Every test must pass the first time, except the timing-contract tests (label "timing": paced
 # 60 fps, audio continuity and RTT under video load), which measure a shared 2-core machine: one
 # of those that fails is run once more, and both runs stay in the log.
@@ -19,7 +22,7 @@ ctest --test-dir build/release --output-on-failure -j1 -LE timing
 ctest --test-dir build/release --output-on-failure -j1 -L timing --repeat until-pass:2
 
 echo "== browser tests (Debian chromium + playwright-core; web/sync.js, pages, tickets, credit)"
-(cd tests/browser && npm ci --no-audit --no-fund && SYNCD=$PWD/../../build/release/src/daemon/syncd npm test)
+(cd tests/browser && SYNCD=$PWD/../../build/release/src/daemon/syncd npm test)
 
 echo "== asan-ubsan build and tests"
 cmake --preset asan-ubsan >/dev/null

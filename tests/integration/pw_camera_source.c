@@ -178,17 +178,20 @@ int main(int argc, char* argv[]) {
 
   uint8_t storage[1024];
   struct spa_pod_builder builder = SPA_POD_BUILDER_INIT(storage, sizeof storage);
-  const struct spa_pod* params[1];
-  params[0] = spa_pod_builder_add_object(
-      &builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat, SPA_FORMAT_mediaType,
-      SPA_POD_Id(SPA_MEDIA_TYPE_video), SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw),
-      SPA_FORMAT_VIDEO_format,
-      SPA_POD_CHOICE_ENUM_Id(4, SPA_VIDEO_FORMAT_I420, SPA_VIDEO_FORMAT_I420, SPA_VIDEO_FORMAT_NV12,
-                             SPA_VIDEO_FORMAT_YUY2),
-      SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&SPA_RECTANGLE(c.width, c.height)),
-      SPA_FORMAT_VIDEO_framerate, SPA_POD_Fraction(&SPA_FRACTION(c.fps, 1)));
+  /* One EnumFormat per format, each fixed: Chromium's PipeWire capture (WebRTC's
+   * pipewire_session.cc) ignores an EnumFormat whose format is a choice, and lists no camera
+   * without a format it could parse. pipewiresrc takes either. */
+  const uint32_t formats[3] = {SPA_VIDEO_FORMAT_I420, SPA_VIDEO_FORMAT_NV12, SPA_VIDEO_FORMAT_YUY2};
+  const struct spa_pod* params[3];
+  for (int i = 0; i < 3; i++)
+    params[i] = spa_pod_builder_add_object(
+        &builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat, SPA_FORMAT_mediaType,
+        SPA_POD_Id(SPA_MEDIA_TYPE_video), SPA_FORMAT_mediaSubtype,
+        SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw), SPA_FORMAT_VIDEO_format, SPA_POD_Id(formats[i]),
+        SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&SPA_RECTANGLE(c.width, c.height)),
+        SPA_FORMAT_VIDEO_framerate, SPA_POD_Fraction(&SPA_FRACTION(c.fps, 1)));
   int rc = pw_stream_connect(c.stream, PW_DIRECTION_OUTPUT, PW_ID_ANY,
-                             PW_STREAM_FLAG_DRIVER | PW_STREAM_FLAG_MAP_BUFFERS, params, 1);
+                             PW_STREAM_FLAG_DRIVER | PW_STREAM_FLAG_MAP_BUFFERS, params, 3);
   if (rc < 0) {
     fprintf(stderr, "pw_stream_connect: %s\n", spa_strerror(rc));
     return 1;

@@ -59,16 +59,55 @@ void draw_pattern(uint8_t* out, const FrameGeometry& g, size_t pattern) {
   }
 }
 
+// Grey chroma (U = V = 128) under the camera marker's columns, in either 4:2:0 layout, so its
+// black and white stay black and white through a conversion to RGB.
+void neutral_marker_chroma(uint8_t* out, const FrameGeometry& g) {
+  media::FrameLayout layout;
+  media::frame_layout(g.format, g.width, g.height, layout);
+  // I420: a U and a V plane of half width; NV12: one plane of interleaved U, V (full width).
+  const uint32_t chroma_bytes = g.format == media::PixelFormat::kNv12
+                                    ? FrameSource::kCameraMarkerWidth
+                                    : FrameSource::kCameraMarkerWidth / 2;
+  for (uint32_t p = 1; p < layout.plane_count; ++p)
+    for (uint32_t y = 0; y < layout.planes[p].rows; ++y)
+      std::memset(out + layout.planes[p].offset + size_t{y} * layout.planes[p].stride, 128,
+                  chroma_bytes);
+}
+
+// One row of the camera marker: kCameraMarkerWidth pixels of the first plane's format.
+// 4:2:0 luma is BT.601 limited range (black 16, white 235), as camera_marker.py expects.
+size_t draw_marker_row(uint8_t* row, media::PixelFormat format, uint64_t sequence) {
+  const bool yuv = format == media::PixelFormat::kNv12 || format == media::PixelFormat::kI420;
+  const size_t pixel = yuv ? 1 : 4;
+  for (uint32_t x = 0; x < FrameSource::kCameraMarkerWidth; ++x) {
+    const uint32_t bit = x / FrameSource::kCameraMarkerColumn;
+    const bool white = bit < FrameSource::kCameraMarkerBits && ((sequence >> bit) & 1) != 0;
+    uint8_t* px = row + x * pixel;
+    if (yuv) {
+      *px = white ? 235 : 16;
+    } else {
+      px[0] = px[1] = px[2] = white ? 0xFF : 0x00;
+      px[3] = 0xFF;
+    }
+  }
+  return FrameSource::kCameraMarkerWidth * pixel;
+}
+
 }  // namespace
 
 FrameSource::FrameSource(const FrameGeometry& geometry, uint32_t stream_id, Framing framing,
-                         uint32_t mask_key)
-    : geometry_(geometry), stream_id_(stream_id), framing_(framing), mask_key_(mask_key) {
+                         uint32_t mask_key, bool camera_marker)
+    : geometry_(geometry),
+      stream_id_(stream_id),
+      framing_(framing),
+      mask_key_(mask_key),
+      camera_marker_(camera_marker && geometry.width >= kCameraMarkerWidth) {
   const size_t pixel_bytes = geometry_.pixel_bytes();
   buffers_.resize(kPatternCount);
   for (size_t i = 0; i < kPatternCount; ++i) {
     buffers_[i].plain.resize(pixel_bytes);
     draw_pattern(buffers_[i].plain.data(), geometry_, i);
+    if (camera_marker_) neutral_marker_chroma(buffers_[i].plain.data(), geometry_);
     mask_buffer(buffers_[i]);
   }
 }
@@ -103,6 +142,13 @@ void FrameSource::prepare(uint64_t sequence, uint64_t capture_time_us, WireFrame
   Buffer& b = buffers_[sequence % buffers_.size()];
   const size_t pixel_bytes = b.plain.size();
   uint8_t* pixels = b.plain.data();
+  media::FrameLayout layout;
+  if (camera_marker_) {
+    media::frame_layout(geometry_.format, geometry_.width, geometry_.height, layout);
+    for (uint32_t y = 0; y < layout.planes[0].rows; ++y)
+      draw_marker_row(pixels + layout.planes[0].offset + size_t{y} * layout.planes[0].stride,
+                      geometry_.format, sequence);
+  }
   if (stamp_marker_) media::stamp_sequence_marker(pixels, sequence);
 
   media::FrameHeader header;
@@ -126,7 +172,18 @@ void FrameSource::prepare(uint64_t sequence, uint64_t capture_time_us, WireFrame
 
   // Bring the masked twin up to date: only the marker differs from the buffer it was made from.
   uint8_t* wire_pixels = b.masked.data();
-  if (stamp_marker_) {
+  if (camera_marker_) {
+    // Every row's marker changed too; mask each at its offset in the payload.
+    const size_t row_bytes = geometry_.format == media::PixelFormat::kNv12 ||
+                                     geometry_.format == media::PixelFormat::kI420
+                                 ? kCameraMarkerWidth
+                                 : size_t{kCameraMarkerWidth} * 4;
+    for (uint32_t y = 0; y < layout.planes[0].rows; ++y) {
+      const size_t offset = layout.planes[0].offset + size_t{y} * layout.planes[0].stride;
+      std::memcpy(wire_pixels + offset, pixels + offset, row_bytes);
+      ws::unmask(wire_pixels + offset, row_bytes, mask_key_, media::kFrameHeaderBytes + offset);
+    }
+  } else if (stamp_marker_) {
     std::memcpy(wire_pixels, pixels, media::kSequenceMarkerBytes);
     ws::unmask(wire_pixels, media::kSequenceMarkerBytes, mask_key_, media::kFrameHeaderBytes);
   }

@@ -56,11 +56,22 @@ class FrameSource {
     size_t bytes = 0;  // total of the iovecs: what goes on the wire for this frame
   };
 
+  // The system camera's test marker (tests/integration/camera_marker.py): the sequence's low
+  // kCameraMarkerBits bits as columns kCameraMarkerColumn pixels wide down the whole frame, bit i
+  // in column i, white for 1 and black for 0, then one black guard column. It survives the
+  // camera's conversions and a consumer's conversion to RGB, where the 16-byte sequence marker
+  // does not. Row 0 still starts with the sequence marker, over the first 16 bytes.
+  static constexpr uint32_t kCameraMarkerBits = 16;
+  static constexpr uint32_t kCameraMarkerColumn = 8;
+  static constexpr uint32_t kCameraMarkerWidth = (kCameraMarkerBits + 1) * kCameraMarkerColumn;
+
   // Allocates and draws the pattern buffers (and their masked twins for kWebSocket, masked with
   // mask_key as loaded by net/ws/unmask.h). pixel_bytes() must be at least
-  // media::kSequenceMarkerBytes.
-  FrameSource(const FrameGeometry& geometry, uint32_t stream_id, Framing framing,
-              uint32_t mask_key);
+  // media::kSequenceMarkerBytes. With camera_marker, width must be at least kCameraMarkerWidth:
+  // each frame then also carries the camera marker, drawn per frame (about 150 KB of a 1080p
+  // I420 frame, 600 KB of RGBA) and its chroma made neutral under it once.
+  FrameSource(const FrameGeometry& geometry, uint32_t stream_id, Framing framing, uint32_t mask_key,
+              bool camera_marker = false);
   // Access units to send in rotation (format h264): from split_access_units().
   FrameSource(const FrameGeometry& geometry, uint32_t stream_id, Framing framing, uint32_t mask_key,
               std::vector<std::vector<uint8_t>> access_units);
@@ -85,6 +96,7 @@ class FrameSource {
   uint32_t stream_id_;
   Framing framing_;
   uint32_t mask_key_;
+  bool camera_marker_ = false;
   bool stamp_marker_ = true;  // raw patterns: a marker makes every frame unique
   std::vector<Buffer> buffers_;
   std::array<uint8_t, media::kFrameHeaderBytes> header_{};

@@ -81,6 +81,7 @@ struct Options {
   std::string ticket_file;  // WebSocket only: where to write a receiver ticket for the stream
   uint32_t ticket_uses = 1;
   bool quiet = false;
+  bool camera_marker = false;
   bool realtime = false;  // asked for; after start-up, whether SCHED_FIFO was granted
 };
 
@@ -298,7 +299,7 @@ int run(const Options& opt) {
   FrameSource source =
       access_units.empty()
           ? FrameSource(request.geometry, transport->stream_id(), transport->framing(),
-                        transport->mask_key())
+                        transport->mask_key(), opt.camera_marker)
           : FrameSource(request.geometry, transport->stream_id(), transport->framing(),
                         transport->mask_key(), std::move(access_units));
   EventLog events(opt);
@@ -364,6 +365,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 16))
       ->capture_default_str();
   app.add_flag("--quiet", opt.quiet, "no status line, no server error echo");
+  app.add_flag("--camera-marker", opt.camera_marker,
+               "also draw the sequence as the camera tests' columns (camera_marker.py) in every "
+               "frame; needs a width of at least 136");
   app.add_flag("--realtime", opt.realtime,
                "pace at SCHED_FIFO when permitted: a qualification load generator keeps its "
                "schedule, like a page paced by the display's vsync, so lateness measured at "
@@ -385,6 +389,9 @@ int main(int argc, char** argv) {
     }
     if (layout.bytes < syncd::media::kSequenceMarkerBytes) {
       throw CLI::ValidationError("--width/--height", "a frame must hold the 16-byte marker");
+    }
+    if (opt.camera_marker && opt.width < FrameSource::kCameraMarkerWidth) {
+      throw CLI::ValidationError("--camera-marker", "needs a width of at least 136");
     }
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);

@@ -174,20 +174,31 @@ bool PipeWireBackend::create_stream_locked(std::string& error) {
   spa_pod_builder builder = SPA_POD_BUILDER_INIT(storage, sizeof storage);
   spa_rectangle size{width_, height_};
   spa_fraction rate{fps_num_, fps_den_};
+  // One EnumFormat per format, each with a fixed format, size and rate, the preferred one first.
+  // Not one param with a choice of formats: Chromium's PipeWire capture (WebRTC's
+  // pipewire_session.cc, ParseFormat) takes only a fixed video format per EnumFormat, ignores a
+  // param with SPA_CHOICE_Enum, and drops a camera with no format it could parse (seen: "Found
+  // Camera: Sync Camera", then getUserMedia's NotFoundError). GStreamer's pipewiresrc takes both.
   const uint32_t preferred = spa_video_format(preferred_);
-  const spa_pod* params[1];
-  params[0] = static_cast<const spa_pod*>(spa_pod_builder_add_object(
-      &builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat, SPA_FORMAT_mediaType,
-      SPA_POD_Id(SPA_MEDIA_TYPE_video), SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw),
-      SPA_FORMAT_VIDEO_format,
-      SPA_POD_CHOICE_ENUM_Id(4, preferred, SPA_VIDEO_FORMAT_I420, SPA_VIDEO_FORMAT_NV12,
-                             SPA_VIDEO_FORMAT_YUY2),
-      SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&size), SPA_FORMAT_VIDEO_framerate,
-      SPA_POD_Fraction(&rate)));
+  const uint32_t formats[3] = {SPA_VIDEO_FORMAT_I420, SPA_VIDEO_FORMAT_NV12, SPA_VIDEO_FORMAT_YUY2};
+  const spa_pod* params[3];
+  uint32_t n_params = 0;
+  auto add_format = [&](uint32_t format) {
+    params[n_params++] = static_cast<const spa_pod*>(spa_pod_builder_add_object(
+        &builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat, SPA_FORMAT_mediaType,
+        SPA_POD_Id(SPA_MEDIA_TYPE_video), SPA_FORMAT_mediaSubtype,
+        SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw), SPA_FORMAT_VIDEO_format, SPA_POD_Id(format),
+        SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&size), SPA_FORMAT_VIDEO_framerate,
+        SPA_POD_Fraction(&rate)));
+  };
+  add_format(preferred);
+  for (uint32_t format : formats)
+    if (format != preferred) add_format(format);
   // The worker drives the graph: a frame queued is followed by pw_stream_trigger_process().
   const int rc = pw_stream_connect(
       stream_, PW_DIRECTION_OUTPUT, PW_ID_ANY,
-      static_cast<pw_stream_flags>(PW_STREAM_FLAG_DRIVER | PW_STREAM_FLAG_MAP_BUFFERS), params, 1);
+      static_cast<pw_stream_flags>(PW_STREAM_FLAG_DRIVER | PW_STREAM_FLAG_MAP_BUFFERS), params,
+      n_params);
   if (rc < 0) {
     error = std::string("pw_stream_connect: ") + spa_strerror(rc);
     destroy_stream_locked();
