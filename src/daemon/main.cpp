@@ -4,11 +4,14 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 
 #include "media/publisher_factory.h"
 #include "net/http/authority.h"
+#include "relay/relay.h"
+#include "secure/certificate.h"
 #include "server/server.h"
 
 namespace {
@@ -132,7 +135,79 @@ int main(int argc, char** argv) {
   app.add_option("--audio-connect", audio_connect,
                  "JACK ports to capture: system, none, or a comma list")
       ->capture_default_str();
+  // The WAN relay (docs/wan.md).
+  std::string relay_to, relay_listen, peer_fingerprint, crypto = "srtp-aes-gcm";
+  syncd::relay::RelayConfig relay;
+  bool print_fingerprint = false;
+  app.add_option("--relay-to", relay_to,
+                 "WAN relay: send the first h264 stream (or --relay-stream) to HOST:PORT");
+  app.add_option("--relay-listen", relay_listen,
+                 "WAN relay: receive on [HOST:]PORT (UDP; 0 picks one) and publish what arrives");
+  app.add_option("--relay-stream", relay.stream, "WAN relay: the stream to send");
+  app.add_option(
+      "--peer-fingerprint", peer_fingerprint,
+      "WAN relay: the peer's certificate, 'sha-256 AB:CD:...' (its --print-fingerprint)");
+  app.add_option("--relay-cert", relay.identity_path,
+                 "WAN relay: this syncd's key and certificate (made on first use, mode 0600)")
+      ->default_str(syncd::relay::default_identity_path());
+  app.add_option("--dtls-rekey-interval", relay.rekey_interval_s,
+                 "WAN relay: seconds between re-keys (a fresh DTLS handshake, no stall)")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  app.add_option("--crypto", crypto, "WAN relay: SRTP suite (AES-128-GCM, RFC 7714, is the one)")
+      ->check(CLI::IsMember({"srtp-aes-gcm"}))
+      ->capture_default_str();
+  app.add_flag("--print-fingerprint", print_fingerprint,
+               "Print this syncd's relay certificate fingerprint (making the certificate if "
+               "needed) and exit");
   CLI11_PARSE(app, argc, argv);
+  if (print_fingerprint) {
+    syncd::secure::Identity identity;
+    const syncd::secure::IdentityResult r =
+        syncd::relay::load_relay_identity(relay.identity_path, identity);
+    if (!r.ok()) {
+      std::fprintf(stderr, "syncd: %s\n", r.message.c_str());
+      return 2;
+    }
+    std::printf("%s\n", syncd::secure::format_fingerprint(identity.fingerprint).c_str());
+    return 0;
+  }
+  if (!relay_to.empty() || !relay_listen.empty()) {
+    if (!relay_to.empty() && !relay_listen.empty()) {
+      std::fprintf(stderr, "syncd: --relay-to and --relay-listen: one syncd sends or receives\n");
+      return 2;
+    }
+    if (peer_fingerprint.empty()) {
+      std::fprintf(stderr,
+                   "syncd: the relay needs --peer-fingerprint (the peer's "
+                   "--print-fingerprint): it accepts no other peer\n");
+      return 2;
+    }
+    if (const auto e = syncd::secure::parse_fingerprint(peer_fingerprint, relay.peer_fingerprint);
+        e != syncd::secure::FingerprintParseError::kOk) {
+      std::fprintf(stderr, "syncd: --peer-fingerprint: %s\n", syncd::secure::to_string(e));
+      return 2;
+    }
+    relay.sender = !relay_to.empty();
+    const std::string& where = relay.sender ? relay_to : relay_listen;
+    // HOST:PORT, [V6]:PORT, or (listen) PORT alone.
+    const size_t colon = where.rfind(':');
+    std::string host = colon == std::string::npos ? "" : where.substr(0, colon);
+    const std::string port = colon == std::string::npos ? where : where.substr(colon + 1);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+      host = host.substr(1, host.size() - 2);
+    char* end = nullptr;
+    const unsigned long p = std::strtoul(port.c_str(), &end, 10);
+    if (port.empty() || *end != '\0' || p > 65535 || (relay.sender && (host.empty() || p == 0))) {
+      std::fprintf(stderr, "syncd: %s: expected %s\n",
+                   relay.sender ? "--relay-to" : "--relay-listen",
+                   relay.sender ? "HOST:PORT" : "[HOST:]PORT");
+      return 2;
+    }
+    relay.host = host;
+    relay.port = uint16_t(p);
+    cfg.relay = relay;
+  }
   if (!audio_source.empty()) {
     syncd::audio::AudioSourceConfig audio;
     std::string error;

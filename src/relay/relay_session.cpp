@@ -293,10 +293,13 @@ void RelaySession::on_message(ToRelay& m, uint64_t now_ns) {
     case ToRelay::Kind::kStreamOpened:
       describing_ = true;
       description_ = m.description;
-      next_report_ns_ = now_ns;  // tell the receiver now
+      // Tell the receiver now, before the first frame: it opens its stream from this.
+      if (connected()) send_sender_report(now_ns);
       break;
     case ToRelay::Kind::kStreamClosed:
-      if (describing_) send_sender_report(now_ns, true);
+      // The BYE waits for the stream's last packets to leave the pacer: it closes the
+      // receiver's stream, and a frame behind it would have nowhere to go.
+      goodbye_pending_ = describing_;
       describing_ = false;
       break;
     case ToRelay::Kind::kBufferFree:
@@ -316,6 +319,10 @@ void RelaySession::on_timer(uint64_t now_ns) {
   if (config_.sender) {
     pace(now_ns);
     if (connected() && now_ns >= next_report_ns_) send_sender_report(now_ns);
+    if (goodbye_pending_ && pacer_.next_event_ns(now_ns) == congestion::Pacer::kNoEvent) {
+      send_sender_report(now_ns, true);
+      goodbye_pending_ = false;
+    }
   } else if (connected()) {
     jitter_.advance(now_ns, *sink_);
     fec_decoder_.expire(now_ns);
@@ -328,7 +335,7 @@ void RelaySession::on_timer(uint64_t now_ns) {
 }
 
 void RelaySession::on_stop(uint64_t now_ns) {
-  if (config_.sender && describing_) send_sender_report(now_ns, true);
+  if (config_.sender && (describing_ || goodbye_pending_)) send_sender_report(now_ns, true);
   publish_stats();
 }
 
@@ -375,8 +382,21 @@ void RelaySession::send_frame(ToRelay& m, uint64_t now_ns) {
   // FEC redundancy for this frame, from the loss the receiver reports.
   fec_encoder_.set_shape(
       fec::choose_block_shape(loss_.estimate(), uint32_t(packetizer_.packet_count())));
-  FrameInfoWire wire{info.sequence, info.content_hash, info.capture_time_us, info.flags,
-                     info.accept_ns};
+  // RTP carries NAL units, not the byte stream: the receiver rebuilds the access unit with a
+  // 4-byte start code before every NAL unit (RFC 6184 has no room for the original's 3-byte
+  // ones or trailing zeros). The hash the receiver checks is therefore of that form, computed
+  // here from the same bytes; the producer's own hash was checked on this side's ingest.
+  uint64_t content_hash = info.content_hash;
+  if (info.flags & media::frame_flag::kHasContentHash) {
+    static constexpr uint8_t kStartCode[4] = {0, 0, 0, 1};
+    hasher_.reset();
+    rtp::split_annex_b(access_unit, [this](std::span<const uint8_t> nal) {
+      hasher_.update(kStartCode, sizeof(kStartCode));
+      hasher_.update(nal.data(), nal.size());
+    });
+    content_hash = hasher_.digest();
+  }
+  FrameInfoWire wire{info.sequence, content_hash, info.capture_time_us, info.flags, info.accept_ns};
   uint8_t frame_id[kFrameIdBytes], frame_time[kFrameTimeBytes], sender_time[kSenderTimeBytes];
   write_frame_id(wire, frame_id);
   write_frame_time(wire, frame_time);
@@ -419,6 +439,7 @@ void RelaySession::send_frame(ToRelay& m, uint64_t now_ns) {
       std::array<uint32_t, fec::kMaxM> handles;
       std::array<uint8_t*, fec::kMaxM> outs;
       const size_t repairs = fec_encoder_.ready_repair_count();
+      const size_t repair_bytes = fec_encoder_.ready_payload_bytes();  // emit_repairs frees it
       rtp::RtpHeader fh;
       fh.payload_type = kFecPayloadType;
       fh.ssrc = fec_ssrc_;
@@ -435,7 +456,7 @@ void RelaySession::send_frame(ToRelay& m, uint64_t now_ns) {
         for (size_t i = 0; i < repairs; ++i) {
           fh.sequence = fec_sequence_++;
           rtp::write_rtp_header(fh, store_.room(handles[i]));
-          store_.set_size(handles[i], fec_header + fec_encoder_.ready_payload_bytes());
+          store_.set_size(handles[i], fec_header + repair_bytes);
           ++counters_.fec_sent;
           queue_packet(handles[i], now_ns);
         }
@@ -644,6 +665,9 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
     }
   }
   if (events.bye && peer_described_) {
+    // The sender sent its last packets before its BYE: whatever is complete goes out before the
+    // stream closes (what is not, never will be).
+    jitter_.advance(UINT64_MAX, *sink_);
     peer_described_ = false;
     FromRelay m;
     m.kind = FromRelay::Kind::kPeerEnded;
@@ -813,7 +837,7 @@ void RelaySession::deliver_frame(const jitter::FrameEvent& frame) {
   if (!thread_->send_to_main(m)) frame_buffer_lent_[b] = false;
 }
 
-void RelaySession::send_receiver_feedback(uint64_t now_ns, bool nacks_only) {
+void RelaySession::send_receiver_feedback(uint64_t now_ns, bool due_only) {
   rtp::RtcpWriter w({rtcp_buffer_.data(), kRtcpBytes});
   std::array<rtp::ReportBlock, 1> blocks;
   size_t block_count = 0;
@@ -828,13 +852,17 @@ void RelaySession::send_receiver_feedback(uint64_t now_ns, bool nacks_only) {
     w.add_nack(own_ssrc, peer_media_ssrc_, std::span(nack_list_.data(), lost));
     ++counters_.nacks_sent;
   }
+  bool urgent = lost > 0;
   if (auto remb = estimator_.take_remb(now_ns)) {
     const uint32_t ssrcs[] = {peer_media_ssrc_};
-    w.add_remb(own_ssrc, *remb, ssrcs);
+    urgent |= w.add_remb(own_ssrc, *remb, ssrcs);
   }
-  if (jitter_.take_keyframe_request() && media_ssrc_known_) w.add_pli(own_ssrc, peer_media_ssrc_);
-  if (!nacks_only || lost > 0) send_rtcp(rtcp_buffer_, w.size());
-  if (!nacks_only) next_feedback_ns_ = now_ns + kReceiverReportNs;
+  if (jitter_.take_keyframe_request() && media_ssrc_known_)
+    urgent |= w.add_pli(own_ssrc, peer_media_ssrc_);
+  // Between the periodic reports, a packet goes only for what cannot wait: NACKs, a REMB the
+  // estimator wants out (a drop goes at once), a key frame request.
+  if (!due_only || urgent) send_rtcp(rtcp_buffer_, w.size());
+  if (!due_only) next_feedback_ns_ = now_ns + kReceiverReportNs;
 }
 
 // ---------------------------------------------------------------------------------------------

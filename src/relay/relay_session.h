@@ -19,6 +19,7 @@
 #include "congestion/delay_based_estimator.h"
 #include "congestion/loss_based_estimator.h"
 #include "congestion/pacer.h"
+#include "core/content_hash.h"
 #include "fec/decoder.h"
 #include "fec/encoder.h"
 #include "fec/policy.h"
@@ -137,7 +138,8 @@ class RelaySession final : public RelayHandler {
   // ---- receiver path ----
   void receive_rtp(std::span<uint8_t> packet, uint64_t now_ns);
   void accept_media(std::span<const uint8_t> packet, bool repaired, uint64_t now_ns);
-  void send_receiver_feedback(uint64_t now_ns, bool nacks_only);
+  // due_only: called between periodic reports; sends only if something cannot wait.
+  void send_receiver_feedback(uint64_t now_ns, bool due_only);
   void deliver_frame(const jitter::FrameEvent& frame);
   void free_frame_packets(std::span<const jitter::PacketRef> packets);
 
@@ -168,6 +170,7 @@ class RelaySession final : public RelayHandler {
   uint64_t rtp_epoch_ns_ = 0;
   uint32_t rtp_offset_ = 0;
   rtp::H264Packetizer packetizer_;
+  core::ContentHasher hasher_;
   fec::Encoder fec_encoder_;
   fec::LossEstimator loss_;  // from RRs and NACK runs: the FEC redundancy
   congestion::SendRateController rate_;
@@ -176,6 +179,7 @@ class RelaySession final : public RelayHandler {
   std::vector<uint32_t> history_;           // media sequence -> handle, kHistory entries
   std::vector<uint16_t> history_sequence_;  // which sequence each history entry holds
   bool describing_ = false;
+  bool goodbye_pending_ = false;  // the stream closed: BYE once the pacer is empty
   StreamDescription description_{};
   uint64_t next_report_ns_ = 0;
   uint32_t packets_sent_ = 0, octets_sent_ = 0;

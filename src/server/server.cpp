@@ -65,9 +65,9 @@ Server::Server(ServerConfig config)
       http_routes_(HttpRoutes::Services{config_, counters_, registry_, tickets_, *receivers_,
                                         [this] { return stats_json(); },
                                         [this] { return metrics_text(); }}),
-      stream_control_(config_, &loop_, registry_, tickets_, control_,
-                      [this] { return stats_json(); },
-                      [this](uint64_t id) { return find_connection(id); }),
+      stream_control_(
+          config_, &loop_, registry_, tickets_, control_, [this] { return stats_json(); },
+          [this](uint64_t id) { return find_connection(id); }),
       discard_(new uint8_t[config_.read_window_bytes]) {
   uv_loop_init(&loop_);
   // A closed stream's pool is unmapped on a libuv pool thread (when the stream held its last
@@ -138,8 +138,8 @@ int Server::start() {
   listener_.data = this;
   sockaddr_storage addr{};
   int rc = uv_ip4_addr(config_.host.c_str(), config_.port, reinterpret_cast<sockaddr_in*>(&addr));
-  if (rc < 0) rc = uv_ip6_addr(config_.host.c_str(), config_.port,
-                               reinterpret_cast<sockaddr_in6*>(&addr));
+  if (rc < 0)
+    rc = uv_ip6_addr(config_.host.c_str(), config_.port, reinterpret_cast<sockaddr_in6*>(&addr));
   if (rc < 0) return rc;
   rc = uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&addr), 0);
   if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 511, &on_connection);
@@ -193,6 +193,16 @@ int Server::start() {
       uv_timer_start(&pattern_timer_, &on_pattern_timer, 1, 0);
     }
   }
+  if (config_.relay) {
+    // A relay that cannot start (its port taken, its identity file refused) is a failure to
+    // start: the operator asked for it by name.
+    std::string error;
+    relay_ = relay::Relay::start(*config_.relay, registry_, &loop_, error);
+    if (!relay_) {
+      std::fprintf(stderr, "syncd: relay: %s\n", error.c_str());
+      return UV_EINVAL;
+    }
+  }
   if (config_.audio) {
     audio_ = std::make_unique<AudioService>(&loop_, *config_.audio);
     std::string error;
@@ -203,11 +213,16 @@ int Server::start() {
   }
   register_control();
   std::printf("syncd listening on %s:%u\n", ip, unsigned(bound_port_));
+  // After the first line, which tools read for the port.
+  if (relay_ && !config_.relay->sender)
+    std::printf("syncd relay listening on udp port %u\n", unsigned(relay_->local_port()));
   std::fflush(stdout);
   return 0;
 }
 
-int Server::run() { return uv_run(&loop_, UV_RUN_DEFAULT); }
+int Server::run() {
+  return uv_run(&loop_, UV_RUN_DEFAULT);
+}
 
 void Server::on_connection(uv_stream_t* listener, int status) {
   auto* self = static_cast<Server*>(listener->data);
@@ -324,6 +339,9 @@ void Server::stop() {
   if (listening_) uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
   listening_ = false;
   if (pattern_) pattern_->stop();
+  // The relay's thread first: it hands back the frames it held to the relay publisher, which
+  // the registry still owns.
+  if (relay_) relay_->stop();
   registry_.stop_publishers();  // worker threads end; the frames they held are released
   if (audio_) audio_->stop();
   if (pose_) pose_->stop();
@@ -444,8 +462,9 @@ std::string Server::stats_json() {
       {"ws_close_1007", c.ws_close_1007},
       {"ws_close_1009", c.ws_close_1009},
       {"control_errors", c.control_errors},
-      {"frames_rejected", {{"unknown_stream", c.frames_rejected_unknown_stream},
-                           {"bad_header", c.frames_rejected_bad_header}}},
+      {"frames_rejected",
+       {{"unknown_stream", c.frames_rejected_unknown_stream},
+        {"bad_header", c.frames_rejected_bad_header}}},
       {"read_turns", {{"yielded", c.read_turns_yielded}, {"continued", c.read_turns_continued}}},
   };
   j["process"] = {{"resident_memory_bytes", core::resident_memory_bytes()},
@@ -458,6 +477,7 @@ std::string Server::stats_json() {
                    {"ticks_skipped", pattern_->frames_skipped()}};
   }
   if (pose_) pose_->write_stats(j);
+  if (relay_) relay_->write_stats(j);
   registry_.write_stats(j);
   if (audio_) audio_->write_stats(j);
   return j.dump();
@@ -524,6 +544,7 @@ std::string Server::metrics_text() {
              c.frames_rejected_unknown_stream);
   out.sample("syncd_frames_rejected_total", "reason=\"bad_header\"", c.frames_rejected_bad_header);
   if (pose_) pose_->write_metrics(out);
+  if (relay_) relay_->write_metrics(out);
   registry_.write_metrics(out);
   if (audio_) audio_->write_metrics(out);
   return out.text();

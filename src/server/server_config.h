@@ -13,6 +13,7 @@
 #include "media/publishers/camera/camera_publisher.h"
 #include "media/publishers/shm_publisher.h"
 #include "media/stream_registry.h"
+#include "relay/relay.h"
 #include "server/socket_writer.h"
 
 namespace syncd::server {
@@ -27,8 +28,9 @@ struct ServerConfig {
   media::CameraConfig camera;  // --camera-*
   std::optional<media::PatternConfig> pattern;
   std::optional<audio::AudioSourceConfig> audio;  // --audio-source
-  std::vector<std::string> allowed_origins;  // exact Origin values allowed besides loopback
-  std::vector<std::string> allowed_hosts;    // Host names allowed besides loopback (--allow-host)
+  std::optional<relay::RelayConfig> relay;        // --relay-to / --relay-listen (docs/wan.md)
+  std::vector<std::string> allowed_origins;       // exact Origin values allowed besides loopback
+  std::vector<std::string> allowed_hosts;  // Host names allowed besides loopback (--allow-host)
   // Lowered at start to fit the descriptor limit (raised to its hard value), less a reserve.
   size_t max_connections = 1024;
   size_t max_header_bytes = 8192;
@@ -45,7 +47,7 @@ struct ServerConfig {
   size_t output_budget_bytes = 64ull << 20;  // copied output queued across all connections
   bool status_line = false;                  // live status line on stderr
   std::string headtracker;                   // "", "auto", "/dev/hidrawN" or "replay:FILE"
-  uint32_t receiver_max_frames = 2;  // HTTP stream receivers: frames in flight at most
+  uint32_t receiver_max_frames = 2;          // HTTP stream receivers: frames in flight at most
   media::StreamLimits stream_limits;
 };
 
@@ -57,26 +59,26 @@ struct ServerCounters {
   uint64_t silent_closes = 0;        // nothing sent within silent_timeout_ms: closed
   uint64_t handshake_timeouts = 0;
   uint64_t idle_timeouts = 0;
-  uint64_t write_timeouts = 0;         // nothing taken for --write-timeout-ms: closed
-  uint64_t slow_consumer_closes = 0;   // a reply past the output limits: closed
+  uint64_t write_timeouts = 0;           // nothing taken for --write-timeout-ms: closed
+  uint64_t slow_consumer_closes = 0;     // a reply past the output limits: closed
   uint64_t reads_paused_for_output = 0;  // a peer's replies went unread: its requests wait
-  uint64_t http_responses[6] = {};  // by status class: index status/100
-  uint64_t http_bad_requests = 0;   // 400
-  uint64_t http_headers_too_large = 0;  // 431
-  uint64_t http_not_found = 0;      // 404
+  uint64_t http_responses[6] = {};       // by status class: index status/100
+  uint64_t http_bad_requests = 0;        // 400
+  uint64_t http_headers_too_large = 0;   // 431
+  uint64_t http_not_found = 0;           // 404
   uint64_t http_method_not_allowed = 0;  // 405
-  uint64_t origin_refused = 0;      // 403
-  uint64_t http_host_refused = 0;   // 421: Host names neither loopback nor --allow-host
-  uint64_t http_host_invalid = 0;   // 400: Host missing (HTTP/1.1), repeated or malformed
-  uint64_t http_framing_refused = 0;  // 400: smuggling-prone framing or a body
-  uint64_t origin_missing_refused = 0;  // 403: POST with neither Origin nor Sync-Client
-  uint64_t tickets_refused = 0;     // 403 on /streams/
-  uint64_t version_refused = 0;     // 426
-  uint64_t ws_protocol_errors = 0;  // closes we initiated for 1002/1007/1009
+  uint64_t origin_refused = 0;           // 403
+  uint64_t http_host_refused = 0;        // 421: Host names neither loopback nor --allow-host
+  uint64_t http_host_invalid = 0;        // 400: Host missing (HTTP/1.1), repeated or malformed
+  uint64_t http_framing_refused = 0;     // 400: smuggling-prone framing or a body
+  uint64_t origin_missing_refused = 0;   // 403: POST with neither Origin nor Sync-Client
+  uint64_t tickets_refused = 0;          // 403 on /streams/
+  uint64_t version_refused = 0;          // 426
+  uint64_t ws_protocol_errors = 0;       // closes we initiated for 1002/1007/1009
   uint64_t ws_close_1002 = 0;
   uint64_t ws_close_1007 = 0;
   uint64_t ws_close_1009 = 0;
-  uint64_t control_errors = 0;      // error replies to control messages
+  uint64_t control_errors = 0;                  // error replies to control messages
   uint64_t frames_rejected_unknown_stream = 0;  // frames naming no stream of theirs
   uint64_t frames_rejected_bad_header = 0;
   // Read turns that reached --read-turn-kb: yielded to others waiting, or went on (nobody was).

@@ -1,0 +1,181 @@
+#include "relay/relay.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "core/clock.h"
+
+namespace syncd::relay {
+
+std::string default_identity_path() {
+  if (const char* state = std::getenv("XDG_STATE_HOME"); state && *state)
+    return std::string(state) + "/sync/relay-identity.pem";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.local/state/sync/relay-identity.pem";
+}
+
+secure::IdentityResult load_relay_identity(const std::string& path, secure::Identity& out) {
+  if (!path.empty()) return secure::load_or_create_identity(path, out);
+  const std::string file = default_identity_path();
+  // mkdir -p of the folders, private: the key sits in the last.
+  for (size_t slash = file.find('/', 1); slash != std::string::npos;
+       slash = file.find('/', slash + 1))
+    ::mkdir(file.substr(0, slash).c_str(), 0700);
+  return secure::load_or_create_identity(file, out);
+}
+
+Relay::Relay(const RelayConfig& config, media::StreamRegistry& registry)
+    : config_(config), registry_(registry) {}
+
+Relay::~Relay() {
+  stop();
+}
+
+std::unique_ptr<Relay> Relay::start(const RelayConfig& config, media::StreamRegistry& registry,
+                                    uv_loop_t* loop, std::string& error) {
+  std::unique_ptr<Relay> relay(new Relay(config, registry));
+  const secure::IdentityResult id = load_relay_identity(config.identity_path, relay->identity_);
+  if (!id.ok()) {
+    error = id.message;
+    return nullptr;
+  }
+  RelaySessionConfig sc;
+  sc.sender = config.sender;
+  sc.peer = config.peer_fingerprint;
+  sc.keys.rekey_interval_ns = config.rekey_interval_s * 1'000'000'000ull;
+  auto session = std::make_unique<RelaySession>(sc, relay->identity_);
+  relay->session_ = session.get();
+  RelayThreadConfig tc;
+  if (config.sender) {
+    tc.peer_host = config.host;
+    tc.peer_port = config.port;
+  } else {
+    tc.bind_host = config.host.empty() ? "0.0.0.0" : config.host;
+    tc.bind_port = config.port;
+  }
+  relay->thread_ =
+      std::make_unique<RelayThread>(tc, std::move(session), &Relay::on_message, relay.get());
+  if (!relay->thread_->start(loop, error)) return nullptr;
+  if (config.sender) {
+    auto publisher = std::make_unique<RelayPublisher>(*relay->thread_, config.stream);
+    relay->publisher_ = publisher.get();
+    registry.add_publisher(std::move(publisher));
+  } else {
+    relay->source_ = std::make_unique<RelaySource>(registry, *relay->thread_);
+  }
+  return relay;
+}
+
+void Relay::stop() {
+  if (thread_) thread_->stop();  // the frames the session held come back as kFrameDone
+  if (source_) source_->close();
+}
+
+void Relay::on_message(FromRelay& m, void* context) {
+  auto* self = static_cast<Relay*>(context);
+  switch (m.kind) {
+    case FromRelay::Kind::kFrameDone:
+      if (self->publisher_) self->publisher_->on_frame_done(m);
+      break;
+    case FromRelay::Kind::kFrameIn:
+      if (self->source_) self->source_->on_frame_in(m, core::monotonic_ns());
+      break;
+    case FromRelay::Kind::kDescription:
+      if (self->source_) self->source_->on_description(m.description);
+      break;
+    case FromRelay::Kind::kPeerEnded:
+      if (self->source_) self->source_->on_peer_ended();
+      break;
+  }
+}
+
+void Relay::write_stats(nlohmann::json& out) const {
+  const RelaySessionStats& s = session_->stats();
+  const RelaySocketCounters& k = thread_->counters();
+  auto v = [](const auto& atomic) { return atomic.load(std::memory_order_relaxed); };
+  nlohmann::json j = {
+      {"role", config_.sender ? "sender" : "receiver"},
+      {"peer", config_.sender ? config_.host + ":" + std::to_string(config_.port) : ""},
+      {"local_port", thread_->local_port()},
+      {"fingerprint", secure::format_fingerprint(identity_.fingerprint)},
+      {"state", RelaySession::state_name(RelaySession::State(v(s.state)))},
+      {"keys",
+       {{"handshakes", v(s.handshakes)},
+        {"send_epoch", v(s.send_epoch)},
+        {"rekeys", v(s.rekeys)},
+        {"dtls_failures", v(s.dtls_failures)},
+        {"fingerprint_mismatches", v(s.fingerprint_mismatches)}}},
+      {"refused",
+       {{"foreign_datagrams", v(s.foreign_datagrams)},
+        {"srtp", v(s.srtp_refused)},
+        {"srtp_auth_failed", v(s.srtp_auth_failed)},
+        {"srtp_replayed", v(s.srtp_replayed)},
+        {"rtp", v(s.rtp_refused)},
+        {"rtcp", v(s.rtcp_refused)}}},
+      {"rtt_us", v(s.rtt_us)},
+      {"socket",
+       {{"datagrams_received", v(k.datagrams_received)},
+        {"bytes_received", v(k.bytes_received)},
+        {"datagrams_sent", v(k.datagrams_sent)},
+        {"bytes_sent", v(k.bytes_sent)},
+        {"send_dropped", v(k.send_dropped)},
+        {"send_errors", v(k.send_errors)},
+        {"receive_batches", v(k.receive_batches)}}},
+  };
+  if (config_.sender) {
+    j["sender"] = {{"frames_sent", v(s.frames_sent)},
+                   {"frames_refused", v(s.frames_refused)},
+                   {"packets_sent", v(s.packets_sent)},
+                   {"fec_packets_sent", v(s.fec_packets_sent)},
+                   {"rtx_packets_sent", v(s.rtx_packets_sent)},
+                   {"nacked_packets", v(s.nacked_packets)},
+                   {"nacked_unavailable", v(s.nacked_unavailable)},
+                   {"pacer_expired", v(s.pacer_expired)},
+                   {"no_packet_buffer", v(s.no_packet_buffer)},
+                   {"target_bps", v(s.target_bps)},
+                   {"remb_bps", v(s.remb_bps)},
+                   {"peer_fraction_lost", v(s.peer_fraction_lost)}};
+  } else {
+    nlohmann::json source;
+    source_->write_stats(source);
+    j["receiver"] = {{"packets_received", v(s.packets_received)},
+                     {"packets_recovered_fec", v(s.packets_recovered_fec)},
+                     {"packets_recovered_rtx", v(s.packets_recovered_rtx)},
+                     {"frames_complete", v(s.frames_complete)},
+                     {"frames_dropped", v(s.frames_dropped)},
+                     {"frames_malformed", v(s.frames_malformed)},
+                     {"frames_no_buffer", v(s.frames_no_buffer)},
+                     {"nacks_sent", v(s.nacks_sent)},
+                     {"estimate_bps", v(s.estimate_bps)},
+                     {"jitter_target_us", v(s.jitter_target_us)},
+                     {"skew_ppm", v(s.skew_ppm_milli) / 1000.0},
+                     {"source", source}};
+  }
+  out["relay"] = std::move(j);
+}
+
+void Relay::write_metrics(telemetry::PrometheusText& out) const {
+  const RelaySessionStats& s = session_->stats();
+  auto v = [](const auto& atomic) { return uint64_t(atomic.load(std::memory_order_relaxed)); };
+  out.family("syncd_relay_handshakes_total", "counter", "DTLS handshakes the relay completed.");
+  out.sample("syncd_relay_handshakes_total", "", v(s.handshakes));
+  out.family("syncd_relay_refused_total", "counter",
+             "Datagrams the relay refused, by what was wrong with them.");
+  out.sample("syncd_relay_refused_total", "what=\"foreign\"", v(s.foreign_datagrams));
+  out.sample("syncd_relay_refused_total", "what=\"srtp\"", v(s.srtp_refused));
+  out.sample("syncd_relay_refused_total", "what=\"rtp\"", v(s.rtp_refused));
+  out.sample("syncd_relay_refused_total", "what=\"rtcp\"", v(s.rtcp_refused));
+  out.family("syncd_relay_rtt_seconds", "gauge", "Round trip to the relay's peer.");
+  out.sample("syncd_relay_rtt_seconds", "", double(v(s.rtt_us)) / 1e6);
+  if (!config_.sender) {
+    out.family("syncd_relay_frames_received_total", "counter",
+               "Access units the relay completed, and those it gave up on.");
+    out.sample("syncd_relay_frames_received_total", "outcome=\"complete\"", v(s.frames_complete));
+    out.sample("syncd_relay_frames_received_total", "outcome=\"dropped\"", v(s.frames_dropped));
+    out.sample("syncd_relay_frames_received_total", "outcome=\"malformed\"", v(s.frames_malformed));
+  }
+}
+
+}  // namespace syncd::relay
