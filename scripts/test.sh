@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 
 jobs=$(nproc)
-fuzz_seconds=${SYNC_FUZZ_SECONDS:-30}
+fuzz_seconds=${SYNC_FUZZ_SECONDS:-20}
 
 echo "== release build and tests"
 cmake --preset release >/dev/null

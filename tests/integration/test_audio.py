@@ -77,7 +77,11 @@ class SyntheticAudio(unittest.TestCase):
             self.assertEqual((info["channels"], info["rate"], info["layout"], info["sample_format"]),
                              (4, 48000, "interleaved", "f32le"))
             # A held read (min_frames) is in flight: a second one is refused with audio_busy.
-            ws.send_text(json.dumps({"type": "audio.read", "min_frames": 2400, "max_frames": 2400}))
+            # Held for 0.5 s of audio, so the second request, sent right after, arrives while it
+            # waits even on a loaded machine (with 50 ms, a 50 ms stall between the two sends
+            # let the first complete and the second become a read of its own).
+            ws.send_text(json.dumps({"type": "audio.read", "min_frames": 24000,
+                                     "max_frames": 24000, "timeout_ms": 5000}))
             ws.send_text(json.dumps({"type": "readAudioSource"}))
             first, second = recv_any(ws), recv_any(ws)
             err, packet = (first, second) if isinstance(first, dict) else (second, first)
@@ -87,7 +91,7 @@ class SyntheticAudio(unittest.TestCase):
             magic, version, hdr, channels, fmt, rate, layout, _, flags, frames, first_frame = h[:11]
             self.assertEqual((magic, version, hdr, channels, fmt, rate, layout),
                              (b"NAUD", 1, 64, 4, 1, 48000, 0))
-            self.assertEqual(frames, 2400)
+            self.assertEqual(frames, 24000)
             self.assertEqual(len(packet), 64 + frames * 4 * 4)
             samples = struct.unpack_from("<8f", packet, 64)
             for i, v in enumerate(samples):  # counter signal: (frame * C + ch) mod 2^24
