@@ -260,27 +260,15 @@ void RelaySession::send_rtcp(std::span<uint8_t> compound, size_t size) {
 
 void RelaySession::on_datagram(std::span<uint8_t> datagram, const sockaddr_storage& from,
                                uint64_t now_ns) {
-  switch (classify_datagram(datagram)) {
-    case DatagramKind::kDtls:
-      feed_dtls(datagram, from, now_ns);
-      break;
-    case DatagramKind::kRtp:
-      if (!connected() || !from_peer(from)) {
-        ++counters_.foreign;
-        break;
-      }
-      receive_rtp(datagram, now_ns);
-      break;
-    case DatagramKind::kRtcp:
-      if (!connected() || !from_peer(from)) {
-        ++counters_.foreign;
-        break;
-      }
-      receive_rtcp(datagram, now_ns);
-      break;
-    case DatagramKind::kUnknown:
-      ++counters_.foreign;
-      break;
+  const DatagramKind kind = classify_datagram(datagram);
+  if (kind == DatagramKind::kDtls) {
+    feed_dtls(datagram, from, now_ns);
+  } else if (kind == DatagramKind::kUnknown || !connected() || !from_peer(from)) {
+    ++counters_.foreign;  // noise, or media before keys or from anyone but the peer
+  } else if (kind == DatagramKind::kRtp) {
+    receive_rtp(datagram, now_ns);
+  } else {
+    receive_rtcp(datagram, now_ns);
   }
   schedule(now_ns);
 }
