@@ -35,6 +35,9 @@ bool frame_layout(PixelFormat format, uint32_t width, uint32_t height, FrameLayo
       // The largest access unit a frame holds: an I420 frame's bytes (rounded up for odd sizes).
       out.plane_count = 1;
       out.bytes = luma + 2 * (size_t((width + 1) / 2) * ((height + 1) / 2));
+      // One row of the whole access unit: its stride must fit 32 bits (found by
+      // fuzz/frame_header.cpp; the shared-memory reader holds the same bound).
+      if (out.bytes > UINT32_MAX) return false;
       out.planes[0] = {0, uint32_t(out.bytes), 1};
       return true;
     case PixelFormat::kStreamDefault:

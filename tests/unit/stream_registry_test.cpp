@@ -287,6 +287,8 @@ TEST(PixelFormats, LayoutsArePackedPlanes) {
   EXPECT_EQ(l.plane_count, 1u);
   ASSERT_TRUE(frame_layout(PixelFormat::kH264, 3, 3, l));
   EXPECT_EQ(l.bytes, 9u + 2 * 4);
+  // Found by fuzz/frame_header.cpp: an access unit's one row must fit a 32-bit stride.
+  EXPECT_FALSE(frame_layout(PixelFormat::kH264, 65536, 65536, l));
   EXPECT_TRUE(is_encoded(PixelFormat::kH264));
   EXPECT_FALSE(is_encoded(PixelFormat::kI420));
   for (const char* name : {"rgba8", "bgra8", "nv12", "i420", "h264"}) {
