@@ -61,7 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(tx.install(epoch, key_for(epoch)) && tx.use_epoch(epoch));
     const size_t trailer = rtcp ? kRtcpTrailerBytes : kRtpTrailerBytes;
     std::vector<uint8_t> room(input.size() + trailer);
-    std::memcpy(room.data(), input.data(), input.size());
+    if (!input.empty()) std::memcpy(room.data(), input.data(), input.size());
     SrtpStatus status = rtcp ? tx.protect_rtcp(room.data(), length, room.size())
                              : tx.protect_rtp(room.data(), length, room.size());
     if (status == SrtpStatus::kOk) {
