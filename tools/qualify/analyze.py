@@ -350,19 +350,24 @@ def analyze_arm(arm_dir):
     for r in readers:
         drops[f"reader{r['reader']}"] = {"skipped": r.get("skipped"), "torn": r.get("torn"),
                                          "published_not_read": r.get("published_not_read")}
-    # The camera drops the frames before its consumer joins as no_consumer. Those frames, and
-    # no more, are not losses: any no_consumer drop beyond the frames published before the
-    # consumer's first one still counts.
+    # The camera drops the frames before its consumer has joined as no_consumer: those frames,
+    # and no more, are not losses. The consumer has joined at the end of the second it first
+    # read in (joined_second), from which on it is judged whole; any no_consumer drop beyond the
+    # frames published up to then still counts.
     excused = 0
     camera_drops = ((drops.get("publishers") or {}).get("camera") or {}).get("dropped") or {}
     if meta.get("reader_kind") == "camera" and readers and camera_drops.get("no_consumer"):
-        first_read = readers[0].get("first_sequence")
-        published_seqs = (ev["sequence"].tolist() if ev is not None else
-                          prod["sequence"].tolist() if prod is not None else [])
-        before = sum(1 for sq in published_seqs if first_read is not None and sq < first_read)
+        joined = readers[0].get("joined_second")
+        if ev is not None and joined is not None:
+            before = int(sum(1 for t in ev["receive_start_ns"].tolist()
+                             if t // 1_000_000_000 <= joined))
+        else:  # no event log: the frames before the consumer's first one
+            first_read = readers[0].get("first_sequence")
+            published = prod["sequence"].tolist() if prod is not None else []
+            before = sum(1 for sq in published if first_read is not None and sq < first_read)
         excused = min(int(camera_drops["no_consumer"]), before)
         result["camera_before_consumer"] = {
-            "frames_published_before_first_read": before,
+            "frames_published_while_joining": before,
             "no_consumer_drops": int(camera_drops["no_consumer"]),
             "excused": excused}
     result["drops"] = drops
