@@ -17,18 +17,11 @@
 #include "congestion/delay_based_estimator.h"
 #include "congestion/loss_based_estimator.h"
 #include "congestion/pacer.h"
+#include "fuzz_check.h"
 
 namespace {
 
 using namespace syncd::congestion;
-
-#define FUZZ_CHECK(cond)                                                                \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                     \
-    }                                                                                   \
-  } while (0)
 
 class Reader {
  public:

@@ -17,20 +17,13 @@
 #include "fec/decoder.h"
 #include "fec/encoder.h"
 #include "fec/payload.h"
+#include "fuzz_check.h"
 
 namespace {
 
 using namespace syncd::fec;
 
 constexpr uint32_t kSsrc = 0xF00DF00D;
-
-#define FUZZ_CHECK(cond)                                                                \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                     \
-    }                                                                                   \
-  } while (0)
 
 struct Reader {
   const uint8_t* data;

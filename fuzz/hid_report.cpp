@@ -12,20 +12,13 @@
 #include <cstring>
 #include <vector>
 
+#include "fuzz_check.h"
 #include "headtrack/head_tracker.h"
 #include "headtrack/orientation.h"
 #include "headtrack/output.h"
 #include "headtrack/report_decoder.h"
 #include "headtrack_fixtures.h"
 #include "headtrack_reference.h"
-
-#define FUZZ_CHECK(cond)                                                                \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                     \
-    }                                                                                   \
-  } while (0)
 
 using namespace syncd::headtrack;
 

@@ -17,20 +17,13 @@
 #include <cstdlib>
 #include <vector>
 
+#include "fuzz_check.h"
 #include "jitter/clock_skew.h"
 #include "jitter/nack_scheduler.h"
 
 namespace {
 
 using namespace syncd::jitter;
-
-#define FUZZ_CHECK(cond)                                                                \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                     \
-    }                                                                                   \
-  } while (0)
 
 constexpr uint32_t kMaxHandles = 1 << 16;
 

@@ -17,17 +17,11 @@
 #include <tuple>
 #include <vector>
 
+#include "fuzz_check.h"
+
 namespace {
 
 using namespace syncd::rtp;
-
-#define FUZZ_CHECK(cond)                                                                \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                     \
-    }                                                                                   \
-  } while (0)
 
 // FNV-1a over the events, in order.
 struct Digest {

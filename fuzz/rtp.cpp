@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "fuzz_check.h"
 #include "rtp/h264_depacketizer.h"
 #include "rtp/h264_packetizer.h"
 #include "rtp/rtp_packet.h"
@@ -20,14 +21,6 @@
 namespace {
 
 using namespace syncd::rtp;
-
-#define FUZZ_CHECK(cond)                                                                \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                     \
-    }                                                                                   \
-  } while (0)
 
 constexpr size_t kAccessUnitCapacity = 64 * 1024;
 

@@ -13,20 +13,13 @@
 #include <cstring>
 #include <vector>
 
+#include "fuzz_check.h"
 #include "secure/dtls_endpoint.h"
 #include "secure/srtp_session.h"
 
 namespace {
 
 using namespace syncd::secure;
-
-#define FUZZ_CHECK(cond)                                                                \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                     \
-    }                                                                                   \
-  } while (0)
 
 SrtpMasterKey key_for(uint32_t epoch) {
   SrtpMasterKey key;

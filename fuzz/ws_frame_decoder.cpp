@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "fuzz_check.h"
 #include "net/ws/frame_decoder.h"
 #include "net/ws/utf8.h"
 
@@ -22,14 +23,6 @@ using syncd::ws::FrameDecoder;
 using syncd::ws::Opcode;
 
 constexpr uint64_t kMaxMessageBytes = 1 << 20;
-
-#define FUZZ_CHECK(cond)                                                                \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      std::fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                     \
-    }                                                                                   \
-  } while (0)
 
 // FNV-1a; only used to compare two runs' event streams.
 struct Digest {
