@@ -582,14 +582,22 @@ struct RtcpEvents final : rtp::RtcpSink {
 };
 }  // namespace
 
+bool RelaySession::unprotect(std::span<uint8_t> packet, bool rtcp, size_t& size, uint64_t now_ns) {
+  uint32_t epoch = 0;
+  const secure::SrtpStatus status = rtcp ? srtp_in_.unprotect_rtcp(packet.data(), size, &epoch)
+                                         : srtp_in_.unprotect_rtp(packet.data(), size, &epoch);
+  if (status != secure::SrtpStatus::kOk) {
+    ++counters_.srtp_refused;
+    return false;
+  }
+  // A packet authenticated under a new epoch is what moves the key schedule (docs/wan.md).
+  keys_.on_packet_authenticated(epoch, now_ns);
+  return true;
+}
+
 void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
   size_t size = packet.size();
-  uint32_t epoch = 0;
-  if (srtp_in_.unprotect_rtcp(packet.data(), size, &epoch) != secure::SrtpStatus::kOk) {
-    ++counters_.srtp_refused;
-    return;
-  }
-  keys_.on_packet_authenticated(epoch, now_ns);
+  if (!unprotect(packet, true, size, now_ns)) return;
   RtcpEvents events;
   events.media_ssrc = media_ssrc_;
   events.nacks = &nack_list_;
@@ -685,12 +693,7 @@ void RelaySession::receive_rtp(std::span<uint8_t> packet, uint64_t now_ns) {
     return;
   }
   size_t size = packet.size();
-  uint32_t epoch = 0;
-  if (srtp_in_.unprotect_rtp(packet.data(), size, &epoch) != secure::SrtpStatus::kOk) {
-    ++counters_.srtp_refused;
-    return;
-  }
-  keys_.on_packet_authenticated(epoch, now_ns);
+  if (!unprotect(packet, false, size, now_ns)) return;
   const std::span<uint8_t> plain = packet.first(size);
   rtp::RtpPacketView view;
   if (rtp::parse_rtp(plain, view) != rtp::RtpParseError::kOk) {

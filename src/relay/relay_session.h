@@ -143,6 +143,8 @@ class RelaySession final : public RelayHandler {
   void deliver_frame(const jitter::FrameEvent& frame);
   void free_frame_packets(std::span<const jitter::PacketRef> packets);
 
+  // SRTP/SRTCP unprotect in place (size shrinks to the plain packet), counted when refused.
+  bool unprotect(std::span<uint8_t> packet, bool rtcp, size_t& size, uint64_t now_ns);
   void receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns);
   void schedule(uint64_t now_ns);
   void publish_stats();
