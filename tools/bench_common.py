@@ -130,17 +130,22 @@ class Child:
         return self.proc.pid
 
     def first_stdout_line(self, timeout):
+        return self.stdout_line(0, timeout)
+
+    def stdout_line(self, index, timeout):
+        """Line `index` (0-based) of the child's stdout, waiting up to timeout seconds for it."""
         deadline = time.monotonic() + timeout
         with self._line_ready:
-            while not self.stdout_lines:
+            while len(self.stdout_lines) <= index:
                 left = deadline - time.monotonic()
                 if self.proc.poll() is not None and not self._threads[0].is_alive():
                     raise BenchError(f"{self.name} exited with {self.proc.returncode} before "
-                                     f"printing its address: {self.stderr_tail()}")
+                                     f"printing line {index + 1}: {self.stderr_tail()}")
                 if left <= 0:
-                    raise BenchError(f"{self.name} printed nothing within {timeout} s")
+                    raise BenchError(f"{self.name} printed no line {index + 1} within "
+                                     f"{timeout} s")
                 self._line_ready.wait(min(left, 0.1))
-            return self.stdout_lines[0]
+            return self.stdout_lines[index]
 
     def wait(self, timeout):
         try:

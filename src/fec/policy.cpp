@@ -49,7 +49,11 @@ BlockShape choose_block_shape(const LossEstimate& loss, uint32_t frame_packets,
   return shape;
 }
 
-LossEstimator::LossEstimator(double smoothing) : smoothing_(std::clamp(smoothing, 0.01, 1.0)) {}
+LossEstimator::LossEstimator(const LossEstimatorConfig& config)
+    : rise_(std::clamp(config.rise, 0.01, 1.0)), decay_(std::clamp(config.decay, 0.01, 1.0)) {
+  estimate_.loss_fraction = std::clamp(config.initial_loss_fraction, 0.0, 1.0);
+  have_report_ = estimate_.loss_fraction > 0;
+}
 
 void LossEstimator::on_nacked(uint16_t sequence) {
   if (have_nacked_) {
@@ -70,11 +74,12 @@ void LossEstimator::on_receiver_report(uint8_t fraction_lost) {
     estimate_.loss_fraction = loss;
     have_report_ = true;
   } else {
-    estimate_.loss_fraction += smoothing_ * (loss - estimate_.loss_fraction);
+    const double weight = loss > estimate_.loss_fraction ? rise_ : decay_;
+    estimate_.loss_fraction += weight * (loss - estimate_.loss_fraction);
   }
   if (bursts_since_report_ > 0) {
     const double burst = static_cast<double>(nacked_since_report_) / bursts_since_report_;
-    estimate_.mean_burst_packets += smoothing_ * (burst - estimate_.mean_burst_packets);
+    estimate_.mean_burst_packets += rise_ * (burst - estimate_.mean_burst_packets);
   }
   nacked_since_report_ = 0;
   // A burst still open at the report is counted in this report; its next NACKs extend it.

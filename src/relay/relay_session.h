@@ -174,7 +174,11 @@ class RelaySession final : public RelayHandler {
   rtp::H264Packetizer packetizer_;
   core::ContentHasher hasher_;
   fec::Encoder fec_encoder_;
-  fec::LossEstimator loss_;  // from RRs and NACK runs: the FEC redundancy
+  // From RRs and NACK runs: the FEC redundancy. Quick to rise, slow to decay (a half-life of
+  // ~14 reports, 1.4 s), and 1 % assumed until the first report: measured through 1 % random
+  // loss, a symmetric EWMA let FEC lapse after a few loss-free reports, and each frame that then
+  // lost a packet waited a round trip for its retransmission (docs/wan.md, "FEC policy").
+  fec::LossEstimator loss_{fec::LossEstimatorConfig{0.5, 0.05, 0.01}};
   congestion::SendRateController rate_;
   congestion::Pacer pacer_;
   std::vector<uint8_t> packet_refs_;        // per store handle: history + pacer queue

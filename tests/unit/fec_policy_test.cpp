@@ -105,6 +105,31 @@ TEST(FecLossEstimator, BurstsFromNackedRunsAndLossFromReports) {
   EXPECT_NEAR(estimator.estimate().mean_burst_packets, 2.0, 1e-12);
 }
 
+TEST(FecLossEstimator, RisesFastDecaysSlowlyAndStartsFromItsPrior) {
+  LossEstimator estimator(LossEstimatorConfig{0.5, 0.05, 0.01});
+  // Before any report: the prior, so the first frames already get repairs at 1 % loss.
+  EXPECT_EQ(estimator.estimate().loss_fraction, 0.01);
+  EXPECT_GT(choose_block_shape(estimator.estimate(), 26).m, 0);
+  // A report above the estimate moves it half way; one below, 5 % of the way.
+  estimator.on_receiver_report(8);  // 3.1 %
+  EXPECT_NEAR(estimator.estimate().loss_fraction, 0.01 + 0.5 * (8 / 256.0 - 0.01), 1e-12);
+  const double high = estimator.estimate().loss_fraction;
+  estimator.on_receiver_report(0);
+  EXPECT_NEAR(estimator.estimate().loss_fraction, high * 0.95, 1e-12);
+  // At 1 % loss reported as a run of lucky (loss-free) 100-ms reports between lossy ones, FEC
+  // stays on: ten loss-free reports in a row still leave more than the policy's threshold.
+  LossEstimator steady(LossEstimatorConfig{0.5, 0.05, 0.01});
+  for (int i = 0; i < 10; ++i) steady.on_receiver_report(3);  // 1.2 %
+  for (int i = 0; i < 10; ++i) steady.on_receiver_report(0);
+  EXPECT_GT(steady.estimate().loss_fraction, 0.006);
+  EXPECT_GT(choose_block_shape(steady.estimate(), 26).m, 0);
+  // The symmetric default lets it lapse after the same run.
+  LossEstimator symmetric(0.25);
+  for (int i = 0; i < 10; ++i) symmetric.on_receiver_report(3);
+  for (int i = 0; i < 10; ++i) symmetric.on_receiver_report(0);
+  EXPECT_EQ(choose_block_shape(symmetric.estimate(), 26).m, 0);
+}
+
 TEST(FecLossEstimator, SmoothsAndFeedsThePolicy) {
   LossEstimator estimator(0.25);
   estimator.on_receiver_report(0);

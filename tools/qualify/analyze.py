@@ -573,13 +573,33 @@ def _fmt(v, spec=".2f"):
 def summary_markdown(report):
     lines = [f"# Qualification report {report.get('report_dir', '')}", "",
              f"Command: `{report.get('command', '')}`", ""]
-    cols = ["figure"] + list(report["arms"])
+    relay = {k: a for k, a in report["arms"].items() if a.get("kind") == "relay"}
+    arms = {k: a for k, a in report["arms"].items() if a.get("kind") != "relay"}
+    if relay:
+        import relay_analysis
+        lines += relay_analysis.summary_rows(relay) + [""]
+    if arms:
+        lines += _local_arm_rows(arms, report)
+    lines.append("")
+    for name, a in report["arms"].items():
+        plots = ", ".join(f"[{k}]({v})" for k, v in a.get("plots", {}).items())
+        src = (a.get("syncd") or {}).get("source")
+        lines.append(f"- {name}: plots {plots or 'none'}"
+                     + (f"; per-second source: {src}" if src else ""))
+        for n in a.get("notes", []):
+            lines.append(f"  - note: {n}")
+    return "\n".join(lines) + "\n"
+
+
+def _local_arm_rows(arms, report):
+    lines = []
+    cols = ["figure"] + list(arms)
     lines.append("| " + " | ".join(cols) + " |")
     lines.append("|" + "---|" * len(cols))
 
     def row(label, fn):
         vals = []
-        for a in report["arms"].values():
+        for a in arms.values():
             try:
                 vals.append(_fmt(fn(a)))
             except (KeyError, TypeError, IndexError):
@@ -637,14 +657,7 @@ def summary_markdown(report):
     if report.get("writer_cpu_4_over_1_reader") is not None:
         lines += ["", f"Writer (syncd process) CPU with 4 readers / with 1 reader: "
                       f"{report['writer_cpu_4_over_1_reader']:.3f}x (target <= 1.1x)"]
-    lines.append("")
-    for name, a in report["arms"].items():
-        plots = ", ".join(f"[{k}]({v})" for k, v in a.get("plots", {}).items())
-        src = a["syncd"].get("source")
-        lines.append(f"- {name}: plots {plots or 'none'}; per-second source: {src}")
-        for n in a.get("notes", []):
-            lines.append(f"  - note: {n}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def analyze(report_dir, plots=True):
@@ -660,9 +673,15 @@ def analyze(report_dir, plots=True):
         if not (report_dir / name / "arm.json").exists():
             report["not_run"][name] = (run.get("results") or {}).get(name, "no data")
             continue
-        result = analyze_arm(report_dir / name)
-        if plots:
-            result["plots"] = plot_arm(result, report_dir)
+        if (load_json(report_dir / name / "arm.json") or {}).get("kind") == "relay":
+            import relay_analysis
+            result = relay_analysis.analyze_relay_arm(report_dir / name)
+            if plots:
+                result["plots"] = relay_analysis.plot_relay_arm(result, report_dir)
+        else:
+            result = analyze_arm(report_dir / name)
+            if plots:
+                result["plots"] = plot_arm(result, report_dir)
         report["arms"][name] = result
     four = report["arms"].get("multi-reader", {}).get("cpu", {}).get("process_cpu_fraction")
     one = report["arms"].get("single-reader", {}).get("cpu", {}).get("process_cpu_fraction")

@@ -8,6 +8,11 @@ Arms (docs/qualification.md):
   single-reader   the same with 1 reader (the reference for "writer CPU with 4 readers")
   camera          the same with --publisher test,camera in a private PipeWire session, and
                   GStreamer's pipewiresrc on the camera node as the one reader (camera_reader.py)
+  relay           an H.264 clip (1080p60, --bitrate) relayed between two syncd through
+                  sync-impair at 1 % loss and 20 +/- 5 ms each way, re-keyed every
+                  --rekey-interval s, for 60 s (tools/qualify/relay_arm.py says what it records)
+  relay-soak      the same for 1800 s
+  relay-burst     the relay arm at 5 % Gilbert-Elliott burst loss
 
 What one arm records, under OUT/ARM/ (all times CLOCK_MONOTONIC ns, one clock for every process):
   producer_events.csv   sequence,send_start_ns,send_end_ns     (sync-producer --events)
@@ -62,6 +67,10 @@ ARMS = {
     "multi-reader": (120, 4, "shm"),
     "single-reader": (120, 1, "shm"),
     "camera": (120, 1, "camera"),
+    # Two syncd relaying H.264 through sync-impair (tools/qualify/relay_arm.py).
+    "relay": (60, 0, "relay"),
+    "relay-soak": (1800, 0, "relay"),
+    "relay-burst": (60, 0, "relay"),
 }
 CAMERA_NAME = "Sync Camera Qualification"
 
@@ -487,6 +496,11 @@ def parse_args(argv):
                          "for machines loaded by other work, not the default")
     ap.add_argument("--producer-normal-priority", action="store_true",
                     help="do not ask sync-producer for SCHED_FIFO pacing (its --realtime)")
+    ap.add_argument("--bitrate", type=int, default=14000,
+                    help="relay arms: the clip's x264 bitrate, kbit/s")
+    ap.add_argument("--rekey-interval", type=float, default=10,
+                    help="relay arms: the sender's --dtls-rekey-interval, s")
+    ap.add_argument("--seed", type=int, default=1, help="relay arms: sync-impair's seed")
     ap.add_argument("--no-analyze", action="store_true", help="only record")
     ap.add_argument("--quiet", action="store_true", help="no live line")
     args = ap.parse_args(argv)
@@ -519,7 +533,12 @@ def main(argv):
               + (f", {readers} {reader_kind} reader(s)" if readers else ""), file=sys.stderr,
               flush=True)
         try:
-            run_arm(name, seconds, readers, reader_kind, args, paths, caps, out)
+            if reader_kind == "relay":
+                import relay_arm
+                relay_arm.run_relay_arm(name, seconds, args, paths, caps, out,
+                                        sys.modules[__name__])
+            else:
+                run_arm(name, seconds, readers, reader_kind, args, paths, caps, out)
             run_meta["results"][name] = "ran"
         except Unavailable as e:
             print(f"   not run: {e}", file=sys.stderr)

@@ -1,0 +1,329 @@
+"""Figures, contract and plots of a relay arm (tools/qualify/relay_arm.py; docs/qualification.md,
+"The relay arms"). Called by analyze.py for an arm whose arm.json says kind "relay".
+
+Figures:
+  - at the remote consumer (the receiving syncd's test publisher, which checks every access
+    unit's bytes): unique fps per complete second by frame-complete time, low-rate seconds,
+    frames lost after repair (sent by the producer, never complete at the receiver), verified
+    and corrupt frames;
+  - frame gaps at the receiver (time between consecutive unique frames, in frame intervals):
+    the largest over the run, and the largest in a window around every re-key (from 1 s before
+    the sender's switch was seen to 3 s after it, which covers the new epoch's completion, the
+    switch, and the old key's retirement 2 s later); beside it the largest gap the sender's own
+    accepts had in the same window, so a late producer is not charged to the relay;
+  - transport latency: the sender's accept to the receiver's frame complete (one clock),
+    p50/p95/p99/max, against the one-way delay plus one frame interval;
+  - repair: packets lost on the wire (sync-impair), recovered by FEC and by retransmission,
+    and the overhead (FEC and RTX packets per media packet);
+  - CPU: the relay thread's CPU per frame and as a share of a core, on each side, and each
+    process's; memory: each syncd's resident-memory slope over minutes 1..N.
+Contract (profile random): >= 59.5 unique fps, 0 low-rate seconds, 0 frames lost, 0 corrupt,
+p50 transport <= one-way + 1 interval, the largest gap around every re-key <= 2 intervals,
+memory slope <= 10 KiB/min on both sides (judged from 3 samples past minute 1). Profile burst
+reports its figures; its contract is 0 corrupt frames and both syncd up to the end.
+"""
+from pathlib import Path
+
+import numpy as np
+
+import analyze as A
+
+GAP_WINDOW_BEFORE_NS = 1_000_000_000
+GAP_WINDOW_AFTER_NS = 3_000_000_000
+MIN_UNIQUE_FPS = 59.5
+MAX_GAP_INTERVALS = 2.0
+
+
+def _frames(path):
+    """(sequence, accept_ns) of the unique frames of a syncd's event log, in arrival order."""
+    cols = A.read_csv_columns(path, ["sequence", "accept_ns"])
+    if cols is None:
+        return None, None
+    order = np.argsort(cols["accept_ns"], kind="stable")
+    seq, t = cols["sequence"][order], cols["accept_ns"][order]
+    keep = A.unique_mask(seq)
+    return seq[keep], t[keep]
+
+
+def _find_stream(stats, name):
+    matches = [s for s in (stats or {}).get("streams", []) if s.get("name") == name]
+    return matches[-1] if matches else None
+
+
+def _cpu(samples, role, key):
+    pts = [(s["t_s"], s[role].get(key)) for s in samples if s[role].get(key) is not None]
+    if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+        return None
+    return pts[-1][1] - pts[0][1], pts[-1][0] - pts[0][0]
+
+
+def analyze_relay_arm(arm_dir):
+    arm_dir = Path(arm_dir)
+    meta = A.load_json(arm_dir / "arm.json") or {}
+    fps = meta.get("fps", 60)
+    interval_ms = 1000.0 / fps
+    one_way_ms = meta.get("one_way_ms", 20)
+    result = {"arm": meta.get("arm", arm_dir.name), "kind": "relay",
+              "seconds": meta.get("seconds"), "profile": meta.get("profile"),
+              "size": f"{meta.get('width')}x{meta.get('height')}", "nominal_fps": fps,
+              "impairment": " ".join(meta.get("impair_args", [])),
+              "rekey_interval_s": meta.get("rekey_interval_s"), "clip": meta.get("clip"),
+              "notes": list(meta.get("notes", []))}
+    producer = A.read_csv_columns(arm_dir / "producer_events.csv", ["sequence"])
+    sent = int(len(producer["sequence"])) if producer is not None else None
+    tx_seq, tx_t = _frames(arm_dir / "sender_events.csv")
+    rx_seq, rx_t = _frames(arm_dir / "receiver_events.csv")
+    stats_rx = A.load_json(arm_dir / "stats_final_receiver.json") or {}
+    stats_tx = A.load_json(arm_dir / "stats_final_sender.json") or {}
+    stream_rx = _find_stream(stats_rx, meta.get("stream")) or {}
+    relay_rx = (stats_rx.get("relay") or {})
+    relay_tx = (stats_tx.get("relay") or {})
+    result["frames_sent"] = sent
+
+    # ---- the remote consumer
+    c = {}
+    if rx_t is not None and len(rx_t):
+        bins = A.second_bins(rx_t)
+        summary = A.bin_summary(bins, fps)
+        span_s = (rx_t[-1] - rx_t[0]) / 1e9
+        lost = (sent - len(np.intersect1d(rx_seq, np.arange(sent)))) if sent else None
+        test = (stream_rx.get("publishers") or {}).get("test") or {}
+        result["receiver"] = {
+            **summary, "per_second": bins, "frames_complete": int(len(rx_t)),
+            "unique_fps_overall": (len(rx_t) - 1) / span_s if span_s > 0 else None,
+            "frames_lost": lost, "frames_verified": test.get("verified"),
+            "frames_corrupt": sum((test.get("verify_failed") or {}).values()),
+            "relay": relay_rx.get("receiver"),
+        }
+        c["unique_fps_at_least_59_5"] = (summary["mean_fps"] or 0) >= MIN_UNIQUE_FPS
+        c["zero_low_rate_seconds"] = summary["low_rate_seconds"] == 0
+        c["zero_frames_lost"] = lost == 0
+        c["zero_corrupt"] = result["receiver"]["frames_corrupt"] == 0
+    else:
+        result["receiver"] = None
+        result["notes"].append("no receiver event log: nothing to judge at the consumer")
+        c["receiver_frames_recorded"] = False
+
+    # ---- transport latency (sender accept -> receiver frame complete, one clock)
+    if tx_t is not None and rx_t is not None and len(rx_t):
+        common, i_tx, i_rx = np.intersect1d(tx_seq, rx_seq, return_indices=True)
+        latency_ns = rx_t[i_rx] - tx_t[i_tx]
+        result["transport_ms"] = A.percentiles_ms(latency_ns)
+        result["transport_bound_ms"] = one_way_ms + interval_ms
+        result["_transport"] = (tx_t[i_tx], latency_ns)
+        c["transport_p50_within_one_way_plus_interval"] = (
+            result["transport_ms"]["p50"] <= result["transport_bound_ms"])
+
+    # ---- frame gaps around re-keys
+    switches = [s["t_ns"] for s in A.load_jsonl(arm_dir / "key_switches.jsonl")]
+    if rx_t is not None and len(rx_t) > 1:
+        rx_gap = np.diff(rx_t) / 1e6 / interval_ms
+        tx_gap = np.diff(tx_t) / 1e6 / interval_ms if tx_t is not None and len(tx_t) > 1 else None
+        result["gaps"] = {"largest_intervals": float(rx_gap.max()),
+                          "largest_at_s": float((rx_t[1 + int(rx_gap.argmax())] - rx_t[0]) / 1e9),
+                          "p99_intervals": float(np.percentile(rx_gap, 99)),
+                          "sender_largest_intervals": float(tx_gap.max())
+                          if tx_gap is not None else None, "rekeys": []}
+        for t in switches:
+            lo, hi = t - GAP_WINDOW_BEFORE_NS, t + GAP_WINDOW_AFTER_NS
+            m = (rx_t[1:] >= lo) & (rx_t[1:] <= hi)
+            mt = (tx_t[1:] >= lo) & (tx_t[1:] <= hi) if tx_gap is not None else None
+            if not m.any():
+                continue
+            result["gaps"]["rekeys"].append({
+                "t_s": float((t - rx_t[0]) / 1e9),
+                "largest_intervals": float(rx_gap[m].max()),
+                "sender_largest_intervals": float(tx_gap[mt].max())
+                if mt is not None and mt.any() else None})
+        result["_gaps"] = (rx_t[1:], rx_gap, switches, rx_t[0])
+        if result["gaps"]["rekeys"]:
+            c["gap_across_every_rekey_within_2_intervals"] = all(
+                r["largest_intervals"] <= MAX_GAP_INTERVALS for r in result["gaps"]["rekeys"])
+        else:
+            result["notes"].append("no re-key took effect during the stream")
+    result["rekeys_seen"] = len(switches)
+
+    # ---- repair
+    impair = A.load_json(arm_dir / "impair.json") or {}
+    s = relay_tx.get("sender") or {}
+    r = relay_rx.get("receiver") or {}
+    media = s.get("packets_sent") or 0
+    fwd = impair.get("fwd") or {}
+    result["repair"] = {
+        "media_packets_sent": media, "fec_packets_sent": s.get("fec_packets_sent"),
+        "rtx_packets_sent": s.get("rtx_packets_sent"),
+        "wire_lost_fwd": (fwd.get("drop_random") or 0) + (fwd.get("drop_burst") or 0),
+        "wire_lost_rev": sum((impair.get("rev") or {}).get(k) or 0
+                             for k in ("drop_random", "drop_burst")),
+        "recovered_fec": r.get("packets_recovered_fec"),
+        "recovered_rtx": r.get("packets_recovered_rtx"),
+        "overhead": ((s.get("fec_packets_sent") or 0) + (s.get("rtx_packets_sent") or 0)) / media
+        if media else None,
+        "packets_per_frame": media / s["frames_sent"] if s.get("frames_sent") else None,
+        "frames_dropped_by_receiver": r.get("frames_dropped"),
+        "srtp_refused": (relay_rx.get("refused") or {}).get("srtp"),
+        "rekeys": (relay_tx.get("keys") or {}).get("rekeys"),
+    }
+    if r.get("frames_dropped"):
+        c.setdefault("zero_frames_lost", False)
+
+    # ---- CPU and memory, each side
+    samples = A.load_jsonl(arm_dir / "telemetry.jsonl")
+    result["cpu"] = {}
+    result["memory"] = {}
+    for role in ("sender", "receiver"):
+        cpu = {}
+        for key in ("relay_thread_cpu_seconds", "process_cpu_seconds", "loop_cpu_seconds"):
+            d = _cpu(samples, role, key)
+            if d:
+                cpu[key.replace("_seconds", "_fraction")] = d[0] / d[1]
+        d = _cpu(samples, role, "relay_thread_cpu_seconds")
+        if d and sent:
+            cpu["relay_thread_us_per_frame"] = d[0] / sent * 1e6
+        result["cpu"][role] = cpu
+        # Minutes 1..N while the stream runs (the pools go when it closes).
+        pts = [(x["t_s"] / 60, x[role]["rss_kib"]) for x in samples
+               if x[role].get("rss_kib") and x["t_s"] >= 60
+               and x["t_ns"] <= meta.get("producer_end_ns", x["t_ns"])]
+        slope = A.least_squares_slope([p[0] for p in pts], [p[1] for p in pts])
+        result["memory"][role] = {"slope_kib_per_min": slope, "slope_samples": len(pts),
+                                  "rss_kib_last": samples[-1][role].get("rss_kib")
+                                  if samples else None}
+        if slope is not None and len(pts) >= 3:
+            c[f"{role}_memory_slope_within_limit"] = abs(slope) <= A.SLOPE_LIMIT_KIB_PER_MIN
+    result["_telemetry"] = samples
+
+    exits_ok = meta.get("sender_exit_code") == 0 and meta.get("receiver_exit_code") == 0
+    if meta.get("profile") == "burst":
+        # Reported, not judged: what 5 % burst loss costs; but never a corrupt frame.
+        c = {k: v for k, v in c.items() if k in ("zero_corrupt", "receiver_frames_recorded")}
+    c["both_syncd_exited_cleanly"] = exits_ok
+    result["contract"] = c
+    result["contract_met"] = all(c.values())
+    return result
+
+
+def plot_relay_arm(result, out_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    name = result["arm"]
+    files = {}
+    rx = result.get("receiver") or {}
+    fig, axes = plt.subplots(3, 1, figsize=(10, 9), sharex=True)
+    ax = axes[0]
+    bins = rx.get("per_second") or []
+    if bins:
+        ax.step([b["second"] - bins[0]["second"] + 1 for b in bins],
+                [b["frames"] for b in bins], where="mid", label="remote consumer")
+    ax.axhline(result["nominal_fps"], color="grey", linestyle=":", linewidth=0.8)
+    ax.axhline(A.LOW_RATE, color="red", linestyle="--", linewidth=0.8, label="low-rate (<50)")
+    ax.set_ylim(0, result["nominal_fps"] * 1.25)
+    ax.set_ylabel("unique frames / s")
+    ax.set_title(f"{name}: {result['size']}@{result['nominal_fps']:g} H.264 relayed, re-key "
+                 f"every {result['rekey_interval_s']:g} s\nsync-impair {result['impairment']}",
+                 fontsize=9)
+    ax.legend(loc="lower right", fontsize=7)
+    gaps = result.get("_gaps")
+    transport = result.get("_transport")
+    t0 = gaps[3] if gaps else None
+    if transport is not None and t0 is not None:
+        ax = axes[1]
+        ax.plot((transport[0] - t0) / 1e9, transport[1] / 1e6, ".", markersize=1.5,
+                label="sender accept -> receiver complete")
+        ax.axhline(result["transport_bound_ms"], color="red", linestyle="--", linewidth=0.8,
+                   label=f"one-way + 1 interval ({result['transport_bound_ms']:.1f} ms)")
+        ax.set_ylabel("transport latency, ms")
+        ax.legend(loc="upper right", fontsize=7)
+    if gaps is not None:
+        ax = axes[2]
+        ax.plot((gaps[0] - t0) / 1e9, gaps[1], ".", markersize=1.5, label="gap before frame")
+        ax.axhline(MAX_GAP_INTERVALS, color="red", linestyle="--", linewidth=0.8,
+                   label="2 intervals")
+        ax.set_ylabel("frame gap, intervals")
+        ax.set_xlabel("seconds since the first frame at the receiver")
+        for a in axes:
+            for i, s in enumerate(gaps[2]):
+                a.axvline((s - t0) / 1e9, color="green", linewidth=0.6, alpha=0.6,
+                          label="re-key (send switch)" if a is ax and i == 0 else None)
+        ax.legend(loc="upper right", fontsize=7)
+    for a in axes:
+        a.grid(True, alpha=0.3)
+    fig.tight_layout()
+    files["timeline"] = f"{name}-timeline.png"
+    fig.savefig(out_dir / files["timeline"], dpi=100)
+    plt.close(fig)
+
+    samples = result.get("_telemetry") or []
+    if samples:
+        fig, ax = plt.subplots(figsize=(10, 3.5))
+        for role in ("sender", "receiver"):
+            pts = [(x["t_s"] / 60, x[role]["rss_kib"] / 1024) for x in samples
+                   if x[role].get("rss_kib")]
+            slope = result["memory"][role]["slope_kib_per_min"]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".",
+                    label=f"{role} syncd VmRSS (slope "
+                          + (f"{slope:+.2f} KiB/min)" if slope is not None else "n/a)"))
+        ax.set_xlabel("minutes")
+        ax.set_ylabel("MiB")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"{name}: resident memory")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        files["memory"] = f"{name}-memory.png"
+        fig.savefig(out_dir / files["memory"], dpi=100)
+        plt.close(fig)
+    return files
+
+
+def summary_rows(arms):
+    """Markdown table lines for the relay arms."""
+    lines = ["| figure | " + " | ".join(arms) + " |", "|" + "---|" * (len(arms) + 1)]
+
+    def row(label, fn):
+        vals = []
+        for a in arms.values():
+            try:
+                vals.append(A._fmt(fn(a)))
+            except (KeyError, TypeError, IndexError, ValueError):
+                vals.append("n/a")
+        lines.append(f"| {label} | " + " | ".join(vals) + " |")
+
+    row("duration s / profile", lambda a: f"{a['seconds']} / {a['profile']}")
+    row("impairment (sync-impair)", lambda a: a["impairment"])
+    row("clip: mean kbit/s at the rate", lambda a: round(
+        a["clip"]["mean_au_bytes"] * 8 * a["nominal_fps"] / 1000))
+    row("frames sent / complete at the receiver",
+        lambda a: f"{a['frames_sent']} / {a['receiver']['frames_complete']}")
+    row("frames lost after repair / corrupt",
+        lambda a: f"{a['receiver']['frames_lost']} / {a['receiver']['frames_corrupt']}")
+    row("remote unique fps (mean of complete seconds) / min second",
+        lambda a: f"{a['receiver']['mean_fps']:.2f} / {a['receiver']['min_fps']}")
+    row("low-rate seconds (<50)", lambda a: a["receiver"]["low_rate_seconds"])
+    row("transport p50 / p99 / max ms (bound p50)",
+        lambda a: "{p50:.1f} / {p99:.1f} / {max:.1f} ({b:.1f})".format(
+            b=a["transport_bound_ms"], **a["transport_ms"]))
+    row("re-keys / largest gap around one, intervals (sender's own)",
+        lambda a: f"{len(a['gaps']['rekeys'])} / "
+                  f"{max(r['largest_intervals'] for r in a['gaps']['rekeys']):.2f} "
+                  f"({max(r['sender_largest_intervals'] or 0 for r in a['gaps']['rekeys']):.2f})")
+    row("largest gap anywhere, intervals (at s) / p99",
+        lambda a: f"{a['gaps']['largest_intervals']:.2f} ({a['gaps']['largest_at_s']:.1f}) / "
+                  f"{a['gaps']['p99_intervals']:.2f}")
+    row("wire loss fwd/rev; recovered FEC/RTX",
+        lambda a: f"{a['repair']['wire_lost_fwd']}/{a['repair']['wire_lost_rev']}; "
+                  f"{a['repair']['recovered_fec']}/{a['repair']['recovered_rtx']}")
+    row("repair overhead (FEC+RTX per media packet)", lambda a: a["repair"]["overhead"])
+    row("relay thread us/frame, sender / receiver",
+        lambda a: f"{a['cpu']['sender']['relay_thread_us_per_frame']:.0f} / "
+                  f"{a['cpu']['receiver']['relay_thread_us_per_frame']:.0f}")
+    row("process CPU (of a core), sender / receiver",
+        lambda a: f"{a['cpu']['sender']['process_cpu_fraction']:.2f} / "
+                  f"{a['cpu']['receiver']['process_cpu_fraction']:.2f}")
+    row("RSS slope KiB/min, sender / receiver",
+        lambda a: f"{A._fmt(a['memory']['sender']['slope_kib_per_min'])} / "
+                  f"{A._fmt(a['memory']['receiver']['slope_kib_per_min'])}")
+    row("contract met", lambda a: "yes" if a["contract_met"] else
+        "NO: " + ", ".join(k for k, v in a["contract"].items() if not v))
+    return lines

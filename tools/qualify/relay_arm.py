@@ -1,0 +1,318 @@
+"""The WAN relay arms of the qualification runner (tools/qualify/run.py; docs/qualification.md,
+"The relay arms").
+
+Two syncd on this machine, one clock for both: the sender (--relay-to) takes an H.264 stream from
+sync-producer (an x264 clip made at the start, tools/h264/make_clip.py, sent in rotation), and
+relays it over DTLS-keyed SRTP through sync-impair to the receiver (--relay-listen), whose test
+publisher checks every access unit's bytes against the hash the sender computed. Re-keys every
+--rekey-interval seconds (10 by default).
+
+Profiles (sync-impair, both directions):
+  random   1 % random loss, 20 +/- 5 ms (uniform) delay each way       (arms relay, relay-soak)
+  burst    5 % Gilbert-Elliott loss in mean bursts of 4 packets, the same delay  (relay-burst)
+
+What one arm records under OUT/ARM/, besides what every arm records (producer_events.csv,
+arm.json):
+  sender_events.csv / receiver_events.csv   GET /events/frames of each syncd (accept_ns per
+                                            producer sequence: the sender's accept and the
+                                            receiver's frame complete)
+  telemetry.jsonl   every 5 s, per syncd: VmRSS, process CPU, the relay thread's CPU
+                    (/proc/PID/task/TID/stat of the thread named sync-relay), loop CPU, the
+                    /stats "relay" object
+  key_switches.jsonl  every change of the sender's send epoch (polled every 0.2 s): when each
+                    re-key took effect, for the frame gaps around it
+  impair.json       sync-impair's totals (datagrams dropped by reason, per direction)
+  stats_final_sender.json / stats_final_receiver.json
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import bench_common
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[1]
+STREAM = "relay-qual"
+EVENTS_POLL_S = 2.0
+TELEMETRY_S = 5.0
+KEYS_POLL_S = 0.2
+CLIP_FRAMES = 600  # 10 s at 60 fps, sent in rotation
+ONE_WAY_MS = 20
+JITTER_MS = 5
+
+PROFILES = {
+    "random": ["--fwd-loss", "1", "--rev-loss", "1"],
+    "burst": ["--fwd-burst-loss", "5", "--fwd-burst-length", "4", "--rev-burst-loss", "5",
+              "--rev-burst-length", "4"],
+}
+DELAY = ["--fwd-delay", str(ONE_WAY_MS), "--fwd-jitter", str(JITTER_MS), "--rev-delay",
+         str(ONE_WAY_MS), "--rev-jitter", str(JITTER_MS)]
+
+# name: (default seconds, sync-impair profile)
+RELAY_ARMS = {
+    "relay": (60, "random"),
+    "relay-soak": (1800, "random"),
+    "relay-burst": (60, "burst"),
+}
+
+
+def monotonic_ns():
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def relay_paths(paths):
+    build = paths["syncd"].parents[2]
+    return {"impair": build / "tools" / "impair" / "sync-impair",
+            "make_clip": REPO_ROOT / "tools" / "h264" / "make_clip.py"}
+
+
+def thread_cpu_seconds(pid, name):
+    """utime + stime of the thread of process pid called name; None if none is."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() != name:
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return None
+
+
+def make_clip(path, width, height, fps, bitrate_kbps):
+    """The x264 clip, made once per report directory and size."""
+    if path.exists():
+        return json.loads(path.with_suffix(".json").read_text())
+    out = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "h264" / "make_clip.py"),
+                          "--out", str(path), "--width", str(width), "--height", str(height),
+                          "--fps", str(int(fps)), "--frames", str(CLIP_FRAMES), "--bitrate",
+                          str(bitrate_kbps), "--keyint", str(int(2 * fps))],
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise bench_common.BenchError(f"make_clip.py failed: {out.stderr.strip()[-300:]}")
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    path.with_suffix(".json").write_text(json.dumps(summary) + "\n")
+    return summary
+
+
+def fingerprint(syncd, cert):
+    out = subprocess.run([str(syncd), "--print-fingerprint", "--relay-cert", cert],
+                         capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        raise bench_common.BenchError(f"syncd --print-fingerprint: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
+    """One relay arm. runner is run.py's module (EventsPoller, LiveLine, helpers)."""
+    default_seconds, profile = RELAY_ARMS[name]
+    arm_dir = out_dir / name
+    arm_dir.mkdir(parents=True, exist_ok=True)
+    width, height = (int(v) for v in args.size.lower().split("x"))
+    more = relay_paths(paths)
+    if not caps["syncd"] or not caps["producer"]:
+        raise runner.Unavailable(f"syncd or sync-producer not built under {args.build_dir}")
+    if not os.access(more["impair"], os.X_OK):
+        raise runner.Unavailable(f"sync-impair not built ({more['impair']})")
+    if "--relay-listen" not in runner.help_text(paths["syncd"]):
+        raise runner.Unavailable("this syncd has no relay (--relay-listen)")
+    impair_args = ["--seed", str(args.seed), *PROFILES[profile], *DELAY]
+    meta = {
+        "arm": name, "kind": "relay", "reader_kind": "relay", "seconds": seconds,
+        "fps": args.fps, "width": width, "height": height, "readers": 0, "stream": STREAM,
+        "profile": profile, "impair_args": impair_args, "one_way_ms": ONE_WAY_MS,
+        "jitter_ms": JITTER_MS, "rekey_interval_s": args.rekey_interval,
+        "bitrate_kbps": args.bitrate, "notes": [], "capabilities": caps,
+    }
+    print(f"   making the {width}x{height} clip ({CLIP_FRAMES} frames at {args.bitrate} kbit/s)",
+          file=sys.stderr, flush=True)
+    clip = out_dir / f"relay-clip-{width}x{height}-{args.bitrate}k.264"
+    meta["clip"] = {"path": str(clip), **make_clip(clip, width, height, args.fps, args.bitrate)}
+
+    keys_dir = tempfile.TemporaryDirectory(prefix="sync-relay-qual-")
+    cert_tx = os.path.join(keys_dir.name, "sender.pem")
+    cert_rx = os.path.join(keys_dir.name, "receiver.pem")
+    fp_tx = fingerprint(paths["syncd"], cert_tx)
+    fp_rx = fingerprint(paths["syncd"], cert_rx)
+
+    Child = bench_common.Child
+    children = []
+    live = runner.LiveLine(sys.stderr.isatty() and not args.quiet)
+    telemetry_file = open(arm_dir / "telemetry.jsonl", "w")
+    switches_file = open(arm_dir / "key_switches.jsonl", "w")
+    pollers = {}
+    try:
+        # The receiver is not pinned: sync-impair and the receiver share whatever the sender
+        # (core 0) and the producer (core 1) leave.
+        rx_argv = [str(paths["syncd"]), "--port", "0", "--status-line", "off", "--publisher",
+                   "test", "--relay-listen", "127.0.0.1:0", "--relay-cert", cert_rx,
+                   "--peer-fingerprint", fp_tx]
+        rx = Child("receiving syncd", rx_argv)
+        children.append(rx)
+        rx_port = bench_common.port_from_line(rx.first_stdout_line(10), "receiving syncd")
+        udp_line = rx.stdout_line(1, 10)
+        if "relay listening on udp port" not in udp_line:
+            raise runner.ArmError(f"unexpected second line from syncd: {udp_line!r}")
+        rx_udp = int(udp_line.split()[-1])
+
+        impair_argv = [str(more["impair"]), "--listen", "127.0.0.1:0", "--to",
+                       f"127.0.0.1:{rx_udp}", "--quiet", *impair_args]
+        impair = Child("sync-impair", impair_argv)
+        children.append(impair)
+        impair_port = bench_common.port_from_line(impair.first_stdout_line(10), "sync-impair")
+
+        tx_argv = runner.pinned(runner.SYNCD_CORE, [
+            str(paths["syncd"]), "--port", "0", "--status-line", "off", "--publisher", "test",
+            "--relay-to", f"127.0.0.1:{impair_port}", "--relay-cert", cert_tx,
+            "--peer-fingerprint", fp_rx, "--dtls-rekey-interval", str(args.rekey_interval)])
+        tx = Child("sending syncd", tx_argv)
+        children.append(tx)
+        tx_port = bench_common.port_from_line(tx.first_stdout_line(10), "sending syncd")
+        meta.update({"receiver_argv": rx_argv, "impair_argv": impair_argv, "sender_argv": tx_argv})
+
+        def relay_stats(port):
+            status, _, body = runner.http_get(port, "/stats")
+            return json.loads(body) if status == 200 else None
+
+        deadline = time.monotonic() + 15
+        while ((relay_stats(tx_port) or {}).get("relay") or {}).get("state") != "connected":
+            if time.monotonic() > deadline:
+                raise runner.ArmError(f"the relay did not connect within 15 s: "
+                                      f"{tx.stderr_tail()} {rx.stderr_tail()}")
+            time.sleep(0.05)
+
+        daemons = {"sender": (tx, tx_port), "receiver": (rx, rx_port)}
+        pollers = {role: runner.EventsPoller(port, arm_dir / f"{role}_events.csv")
+                   for role, (_, port) in daemons.items()}
+
+        def sample(t0):
+            rec = {"t_ns": monotonic_ns(), "t_s": (monotonic_ns() - t0) / 1e9,
+                   "loadavg_1m": os.getloadavg()[0], "steal_seconds": runner.steal_seconds()}
+            for role, (child, port) in daemons.items():
+                stats = relay_stats(port) or {}
+                proc = runner.proc_status(child.pid)
+                rec[role] = {
+                    "rss_kib": proc.get("VmRSS"), "proc": proc,
+                    "process_cpu_seconds": runner.proc_cpu_seconds(child.pid),
+                    "relay_thread_cpu_seconds": thread_cpu_seconds(child.pid, "sync-relay"),
+                    "loop_cpu_seconds": stats.get("process", {}).get("loop_cpu_seconds"),
+                    "relay": stats.get("relay"),
+                    "stream": runner.find_stream(stats, STREAM),
+                }
+            telemetry_file.write(json.dumps(rec) + "\n")
+            telemetry_file.flush()
+            return rec
+
+        t0 = monotonic_ns()
+        meta["start_ns"] = t0
+        sample(t0)
+        producer_argv = [str(paths["producer"]), "--url", f"ws://127.0.0.1:{tx_port}/ws",
+                         "--stream", STREAM, "--format", "h264", "--h264", str(clip),
+                         "--width", str(width), "--height", str(height), "--fps",
+                         str(args.fps), "--seconds", str(seconds),
+                         "--events", str(arm_dir / "producer_events.csv"), "--quiet"]
+        if not args.producer_normal_priority:
+            producer_argv.append("--realtime")
+        meta["producer_argv"] = producer_argv
+        producer = Child("sync-producer", runner.pinned(runner.PRODUCER_CORE, producer_argv))
+        children.append(producer)
+        producer_start = time.monotonic()
+
+        next_events = time.monotonic() + EVENTS_POLL_S
+        next_sample = time.monotonic() + TELEMETRY_S
+        next_keys = time.monotonic()
+        send_epoch = None
+        while producer.proc.poll() is None:
+            now = time.monotonic()
+            if now >= next_keys:
+                r = (relay_stats(tx_port) or {}).get("relay") or {}
+                epoch = (r.get("keys") or {}).get("send_epoch")
+                if epoch is not None and epoch != send_epoch:
+                    if send_epoch is not None:
+                        switches_file.write(json.dumps({"t_ns": monotonic_ns(),
+                                                        "from": send_epoch, "to": epoch}) + "\n")
+                        switches_file.flush()
+                    send_epoch = epoch
+                next_keys += KEYS_POLL_S
+            if now >= next_events:
+                for p in pollers.values():
+                    p.poll()
+                next_events += EVENTS_POLL_S
+            if now >= next_sample:
+                last = sample(t0)
+                next_sample += TELEMETRY_S
+                s = last["receiver"].get("stream") or {}
+                rr = (last["receiver"].get("relay") or {}).get("receiver") or {}
+                live.show(f"{name} {now - producer_start:6.0f}/{seconds}s  remote fps "
+                          f"{s.get('last_second_unique_fps', 0):3d}  low-rate "
+                          f"{s.get('low_rate_seconds', 0)}  verified "
+                          f"{s.get('frames_verified', 0)}  dropped "
+                          f"{rr.get('frames_dropped', 0)}  fec/rtx "
+                          f"{rr.get('packets_recovered_fec', 0)}/"
+                          f"{rr.get('packets_recovered_rtx', 0)}  rss tx/rx "
+                          f"{(last['sender']['rss_kib'] or 0) / 1024:.0f}/"
+                          f"{(last['receiver']['rss_kib'] or 0) / 1024:.0f} MiB")
+            time.sleep(0.02)
+        live.finish()
+        producer_code = producer.wait(10)
+        meta["producer_exit_code"] = producer_code
+        meta["producer_summary"] = producer.last_json(required=False)
+        meta["producer_stderr"] = producer.stderr_lines[-5:]
+        meta["producer_end_ns"] = monotonic_ns()
+
+        # The sender's BYE closes the receiver's stream once its last frame is through.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            src = (((relay_stats(rx_port) or {}).get("relay") or {}).get("receiver") or {}).get(
+                "source") or {}
+            if src.get("stream") is None and src.get("streams_opened"):
+                break
+            time.sleep(0.1)
+        else:
+            meta["notes"].append("the receiver's stream was still open 10 s after the producer")
+        for p in pollers.values():
+            p.poll()
+        meta["sources"] = {f"{role}_events": {"available": bool(p.available), "rows": p.rows,
+                                              "lost": p.lost, "note": p.note}
+                           for role, p in pollers.items()}
+        meta["final_telemetry"] = sample(t0)
+        for role, (child, port) in daemons.items():
+            status, _, body = runner.http_get(port, "/stats")
+            if status == 200:
+                (arm_dir / f"stats_final_{role}.json").write_text(body.decode())
+        for child, what in ((tx, "sender"), (rx, "receiver")):
+            child.proc.send_signal(signal.SIGTERM)
+            meta[f"{what}_exit_code"] = child.wait(15)
+            meta[f"{what}_stderr"] = child.stderr_lines[-10:]
+            (arm_dir / f"{what}_stderr.txt").write_text("\n".join(child.stderr_lines) + "\n")
+        impair.proc.send_signal(signal.SIGTERM)
+        impair.wait(10)
+        (arm_dir / "impair.json").write_text(json.dumps(impair.last_json(required=False),
+                                                        indent=1) + "\n")
+        meta["end_ns"] = monotonic_ns()
+        if producer_code != 0:
+            raise runner.ArmError(f"sync-producer exited with {producer_code}: "
+                                  f"{' | '.join(meta['producer_stderr'])}")
+    finally:
+        live.finish()
+        telemetry_file.close()
+        switches_file.close()
+        for p in pollers.values():
+            p.close()
+        for child in reversed(children):
+            child.kill()
+        keys_dir.cleanup()
+        (arm_dir / "arm.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
+    return meta
