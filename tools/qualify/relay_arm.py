@@ -53,6 +53,9 @@ PROFILES = {
 DELAY = ["--fwd-delay", str(ONE_WAY_MS), "--fwd-jitter", str(JITTER_MS), "--rev-delay",
          str(ONE_WAY_MS), "--rev-jitter", str(JITTER_MS)]
 
+NETNS_RECEIVER = "sync-a"  # scripts/netns-pair.sh's namespaces and addresses
+NETNS_RECEIVER_ADDRESS = "10.77.0.1"
+
 # name: (default seconds, sync-impair profile)
 RELAY_ARMS = {
     "relay": (60, "random"),
@@ -128,6 +131,9 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
         raise runner.Unavailable(f"sync-impair not built ({more['impair']})")
     if "--relay-listen" not in runner.help_text(paths["syncd"]):
         raise runner.Unavailable("this syncd has no relay (--relay-listen)")
+    # --netns: the receiver in namespace sync-a, reached over the veth pair from here (sync-b).
+    rx_host = NETNS_RECEIVER_ADDRESS if args.netns else "127.0.0.1"
+    rx_prefix = ["ip", "netns", "exec", NETNS_RECEIVER] if args.netns else []
     impair_args = ["--seed", str(args.seed), *PROFILES[profile], *DELAY]
     meta = {
         "arm": name, "kind": "relay", "reader_kind": "relay", "seconds": seconds,
@@ -135,6 +141,7 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
         "profile": profile, "impair_args": impair_args, "one_way_ms": ONE_WAY_MS,
         "jitter_ms": JITTER_MS, "rekey_interval_s": args.rekey_interval,
         "bitrate_kbps": args.bitrate, "notes": [], "capabilities": caps,
+        "netns": bool(args.netns),
     }
     print(f"   making the {width}x{height} clip ({CLIP_FRAMES} frames at {args.bitrate} kbit/s)",
           file=sys.stderr, flush=True)
@@ -156,9 +163,9 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
     try:
         # The receiver is not pinned: sync-impair and the receiver share whatever the sender
         # (core 0) and the producer (core 1) leave.
-        rx_argv = [str(paths["syncd"]), "--port", "0", "--status-line", "off", "--publisher",
-                   "test", "--relay-listen", "127.0.0.1:0", "--relay-cert", cert_rx,
-                   "--peer-fingerprint", fp_tx]
+        rx_argv = [*rx_prefix, str(paths["syncd"]), "--host", rx_host, "--port", "0",
+                   "--status-line", "off", "--publisher", "test", "--relay-listen",
+                   f"{rx_host}:0", "--relay-cert", cert_rx, "--peer-fingerprint", fp_tx]
         rx = Child("receiving syncd", rx_argv)
         children.append(rx)
         rx_port = bench_common.port_from_line(rx.first_stdout_line(10), "receiving syncd")
@@ -168,7 +175,7 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
         rx_udp = int(udp_line.split()[-1])
 
         impair_argv = [str(more["impair"]), "--listen", "127.0.0.1:0", "--to",
-                       f"127.0.0.1:{rx_udp}", "--quiet", *impair_args]
+                       f"{rx_host}:{rx_udp}", "--quiet", *impair_args]
         impair = Child("sync-impair", impair_argv)
         children.append(impair)
         impair_port = bench_common.port_from_line(impair.first_stdout_line(10), "sync-impair")
@@ -180,28 +187,30 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
         tx = Child("sending syncd", tx_argv)
         children.append(tx)
         tx_port = bench_common.port_from_line(tx.first_stdout_line(10), "sending syncd")
+        endpoints = {"sender": ("127.0.0.1", tx_port), "receiver": (rx_host, rx_port)}
         meta.update({"receiver_argv": rx_argv, "impair_argv": impair_argv, "sender_argv": tx_argv})
 
-        def relay_stats(port):
-            status, _, body = runner.http_get(port, "/stats")
+        def relay_stats(role):
+            host, port = endpoints[role]
+            status, _, body = runner.http_get(port, "/stats", host=host)
             return json.loads(body) if status == 200 else None
 
         deadline = time.monotonic() + 15
-        while ((relay_stats(tx_port) or {}).get("relay") or {}).get("state") != "connected":
+        while ((relay_stats("sender") or {}).get("relay") or {}).get("state") != "connected":
             if time.monotonic() > deadline:
                 raise runner.ArmError(f"the relay did not connect within 15 s: "
                                       f"{tx.stderr_tail()} {rx.stderr_tail()}")
             time.sleep(0.05)
 
-        daemons = {"sender": (tx, tx_port), "receiver": (rx, rx_port)}
-        pollers = {role: runner.EventsPoller(port, arm_dir / f"{role}_events.csv")
-                   for role, (_, port) in daemons.items()}
+        daemons = {"sender": tx, "receiver": rx}
+        pollers = {role: runner.EventsPoller(port, arm_dir / f"{role}_events.csv", host)
+                   for role, (host, port) in endpoints.items()}
 
         def sample(t0):
             rec = {"t_ns": monotonic_ns(), "t_s": (monotonic_ns() - t0) / 1e9,
                    "loadavg_1m": os.getloadavg()[0], "steal_seconds": runner.steal_seconds()}
-            for role, (child, port) in daemons.items():
-                stats = relay_stats(port) or {}
+            for role, child in daemons.items():
+                stats = relay_stats(role) or {}
                 proc = runner.proc_status(child.pid)
                 rec[role] = {
                     "rss_kib": proc.get("VmRSS"), "proc": proc,
@@ -237,7 +246,7 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
         while producer.proc.poll() is None:
             now = time.monotonic()
             if now >= next_keys:
-                r = (relay_stats(tx_port) or {}).get("relay") or {}
+                r = (relay_stats("sender") or {}).get("relay") or {}
                 epoch = (r.get("keys") or {}).get("send_epoch")
                 if epoch is not None and epoch != send_epoch:
                     if send_epoch is not None:
@@ -275,7 +284,7 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
         # The sender's BYE closes the receiver's stream once its last frame is through.
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            src = (((relay_stats(rx_port) or {}).get("relay") or {}).get("receiver") or {}).get(
+            src = (((relay_stats("receiver") or {}).get("relay") or {}).get("receiver") or {}).get(
                 "source") or {}
             if src.get("stream") is None and src.get("streams_opened"):
                 break
@@ -288,10 +297,10 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
                                               "lost": p.lost, "note": p.note}
                            for role, p in pollers.items()}
         meta["final_telemetry"] = sample(t0)
-        for role, (child, port) in daemons.items():
-            status, _, body = runner.http_get(port, "/stats")
-            if status == 200:
-                (arm_dir / f"stats_final_{role}.json").write_text(body.decode())
+        for role in daemons:
+            stats = relay_stats(role)
+            if stats:
+                (arm_dir / f"stats_final_{role}.json").write_text(json.dumps(stats) + "\n")
         for child, what in ((tx, "sender"), (rx, "receiver")):
             child.proc.send_signal(signal.SIGTERM)
             meta[f"{what}_exit_code"] = child.wait(15)

@@ -135,10 +135,10 @@ def steal_seconds():
         return None
 
 
-def http_get(port, path, timeout=5.0):
+def http_get(port, path, timeout=5.0, host="127.0.0.1"):
     """(status, headers, body bytes); status 0 when the connection failed."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
+        with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=timeout) as r:
             return r.status, dict(r.headers), r.read()
     except urllib.error.HTTPError as e:
         return e.code, dict(e.headers or {}), e.read()
@@ -196,8 +196,9 @@ class EventsPoller:
 
     HEADER = "index,stream,sequence,receive_start_ns,accept_ns,publish_done_ns"
 
-    def __init__(self, port, path):
+    def __init__(self, port, path, host="127.0.0.1"):
         self.port = port
+        self.host = host
         self.path = path
         self.next_index = 0
         self.lost = 0
@@ -211,7 +212,8 @@ class EventsPoller:
     def poll(self):
         if self.available is False:
             return
-        status, headers, body = http_get(self.port, f"/events/frames?since={self.next_index}")
+        status, headers, body = http_get(self.port, f"/events/frames?since={self.next_index}",
+                                         host=self.host)
         if status != 200:
             if self.available is None:
                 self.available = False
@@ -501,6 +503,9 @@ def parse_args(argv):
     ap.add_argument("--rekey-interval", type=float, default=10,
                     help="relay arms: the sender's --dtls-rekey-interval, s")
     ap.add_argument("--seed", type=int, default=1, help="relay arms: sync-impair's seed")
+    ap.add_argument("--netns", action="store_true",
+                    help="relay arms: the receiving syncd in network namespace sync-a (10.77.0.1), "
+                         "the rest here; run this inside sync-b (scripts/netns-pair.sh)")
     ap.add_argument("--no-analyze", action="store_true", help="only record")
     ap.add_argument("--quiet", action="store_true", help="no live line")
     args = ap.parse_args(argv)
