@@ -17,7 +17,7 @@ packages=(
   gstreamer1.0-pipewire gstreamer1.0-tools gstreamer1.0-plugins-base python3-gst-1.0
   gir1.2-gstreamer-1.0 python3-gi
   xvfb xdg-desktop-portal xdg-desktop-portal-gtk libglib2.0-bin
-  libsrtp2-dev libisal-dev x264
+  libsrtp2-dev libisal-dev x264 openssl iproute2
 )
 # npm: Debian's package only when no npm is on PATH (NodeSource's nodejs ships its own npm and
 # conflicts with Debian's).
