@@ -43,6 +43,18 @@ void Pacer::pop_head() {
   --count_;
 }
 
+uint64_t Pacer::send_rate_bps(const Entry& head, uint64_t now_ns) const {
+  if (config_.drain_within_ns == 0) return pacing_bps_;
+  const uint64_t age = now_ns > head.enqueued_ns ? now_ns - head.enqueued_ns : 0;
+  // At least 1 ms left, so an overdue queue goes at a finite rate.
+  const uint64_t left_ns = std::max<uint64_t>(
+      config_.drain_within_ns > age ? config_.drain_within_ns - age : 0, 1'000'000);
+  const double drain_bps = static_cast<double>(queued_bytes_) * 8e9 / static_cast<double>(left_ns);
+  return drain_bps > static_cast<double>(pacing_bps_) && drain_bps < 1.8e19
+             ? static_cast<uint64_t>(drain_bps)
+             : pacing_bps_;
+}
+
 size_t Pacer::pop_due(uint64_t now_ns, std::span<PacedPacket> out) {
   size_t produced = 0;
   while (produced < out.size() && count_ > 0) {
@@ -64,7 +76,7 @@ size_t Pacer::pop_due(uint64_t now_ns, std::span<PacedPacket> out) {
     const uint64_t floor_ns = now_ns > config_.burst_ns ? now_ns - config_.burst_ns : 0;
     // size x 8e9 fits 64 bits for any uint32 size (< 3.5e19).
     const uint64_t duration_ns =
-        static_cast<uint64_t>(head.size_bytes) * 8'000'000'000ull / pacing_bps_;
+        static_cast<uint64_t>(head.size_bytes) * 8'000'000'000ull / send_rate_bps(head, now_ns);
     virtual_finish_ns_ = std::max(virtual_finish_ns_, floor_ns) + duration_ns;
     out[produced++] =
         PacedPacket{head.id, head.size_bytes, PacketDisposition::kSend, head.enqueued_ns};

@@ -32,6 +32,12 @@ struct PacerConfig {
   uint64_t initial_target_bps = 8'000'000;
   uint64_t min_pacing_bps = 50'000;  // floor: a zero target must not stall the queue
   uint32_t max_packet_bytes = 65'535;
+  // When not 0, the pacer goes faster than the pacing rate when it must to send every queued
+  // packet within this long of its enqueue: the rate is at least queued bytes / the time the
+  // oldest has left. For a source that cannot slow down (a relayed stream of fixed bit rate,
+  // before an encoder follows the estimate), a target below its rate would otherwise only
+  // build a queue here until packets expire; pacing still spreads each frame's packets.
+  uint64_t drain_within_ns = 0;
 };
 
 enum class EnqueueResult : uint8_t {
@@ -70,7 +76,8 @@ class Pacer {
 
   explicit Pacer(PacerConfig config = {});
 
-  // The target rate from SendRateController; the pacer sends at pacing_factor x it.
+  // The target rate from SendRateController; the pacer sends at pacing_factor x it (and faster
+  // when drain_within_ns says it must).
   void set_target_rate(uint64_t target_bps);
   uint64_t pacing_bps() const { return pacing_bps_; }
 
@@ -101,6 +108,8 @@ class Pacer {
     return now_ns > entry.enqueued_ns && now_ns - entry.enqueued_ns > config_.max_queue_delay_ns;
   }
   void pop_head();
+  // The rate the head packet leaves at: the pacing rate, or the drain rate when higher.
+  uint64_t send_rate_bps(const Entry& head, uint64_t now_ns) const;
 
   PacerConfig config_;
   std::vector<Entry> ring_;  // capacity_packets entries, sized once

@@ -87,7 +87,8 @@ class RelayQualificationArm(unittest.TestCase):
         self.assertGreaterEqual(len(gaps["rekeys"]), int(SECONDS // 10) - 2)
         self.assertEqual(self.arm["repair"]["srtp_refused"], 0)
         for rekey in gaps["rekeys"]:
-            self.assertLessEqual(rekey["largest_intervals"], 2.0, json.dumps(gaps["rekeys"]))
+            # Less what the producer's own lateness at the sender already left (analyzer).
+            self.assertLessEqual(rekey["relay_added_intervals"], 2.0, json.dumps(gaps["rekeys"]))
 
     def test_report_and_clean_exit(self):
         for kind in ("timeline", "memory"):

@@ -2,6 +2,7 @@
 // (src/congestion/pacer.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "congestion/pacer.h"
@@ -144,6 +145,53 @@ TEST(CongestionPacer, QueueBoundInTimeDropsAndReports) {
   EXPECT_EQ(pacer.counters().dropped_expired, 14u);
   EXPECT_EQ(pacer.counters().dropped_expired_bytes, 14'000u);
   EXPECT_EQ(pacer.queued_bytes(), 0u);
+}
+
+TEST(CongestionPacer, DrainDeadlineOutrunsATargetBelowTheSource) {
+  // A 30-packet frame (36 KB) every 16.7 ms is 17 Mbit/s; the target says 4 Mbit/s (x1: 4 Mbit/s
+  // of pacing). Without the deadline the queue only grows until packets expire; with 33 ms,
+  // every packet leaves within 33 ms of its enqueue and none expires.
+  for (const uint64_t drain : {uint64_t{0}, 33 * kMs}) {
+    PacerConfig config = config_at(4'000'000);
+    config.drain_within_ns = drain;
+    Pacer pacer(config);
+    uint64_t worst_wait = 0, sent = 0;
+    PacedPacket out[16];
+    const uint64_t frame_ns = 16'666'667;
+    for (uint64_t t = 0; t < 2'000 * kMs; t += 100 * kUs) {
+      if (t % frame_ns < 100 * kUs) {
+        for (uint64_t i = 0; i < 30; ++i) pacer.enqueue(t, i, 1200);
+      }
+      const size_t n = pacer.pop_due(t, out);
+      for (size_t i = 0; i < n; ++i) {
+        if (out[i].disposition != PacketDisposition::kSend) continue;
+        ++sent;
+        worst_wait = std::max(worst_wait, t - out[i].enqueued_ns);
+      }
+    }
+    if (drain == 0) {
+      EXPECT_GT(pacer.counters().dropped_expired, 1000u);
+    } else {
+      EXPECT_EQ(pacer.counters().dropped_expired, 0u);
+      EXPECT_LE(worst_wait, 33 * kMs + 200 * kUs);
+      EXPECT_GT(sent, 119u * 30);  // every frame but the last one or two, still queued
+    }
+  }
+}
+
+TEST(CongestionPacer, DrainDeadlineKeepsThePacingRateWhenItSuffices) {
+  // 10 Mbit/s, one frame of 10 packets: the pacing rate empties it in 9.6 ms, well within the
+  // 33-ms deadline, so the spacing is the pacing rate's, as without the deadline.
+  PacerConfig config = config_at(10'000'000);
+  config.drain_within_ns = 33 * kMs;
+  config.burst_ns = 0;
+  Pacer pacer(config);
+  for (uint64_t id = 0; id < 10; ++id) pacer.enqueue(0, id, 1200);
+  const std::vector<uint64_t> sends = drain(pacer, 0, 10 * kUs);
+  ASSERT_EQ(sends.size(), 10u);
+  // 1200 bytes at 10 Mbit/s = 960 us; the first packet's rate was raised slightly (12 KB
+  // within 33 ms = 2.9 Mbit/s < 10), so it is exactly the pacing rate throughout.
+  for (size_t i = 1; i < sends.size(); ++i) EXPECT_EQ(sends[i] - sends[i - 1], 960 * kUs) << i;
 }
 
 TEST(CongestionPacer, RefusesBadPacketsWithReasons) {
