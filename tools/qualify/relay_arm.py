@@ -275,11 +275,7 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
                           f"{(last['receiver']['rss_kib'] or 0) / 1024:.0f} MiB")
             time.sleep(0.02)
         live.finish()
-        producer_code = producer.wait(10)
-        meta["producer_exit_code"] = producer_code
-        meta["producer_summary"] = producer.last_json(required=False)
-        meta["producer_stderr"] = producer.stderr_lines[-5:]
-        meta["producer_end_ns"] = monotonic_ns()
+        producer_code = runner.finish_producer(producer, meta)
 
         # The sender's BYE closes the receiver's stream once its last frame is through.
         deadline = time.monotonic() + 10

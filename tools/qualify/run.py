@@ -273,6 +273,16 @@ def pipewire_session_module():
     return pipewire_session
 
 
+def finish_producer(producer, meta):
+    """Waits for sync-producer to exit and records its exit code, summary and end time."""
+    code = producer.wait(10)
+    meta["producer_exit_code"] = code
+    meta["producer_summary"] = producer.last_json(required=False)
+    meta["producer_stderr"] = producer.stderr_lines[-5:]
+    meta["producer_end_ns"] = monotonic_ns()
+    return code
+
+
 def run_arm(name, seconds, readers, reader_kind, args, paths, caps, out_dir):
     """One arm; reader_kind is None, "shm" (sync-shm-reader processes) or "camera" (syncd's
     camera in a private PipeWire session, with camera_reader.py as its one reader)."""
@@ -435,11 +445,7 @@ def _run_arm(name, seconds, readers, reader_kind, args, paths, caps, out_dir, se
                           f"{last['loop_cpu_seconds'] or 0:.1f}s")
             time.sleep(0.05)
         live.finish()
-        producer_code = producer.wait(10)
-        meta["producer_exit_code"] = producer_code
-        meta["producer_summary"] = producer.last_json(required=False)
-        meta["producer_stderr"] = producer.stderr_lines[-5:]
-        meta["producer_end_ns"] = monotonic_ns()
+        producer_code = finish_producer(producer, meta)
         time.sleep(0.5)  # let syncd finish the last frame and close the stream
 
         for i, child in enumerate(reader_children):
