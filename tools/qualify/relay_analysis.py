@@ -156,10 +156,13 @@ def analyze_relay_arm(arm_dir):
     impair = A.load_json(arm_dir / "impair.json") or {}
     s = relay_tx.get("sender") or {}
     r = relay_rx.get("receiver") or {}
-    media = s.get("packets_sent") or 0
+    # The sender's packets_sent counts every packet the pacer sent: media, FEC and RTX.
+    total = s.get("packets_sent") or 0
+    media = total - (s.get("fec_packets_sent") or 0) - (s.get("rtx_packets_sent") or 0)
     fwd = impair.get("fwd") or {}
     result["repair"] = {
-        "media_packets_sent": media, "fec_packets_sent": s.get("fec_packets_sent"),
+        "packets_sent": total, "media_packets_sent": media,
+        "fec_packets_sent": s.get("fec_packets_sent"),
         "rtx_packets_sent": s.get("rtx_packets_sent"),
         "wire_lost_fwd": (fwd.get("drop_random") or 0) + (fwd.get("drop_burst") or 0),
         "wire_lost_rev": sum((impair.get("rev") or {}).get(k) or 0
@@ -168,7 +171,8 @@ def analyze_relay_arm(arm_dir):
         "recovered_rtx": r.get("packets_recovered_rtx"),
         "overhead": ((s.get("fec_packets_sent") or 0) + (s.get("rtx_packets_sent") or 0)) / media
         if media else None,
-        "packets_per_frame": media / s["frames_sent"] if s.get("frames_sent") else None,
+        "media_packets_per_frame": media / s["frames_sent"] if s.get("frames_sent") else None,
+        "packets_per_frame": total / s["frames_sent"] if s.get("frames_sent") else None,
         "frames_dropped_by_receiver": r.get("frames_dropped"),
         "srtp_refused": (relay_rx.get("refused") or {}).get("srtp"),
         "rekeys": (relay_tx.get("keys") or {}).get("rekeys"),
