@@ -107,6 +107,12 @@ def analyze_relay_arm(arm_dir):
         result["notes"].append("no receiver event log: nothing to judge at the consumer")
         c["receiver_frames_recorded"] = False
 
+    # The sending syncd's own input, per second: a second low there was low before the relay
+    # (the producer or the sender's ingest was late), which the receiver cannot make up.
+    if tx_t is not None and len(tx_t):
+        tx_summary = A.bin_summary(A.second_bins(tx_t), fps)
+        result["sender"] = {**tx_summary, "per_second": A.second_bins(tx_t)}
+
     # ---- transport latency (sender accept -> receiver frame complete, one clock)
     if tx_t is not None and rx_t is not None and len(rx_t):
         common, i_tx, i_rx = np.intersect1d(tx_seq, rx_seq, return_indices=True)
@@ -229,6 +235,11 @@ def plot_relay_arm(result, out_dir):
     if bins:
         ax.step([b["second"] - bins[0]["second"] + 1 for b in bins],
                 [b["frames"] for b in bins], where="mid", label="remote consumer")
+        sb = (result.get("sender") or {}).get("per_second") or []
+        if sb:
+            ax.step([b["second"] - bins[0]["second"] + 1 for b in sb], [b["frames"] for b in sb],
+                    where="mid", color="black", linestyle="--", linewidth=0.7,
+                    label="sending syncd's input")
     ax.axhline(result["nominal_fps"], color="grey", linestyle=":", linewidth=0.8)
     ax.axhline(A.LOW_RATE, color="red", linestyle="--", linewidth=0.8, label="low-rate (<50)")
     ax.set_ylim(0, result["nominal_fps"] * 1.25)
@@ -313,7 +324,8 @@ def summary_rows(arms):
         lambda a: f"{a['receiver']['frames_lost']} / {a['receiver']['frames_corrupt']}")
     row("remote unique fps (mean of complete seconds) / min second",
         lambda a: f"{a['receiver']['mean_fps']:.2f} / {a['receiver']['min_fps']}")
-    row("low-rate seconds (<50)", lambda a: a["receiver"]["low_rate_seconds"])
+    row("low-rate seconds (<50): receiver / the sender's own input",
+        lambda a: f"{a['receiver']['low_rate_seconds']} / {a['sender']['low_rate_seconds']}")
     row("transport p50 / p99 / max ms (bound p50)",
         lambda a: "{p50:.1f} / {p99:.1f} / {max:.1f} ({b:.1f})".format(
             b=a["transport_bound_ms"], **a["transport_ms"]))
