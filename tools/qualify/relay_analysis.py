@@ -162,6 +162,15 @@ def analyze_relay_arm(arm_dir):
     impair = A.load_json(arm_dir / "impair.json") or {}
     s = relay_tx.get("sender") or {}
     r = relay_rx.get("receiver") or {}
+    # Where lost frames were lost: never handed to the relay by the sending syncd (its relay
+    # publisher's drops, by reason), or sent and never completed at the receiver.
+    stream_tx = _find_stream(stats_tx, meta.get("stream")) or {}
+    relay_pub = (stream_tx.get("publishers") or {}).get("relay") or {}
+    if result.get("receiver") and s.get("frames_sent") is not None:
+        result["receiver"]["lost_before_the_relay"] = {
+            k: v for k, v in (relay_pub.get("dropped") or {}).items() if v}
+        result["receiver"]["lost_in_transport"] = (s["frames_sent"]
+                                                   - result["receiver"]["frames_complete"])
     # The sender's packets_sent counts every packet the pacer sent: media, FEC and RTX.
     total = s.get("packets_sent") or 0
     media = total - (s.get("fec_packets_sent") or 0) - (s.get("rtx_packets_sent") or 0)
@@ -322,6 +331,9 @@ def summary_rows(arms):
         lambda a: f"{a['frames_sent']} / {a['receiver']['frames_complete']}")
     row("frames lost after repair / corrupt",
         lambda a: f"{a['receiver']['frames_lost']} / {a['receiver']['frames_corrupt']}")
+    row("of those lost: in transport / before the relay (the sender's drops)",
+        lambda a: f"{a['receiver']['lost_in_transport']} / "
+                  f"{a['receiver']['lost_before_the_relay'] or 0}")
     row("remote unique fps (mean of complete seconds) / min second",
         lambda a: f"{a['receiver']['mean_fps']:.2f} / {a['receiver']['min_fps']}")
     row("low-rate seconds (<50): receiver / the sender's own input",
