@@ -5,6 +5,7 @@ if(NOT DEFINED SYNC_ROOT)
 endif()
 
 add_executable(audio_codec_tests
+  ${SYNC_ROOT}/tests/unit/audio_codec_allocation_test.cpp
   ${SYNC_ROOT}/tests/unit/audio_codec_codec_test.cpp
   ${SYNC_ROOT}/tests/unit/audio_codec_continuity_test.cpp
   ${SYNC_ROOT}/tests/unit/audio_codec_framing_test.cpp
