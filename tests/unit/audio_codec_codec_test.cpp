@@ -148,6 +148,13 @@ TEST(OpusEncoder, LiveBitrateChangeMovesPacketSize) {
   EXPECT_EQ(encoder.counters().refused, 2u);
   EXPECT_EQ(encoder.config().bitrate_per_channel, 64000u);
   EXPECT_EQ(encoder.counters().packets, 300u);
+
+  // Live expected-loss change, and its range.
+  EXPECT_EQ(encoder.set_expected_loss(10), EncoderStatus::kOk);
+  EXPECT_EQ(encoder.config().expected_loss_percent, 10u);
+  EXPECT_EQ(encoder.set_expected_loss(101), EncoderStatus::kBadConfig);
+  EXPECT_EQ(encoder.config().expected_loss_percent, 10u);
+  EXPECT_EQ(encoder.counters().refused, 3u);
 }
 
 TEST(OpusEncoder, RefusesBadConfigAndCalls) {
