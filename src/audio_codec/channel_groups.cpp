@@ -52,6 +52,11 @@ HeaderStatus parse_group_header(std::span<const uint8_t> payload, GroupHeader& h
   return HeaderStatus::kOk;
 }
 
+bool header_matches_plan(const GroupHeader& header, const GroupPlan& plan) {
+  return header.group_count == plan.count && header.group_index < plan.count &&
+         plan.groups[header.group_index] == header.group;
+}
+
 const char* to_string(HeaderStatus status) {
   switch (status) {
     case HeaderStatus::kOk:

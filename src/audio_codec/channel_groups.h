@@ -82,4 +82,8 @@ HeaderStatus parse_group_header(std::span<const uint8_t> payload, GroupHeader& h
                                 std::span<const uint8_t>& opus_packet);
 const char* to_string(HeaderStatus status);
 
+// Whether a parsed header names exactly group header.group_index of the receiver's plan (same
+// group count, first channel and channel count), so its packet may go to that group's decoder.
+bool header_matches_plan(const GroupHeader& header, const GroupPlan& plan);
+
 }  // namespace syncd::audio_codec

@@ -127,6 +127,13 @@ TEST(ChannelGroups, HeaderRoundTripAndRefusals) {
   EXPECT_EQ(opus.data(), payload + 4);
   EXPECT_EQ(opus.size(), 4u);
 
+  const GroupPlan plan = plan_groups(32, 17);
+  EXPECT_TRUE(header_matches_plan(parsed, plan));
+  EXPECT_FALSE(header_matches_plan({0, 2, {16, 16}}, plan)) << "group 0 is channels 0..15";
+  EXPECT_FALSE(header_matches_plan({1, 2, {16, 15}}, plan));
+  EXPECT_FALSE(header_matches_plan({1, 3, {16, 16}}, plan)) << "the sender planned 3 groups";
+  EXPECT_FALSE(header_matches_plan({1, 2, {16, 16}}, plan_groups(32, 8)));
+
   EXPECT_EQ(parse_group_header(std::span(payload, 4), parsed, opus), HeaderStatus::kTooShort);
   uint8_t bad_index[5] = {2, 2, 0, 1, 0xf8};
   EXPECT_EQ(parse_group_header(bad_index, parsed, opus), HeaderStatus::kBadIndex);
