@@ -9,12 +9,14 @@ double block_failure_probability(const LossEstimate& loss, uint32_t n, uint32_t 
   const double p = std::clamp(loss.loss_fraction, 0.0, 1.0);
   const double burst = std::max(1.0, loss.mean_burst_packets);
   if (p <= 0) return 0;
-  // Burst starts are Bernoulli(p / burst) per packet; each burst takes ceil(burst) packets, so
-  // the block survives up to floor(repairs / ceil(burst)) bursts (Gilbert-Elliott's good state
-  // seen from the block, a bound rather than an exact model).
+  // Burst starts are Bernoulli(p / burst) per packet; each burst takes `burst` packets on
+  // average, so the block survives up to floor(repairs / burst) bursts (Gilbert-Elliott's good
+  // state seen from the block, an approximation rather than an exact model). Not ceil(burst)
+  // packets a burst: a measured mean of 1.01 (one pair of adjacent losses among a hundred
+  // single ones) would count as bursts of 2 and double the repairs asked for.
   const double start = std::min(1.0, p / burst);
-  const uint32_t per_burst = static_cast<uint32_t>(std::ceil(burst));
-  const uint32_t bursts_survived = repairs / per_burst;
+  const uint32_t bursts_survived =
+      static_cast<uint32_t>(std::floor(static_cast<double>(repairs) / burst + 1e-9));
   if (bursts_survived >= n) return 0;
   // P(X <= bursts_survived), X ~ Binomial(n, start), summed term by term (n <= 64).
   double term = std::pow(1 - start, n);  // P(X = 0)
@@ -50,7 +52,9 @@ BlockShape choose_block_shape(const LossEstimate& loss, uint32_t frame_packets,
 }
 
 LossEstimator::LossEstimator(const LossEstimatorConfig& config)
-    : rise_(std::clamp(config.rise, 0.01, 1.0)), decay_(std::clamp(config.decay, 0.01, 1.0)) {
+    : rise_(std::clamp(config.rise, 0.01, 1.0)),
+      decay_(std::clamp(config.decay, 0.01, 1.0)),
+      min_packets_per_sample_(std::max<uint32_t>(config.min_packets_per_sample, 1)) {
   estimate_.loss_fraction = std::clamp(config.initial_loss_fraction, 0.0, 1.0);
   have_report_ = estimate_.loss_fraction > 0;
 }
@@ -68,8 +72,25 @@ void LossEstimator::on_nacked(uint16_t sequence) {
   ++nacked_since_report_;
 }
 
-void LossEstimator::on_receiver_report(uint8_t fraction_lost) {
-  const double loss = fraction_lost / 256.0;
+void LossEstimator::on_receiver_report(uint8_t fraction_lost) { fold(fraction_lost / 256.0); }
+
+void LossEstimator::on_report_counts(uint32_t extended_highest_sequence, int32_t cumulative_lost) {
+  // Differences modulo 2^32: the extended sequence wraps after 2^32 packets, not before.
+  const uint32_t expected = extended_highest_sequence - sample_base_sequence_;
+  if (!have_counts_ || expected > 0x8000'0000u) {
+    have_counts_ = true;
+    sample_base_sequence_ = extended_highest_sequence;
+    sample_base_lost_ = cumulative_lost;
+    return;
+  }
+  if (expected < min_packets_per_sample_) return;
+  const double lost = static_cast<double>(cumulative_lost) - sample_base_lost_;
+  fold(std::clamp(lost / expected, 0.0, 1.0));
+  sample_base_sequence_ = extended_highest_sequence;
+  sample_base_lost_ = cumulative_lost;
+}
+
+void LossEstimator::fold(double loss) {
   if (!have_report_) {
     estimate_.loss_fraction = loss;
     have_report_ = true;

@@ -57,7 +57,11 @@ struct LossEstimatorConfig {
   double decay = 0.25;  // EWMA weight of a report at or below it
   // Assumed before the first report (so the first frames are protected on a lossy path). With
   // 0, the first report is taken as the estimate as it is.
-  double initial_loss_fraction = 0;
+  double initial_loss_fraction = 0;  // on_report_counts(): a loss sample spans at least this many packets. A receiver that sends
+  // feedback as soon as it sees a loss (RFC 4585 early feedback) sends reports a few dozen
+  // packets apart, whose fraction lost is mostly 0 or a spike (1 of 40 is 2.5 %): taken one by
+  // one they drive a fast-rising estimate far above the path's loss.
+  uint32_t min_packets_per_sample = 600;
 };
 
 class LossEstimator {
@@ -74,10 +78,23 @@ class LossEstimator {
   // report into the burst estimate.
   void on_receiver_report(uint8_t fraction_lost);
 
+  // A receiver report block's running counts (RFC 3550 section 6.4.1: the extended highest
+  // sequence received and the cumulative number lost): a loss sample is taken once they span
+  // min_packets_per_sample packets since the last sample, and folded in as a report would be
+  // (NACK runs included). The first call only sets the baseline; counts that go backwards
+  // (the peer restarted its statistics) set it again.
+  void on_report_counts(uint32_t extended_highest_sequence, int32_t cumulative_lost);
+
   LossEstimate estimate() const { return estimate_; }
 
  private:
+  void fold(double loss);
+
   double rise_, decay_;
+  uint32_t min_packets_per_sample_;
+  bool have_counts_ = false;
+  uint32_t sample_base_sequence_ = 0;
+  int32_t sample_base_lost_ = 0;
   LossEstimate estimate_;
   bool have_report_ = false;
   bool have_nacked_ = false;

@@ -18,6 +18,10 @@ namespace {
 constexpr uint8_t kMediaPayloadType = 96;
 constexpr uint8_t kRtxPayloadType = 97;
 constexpr uint8_t kFecPayloadType = 115;
+// A block left with more losses than repairs costs its frame a retransmission round trip (and
+// the frames behind it wait): a visible hitch. At 60 blocks a second, 1e-3 is one every 17 s
+// on average; 1e-4 (one more repair packet at 1 % loss) makes it one in three minutes.
+constexpr fec::PolicyLimits kFecPolicy{.target_block_failure = 1e-4};
 constexpr uint32_t kVideoClockHz = 90'000;
 
 // The first packet of an access unit carries the frame info (id 4, 5, 6: 40 bytes with their
@@ -368,8 +372,8 @@ void RelaySession::send_frame(ToRelay& m, uint64_t now_ns) {
     return;
   }
   // FEC redundancy for this frame, from the loss the receiver reports.
-  fec_encoder_.set_shape(
-      fec::choose_block_shape(loss_.estimate(), uint32_t(packetizer_.packet_count())));
+  fec_encoder_.set_shape(fec::choose_block_shape(
+      loss_.estimate(), uint32_t(packetizer_.packet_count()), kFecPolicy));
   // RTP carries NAL units, not the byte stream: the receiver rebuilds the access unit with a
   // 4-byte start code before every NAL unit (RFC 6184 has no room for the original's 3-byte
   // ones or trailing zeros). The hash the receiver checks is therefore of that form, computed
@@ -619,7 +623,8 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
         have_rtt_ = true;
       }
       counters_.fraction_lost = events.block->fraction_lost;
-      loss_.on_receiver_report(events.block->fraction_lost);
+      loss_.on_report_counts(events.block->extended_highest_sequence,
+                             events.block->cumulative_lost);
       rate_.on_receiver_report(now_ns, events.block->fraction_lost, rtt_ns_);
     }
     pacer_.set_target_rate(rate_.target_bps());

@@ -174,10 +174,11 @@ class RelaySession final : public RelayHandler {
   rtp::H264Packetizer packetizer_;
   core::ContentHasher hasher_;
   fec::Encoder fec_encoder_;
-  // From RRs and NACK runs: the FEC redundancy. Quick to rise, slow to decay (a half-life of
-  // ~14 reports, 1.4 s), and 1 % assumed until the first report: measured through 1 % random
-  // loss, a symmetric EWMA let FEC lapse after a few loss-free reports, and each frame that then
-  // lost a packet waited a round trip for its retransmission (docs/wan.md, "FEC policy").
+  // From RRs (their running counts, sampled every 600 packets: the receiver's early feedback
+  // makes reports a few dozen packets apart) and NACK runs: the FEC redundancy. Quick to rise,
+  // slow to decay (a half-life of ~14 samples), and 1 % assumed until the first sample: with a
+  // symmetric EWMA FEC lapsed after a few loss-free reports, and each frame that then lost a
+  // packet waited a round trip for its retransmission (docs/wan.md, "FEC payload format").
   fec::LossEstimator loss_{fec::LossEstimatorConfig{0.5, 0.05, 0.01}};
   congestion::SendRateController rate_;
   // Every packet leaves within two frame intervals (at 60 fps) of its enqueue even when the

@@ -130,6 +130,59 @@ TEST(FecLossEstimator, RisesFastDecaysSlowlyAndStartsFromItsPrior) {
   EXPECT_EQ(choose_block_shape(symmetric.estimate(), 26).m, 0);
 }
 
+TEST(FecPolicy, ANearlyIndependentLossPatternCostsWhatIndependentLossCosts) {
+  // A measured mean burst of 1.01-1.06 (an occasional adjacent pair) is independent loss for
+  // all practical purposes; it must not be priced as bursts of 2.
+  const uint8_t independent = choose_block_shape({0.013, 1.0}, 25).m;
+  EXPECT_LE(choose_block_shape({0.013, 1.01}, 25).m, independent + 1);
+  EXPECT_LE(choose_block_shape({0.013, 1.06}, 25).m, independent + 1);
+  // Real bursts still cost more.
+  EXPECT_GT(choose_block_shape({0.013, 3.0}, 25).m, independent + 1);
+}
+
+TEST(FecLossEstimator, SamplesRunningCountsOverEnoughPackets) {
+  // Early feedback: a report every 40 packets, 1 % random loss. Each report's own fraction is
+  // 0 or at least 2.5 %; fed one by one to a fast-rising estimate it settles far above 1 %.
+  // Sampled over 600 packets from the running counts, it stays near the path's loss, and the
+  // policy asks for the repairs 1 % needs (20+3 in docs/wan.md's table), not more.
+  LossEstimator per_report(LossEstimatorConfig{0.5, 0.05, 0.01});
+  LossEstimator sampled(LossEstimatorConfig{0.5, 0.05, 0.01, 600});
+  uint64_t state = 12345;
+  auto uniform = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(state >> 11) / 9007199254740992.0;
+  };
+  uint32_t highest = 70'000;  // past a 16-bit wrap: the extended sequence
+  int32_t cumulative = 0;
+  double per_report_sum = 0, sampled_sum = 0;
+  int after_warmup = 0;
+  for (int report = 0; report < 3000; ++report) {
+    int lost = 0;
+    for (int i = 0; i < 40; ++i) lost += uniform() < 0.01 ? 1 : 0;
+    highest += 40;
+    cumulative += lost;
+    per_report.on_receiver_report(static_cast<uint8_t>(lost * 256 / 40));
+    sampled.on_report_counts(highest, cumulative);
+    if (report >= 500) {
+      per_report_sum += per_report.estimate().loss_fraction;
+      sampled_sum += sampled.estimate().loss_fraction;
+      ++after_warmup;
+    }
+  }
+  const double per_report_mean = per_report_sum / after_warmup;
+  const double sampled_mean = sampled_sum / after_warmup;
+  EXPECT_GT(per_report_mean, 0.025);
+  EXPECT_GT(sampled_mean, 0.009);
+  EXPECT_LT(sampled_mean, 0.016);
+  EXPECT_LE(choose_block_shape(sampled.estimate(), 20).m, 4);
+  EXPECT_GE(choose_block_shape(sampled.estimate(), 20).m, 2);
+  // Counts that go backwards (the peer's statistics restarted) only set a new baseline.
+  const double before = sampled.estimate().loss_fraction;
+  sampled.on_report_counts(100, 0);
+  sampled.on_report_counts(700, 600);  // 100 % of 600: a real sample
+  EXPECT_GT(sampled.estimate().loss_fraction, before);
+}
+
 TEST(FecLossEstimator, SmoothsAndFeedsThePolicy) {
   LossEstimator estimator(0.25);
   estimator.on_receiver_report(0);
