@@ -38,8 +38,8 @@ TEST(SecureKeySchedule, ClientSendsUnderTheFirstEpochAtOnceServerWaitsForTheClie
   KeySchedule client(DtlsRole::kClient, test_config());
   KeySchedule server(DtlsRole::kServer, test_config());
   EXPECT_EQ(client.next_deadline_ns(), KeySchedule::kNever);
-  EXPECT_EQ(server.on_handshake_complete(100), 0u);
-  EXPECT_EQ(client.on_handshake_complete(150), 0u);
+  EXPECT_TRUE(server.on_handshake_complete(0, 100));
+  EXPECT_TRUE(client.on_handshake_complete(0, 150));
   EXPECT_EQ(poll_all(client, 150), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 0}}));
   EXPECT_EQ(client.send_epoch(), 0u);
   // The server completed first: the client may not have the key yet, so it waits for a packet.
@@ -51,7 +51,7 @@ TEST(SecureKeySchedule, ClientSendsUnderTheFirstEpochAtOnceServerWaitsForTheClie
 
 TEST(SecureKeySchedule, ServerFallsBackToSendingAfterItsOverlapWhenTheClientIsSilent) {
   KeySchedule server(DtlsRole::kServer, test_config());
-  server.on_handshake_complete(0);
+  server.on_handshake_complete(0, 0);
   EXPECT_EQ(server.next_deadline_ns(), 4 * kS);
   EXPECT_TRUE(poll_all(server, 4 * kS - 1).empty());
   EXPECT_EQ(poll_all(server, 4 * kS), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 0}}));
@@ -59,7 +59,7 @@ TEST(SecureKeySchedule, ServerFallsBackToSendingAfterItsOverlapWhenTheClientIsSi
 
 TEST(SecureKeySchedule, ClientRekeysEveryIntervalAndRetriesAfterAFailure) {
   KeySchedule client(DtlsRole::kClient, test_config());
-  client.on_handshake_complete(0);
+  client.on_handshake_complete(0, 0);
   poll_all(client, 0);
   EXPECT_EQ(client.next_deadline_ns(), 10 * kS);
   EXPECT_TRUE(poll_all(client, 10 * kS - 1).empty());
@@ -72,7 +72,7 @@ TEST(SecureKeySchedule, ClientRekeysEveryIntervalAndRetriesAfterAFailure) {
   EXPECT_EQ(client.counters().rekeys_started, 2u);
   // Servers never start one.
   KeySchedule server(DtlsRole::kServer, test_config());
-  server.on_handshake_complete(0);
+  server.on_handshake_complete(0, 0);
   server.on_packet_authenticated(0, 0);
   poll_all(server, 0);
   EXPECT_EQ(server.next_deadline_ns(), KeySchedule::kNever);
@@ -82,9 +82,9 @@ TEST(SecureKeySchedule, ClientRekeysEveryIntervalAndRetriesAfterAFailure) {
 TEST(SecureKeySchedule, SwitchesOnThePeersFirstNewEpochPacketOrAfterTheOverlap) {
   // The peer's packet first.
   KeySchedule a(DtlsRole::kClient, test_config());
-  a.on_handshake_complete(0);
+  a.on_handshake_complete(0, 0);
   poll_all(a, 0);
-  a.on_handshake_complete(20 * kS);
+  a.on_handshake_complete(1, 20 * kS);
   EXPECT_TRUE(poll_all(a, 20 * kS + 300 * kMs).empty());
   EXPECT_EQ(a.send_epoch(), 0u);
   a.on_packet_authenticated(1, 20 * kS + 400 * kMs);
@@ -92,14 +92,14 @@ TEST(SecureKeySchedule, SwitchesOnThePeersFirstNewEpochPacketOrAfterTheOverlap) 
   EXPECT_EQ(a.counters().switches_on_packet, 1u);
   // The overlap first.
   KeySchedule b(DtlsRole::kClient, test_config());
-  b.on_handshake_complete(0);
+  b.on_handshake_complete(0, 0);
   poll_all(b, 0);
-  b.on_handshake_complete(20 * kS);
+  b.on_handshake_complete(1, 20 * kS);
   EXPECT_TRUE(poll_all(b, 21 * kS - 1).empty());
   EXPECT_EQ(poll_all(b, 21 * kS), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 1}}));
   EXPECT_EQ(b.counters().switches_on_fallback, 1u);
   // A packet under an old epoch does not switch anything.
-  b.on_handshake_complete(40 * kS);
+  b.on_handshake_complete(2, 40 * kS);
   b.on_packet_authenticated(1, 40 * kS + 10);
   for (const KeyEvent& event : poll_all(b, 40 * kS + 10))
     EXPECT_NE(event.action, KeyAction::kSendEpoch);
@@ -107,9 +107,9 @@ TEST(SecureKeySchedule, SwitchesOnThePeersFirstNewEpochPacketOrAfterTheOverlap) 
 
 TEST(SecureKeySchedule, RetiresTheOldReceiveKeyAGraceAfterThePeerSwitchedOrAtTheBound) {
   KeySchedule a(DtlsRole::kClient, test_config());
-  a.on_handshake_complete(0);
+  a.on_handshake_complete(0, 0);
   poll_all(a, 0);
-  a.on_handshake_complete(20 * kS);
+  a.on_handshake_complete(1, 20 * kS);
   // Bound: the peer (a server) switches at the latest 4 s after; plus 2 s grace.
   EXPECT_TRUE(a.receive_epoch_live(0));
   a.on_packet_authenticated(1, 20 * kS + 500 * kMs);
@@ -121,9 +121,9 @@ TEST(SecureKeySchedule, RetiresTheOldReceiveKeyAGraceAfterThePeerSwitchedOrAtThe
   EXPECT_TRUE(a.receive_epoch_live(1));
 
   KeySchedule silent(DtlsRole::kClient, test_config());
-  silent.on_handshake_complete(0);
+  silent.on_handshake_complete(0, 0);
   poll_all(silent, 0);
-  silent.on_handshake_complete(20 * kS);
+  silent.on_handshake_complete(1, 20 * kS);
   poll_all(silent, 21 * kS);  // switches on its overlap
   EXPECT_TRUE(poll_all(silent, 26 * kS - 1).empty());
   EXPECT_EQ(poll_all(silent, 26 * kS), (std::vector<KeyEvent>{{KeyAction::kRetireReceive, 0}}));
@@ -131,9 +131,9 @@ TEST(SecureKeySchedule, RetiresTheOldReceiveKeyAGraceAfterThePeerSwitchedOrAtThe
 
 TEST(SecureKeySchedule, TooManyEpochsRetireTheOldestEarlyAndSay) {
   KeySchedule a(DtlsRole::kClient, test_config());
-  for (uint32_t e = 0; e < KeySchedule::kMaxReceiveEpochs; ++e) a.on_handshake_complete(e);
+  for (uint32_t e = 0; e < KeySchedule::kMaxReceiveEpochs; ++e) a.on_handshake_complete(e, e);
   EXPECT_EQ(a.counters().retired_early, 0u);
-  a.on_handshake_complete(10);
+  a.on_handshake_complete(4, 10);
   std::vector<KeyEvent> events = poll_all(a, 10);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.front(), (KeyEvent{KeyAction::kRetireReceive, 0}));
@@ -141,7 +141,7 @@ TEST(SecureKeySchedule, TooManyEpochsRetireTheOldestEarlyAndSay) {
   EXPECT_FALSE(a.receive_epoch_live(0));
   // poll() with no room leaves the actions due.
   KeySchedule b(DtlsRole::kClient, test_config());
-  b.on_handshake_complete(0);
+  b.on_handshake_complete(0, 0);
   EXPECT_EQ(b.poll(0, {}), 0u);
   EXPECT_EQ(b.next_deadline_ns(), 0u);
   EXPECT_EQ(poll_all(b, 0).size(), 1u);
@@ -165,7 +165,9 @@ struct Side {
   KeySchedule schedule;
   SrtpSender tx;
   SrtpReceiver rx;
-  std::map<uint32_t, uint64_t> completed_at;  // epoch -> time
+  std::map<uint32_t, uint64_t> completed_at;  // local ordinal -> time
+  std::map<uint32_t, uint32_t> mki_of;        // local ordinal -> epoch identity (the MKI)
+  std::map<uint32_t, uint32_t> ordinal_by_mki;
   std::map<uint32_t, uint64_t> retired_at;
   std::set<uint32_t> received;  // extended sequence numbers
   uint32_t max_epoch_seen = 0;
@@ -203,28 +205,33 @@ TEST(SecureKeySchedule, TenThousandPacketsEachWayWithRekeysEveryThousandLoseNoth
         datagram, side.role == DtlsRole::kServer ? client_address : server_address, now);
     ASSERT_NE(event, DtlsEvent::kFailed) << to_string(side.dtls.failure());
     if (event != DtlsEvent::kHandshakeComplete) return;
-    uint32_t epoch = side.schedule.on_handshake_complete(now);
-    side.completed_at[epoch] = now;
     const SrtpKeyMaterial& keys = side.dtls.completed_keys();
+    const uint32_t mki = keys.epoch_id;
+    ASSERT_TRUE(side.schedule.on_handshake_complete(mki, now));
+    const uint32_t epoch = uint32_t(*side.schedule.ordinal_of(mki));
+    side.completed_at[epoch] = now;
+    side.mki_of[epoch] = mki;
+    side.ordinal_by_mki[mki] = epoch;
     bool is_client = side.role == DtlsRole::kClient;
-    ASSERT_TRUE(side.tx.install(epoch, is_client ? keys.client_write : keys.server_write));
-    ASSERT_TRUE(side.rx.install(epoch, is_client ? keys.server_write : keys.client_write));
+    ASSERT_TRUE(side.tx.install(mki, is_client ? keys.client_write : keys.server_write));
+    ASSERT_TRUE(side.rx.install(mki, is_client ? keys.server_write : keys.client_write));
   };
 
   auto on_srtp = [&](Side& side, std::vector<uint8_t>& packet) {
-    if (srtp_packet_epoch(packet.data(), packet.size()) == 0u &&
+    if (side.mki_of.count(0) && srtp_packet_epoch(packet.data(), packet.size()) == side.mki_of[0] &&
         side.first_packet_of_epoch0.empty())
       side.first_packet_of_epoch0 = packet;
     size_t size = packet.size();
-    uint32_t epoch = 0;
-    SrtpStatus status = side.rx.unprotect_rtp(packet.data(), size, &epoch);
+    uint32_t mki = 0;
+    SrtpStatus status = side.rx.unprotect_rtp(packet.data(), size, &mki);
     ASSERT_EQ(status, SrtpStatus::kOk) << to_string(status) << " at " << now / kMs << " ms";
+    const uint32_t epoch = side.ordinal_by_mki.at(mki);
     if (epoch < side.max_epoch_seen) ++side.reordered_across_switch;
     side.max_epoch_seen = std::max(side.max_epoch_seen, epoch);
     uint32_t index = static_cast<uint32_t>(packet[12]) << 24 | packet[13] << 16 | packet[14] << 8 |
                      packet[15];  // the packet counter, carried in the payload
     EXPECT_TRUE(side.received.insert(index).second) << "duplicate " << index;
-    side.schedule.on_packet_authenticated(epoch, now);
+    side.schedule.on_packet_authenticated(mki, now);
   };
 
   auto apply = [&](Side& side) {
@@ -241,7 +248,7 @@ TEST(SecureKeySchedule, TenThousandPacketsEachWayWithRekeysEveryThousandLoseNoth
           break;
         case KeyAction::kRetireReceive:
           side.rx.retire(events[i].epoch);
-          side.retired_at[events[i].epoch] = now;
+          side.retired_at[side.ordinal_by_mki.at(events[i].epoch)] = now;
           break;
       }
     }
@@ -322,6 +329,8 @@ TEST(SecureKeySchedule, TenThousandPacketsEachWayWithRekeysEveryThousandLoseNoth
     EXPECT_LE(side->rx.size(), 2u) << "only the live epoch's key (and one retiring) is left";
     EXPECT_LE(side->tx.size(), 2u);  // the live send key and at most one not yet switched to
   }
+  // Both sides named every epoch alike without counting: the MKI came from the handshake.
+  EXPECT_EQ(client.mki_of, server.mki_of);
   EXPECT_EQ(client.schedule.counters().rekeys_started, client.completed_at.size() - 1);
   EXPECT_EQ(client.dtls.handshakes_completed(), client.completed_at.size());
   EXPECT_EQ(server.dtls.handshakes_completed(), server.completed_at.size());
