@@ -116,6 +116,7 @@ void Relay::write_stats(nlohmann::json& out) const {
        {{"foreign_datagrams", v(s.foreign_datagrams)},
         {"dtls", v(s.dtls_refused)},
         {"dtls_preempted", v(s.dtls_preempted)},
+        {"dtls_cookie_challenges", v(s.dtls_cookie_challenges)},
         {"srtp", v(s.srtp_refused)},
         {"srtp_auth_failed", v(s.srtp_auth_failed)},
         {"srtp_replayed", v(s.srtp_replayed)},

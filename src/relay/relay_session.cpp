@@ -961,6 +961,7 @@ void RelaySession::publish_stats() {
   set(stats_.dtls_refused,
       dtls_.routing_counters().refused_busy + dtls_.routing_counters().stray_records);
   set(stats_.dtls_preempted, dtls_.routing_counters().preempted);
+  set(stats_.dtls_cookie_challenges, dtls_.routing_counters().cookie_challenges);
   set(stats_.peer_rebinds, c.peer_rebinds);
   set(stats_.peer_restarts, c.peer_restarts);
   set(stats_.peer_lost, c.peer_lost);

@@ -69,6 +69,7 @@ struct RelaySessionStats {
   // the slot, or a record from an address with no association), and stalled handshakes dropped.
   std::atomic<uint64_t> dtls_refused{0};
   std::atomic<uint64_t> dtls_preempted{0};
+  std::atomic<uint64_t> dtls_cookie_challenges{0};  // ClientHellos answered with a cookie
   std::atomic<uint64_t> peer_rebinds{0};       // receiver: a handshake completed from a new address
   std::atomic<uint64_t> peer_restarts{0};      // receiver: a new sender (new SSRC, newer epoch)
   std::atomic<uint64_t> peer_lost{0};          // sender: liveness timeouts (fresh handshakes)

@@ -92,6 +92,7 @@ DtlsEvent DtlsAssociations::feed(std::span<const uint8_t> datagram,
     pending_bound_ns_ = now_ns;
     pending_address_.assign(peer_address);
   }
+  if (event == DtlsEvent::kHelloVerifySent) ++routing_.cookie_challenges;
   return settle(target, event);
 }
 

@@ -29,9 +29,10 @@ namespace syncd::secure {
 
 // Server: what the address routing refused (the endpoints count the rest, DtlsCounters).
 struct DtlsRoutingCounters {
-  uint64_t refused_busy = 0;   // ClientHellos from another address while a handshake was bound
-  uint64_t stray_records = 0;  // other records from an address no association belongs to
-  uint64_t preempted = 0;      // stalled handshakes dropped for another address's ClientHello
+  uint64_t refused_busy = 0;       // ClientHellos from another address while a handshake was bound
+  uint64_t stray_records = 0;      // other records from an address no association belongs to
+  uint64_t preempted = 0;          // stalled handshakes dropped for another address's ClientHello
+  uint64_t cookie_challenges = 0;  // ClientHellos without a valid cookie, answered statelessly
 };
 
 // A peer address as the caller's bytes (e.g. its sockaddr, at most 32 bytes).
