@@ -5,6 +5,17 @@
 
 namespace syncd::secure {
 
+namespace {
+// ClientHello.random (RFC 6347 4.2.2, RFC 5246 7.4.1.2): after the 13-byte record header, the
+// 12-byte handshake header and the 2-byte client_version. Retransmissions repeat it; a new
+// attempt has a new one. Empty if the datagram is too short to hold it.
+std::span<const uint8_t> client_hello_random(std::span<const uint8_t> datagram) {
+  constexpr size_t kOffset = 13 + 12 + 2;
+  if (datagram.size() < kOffset + 32) return {};
+  return datagram.subspan(kOffset, 32);
+}
+}  // namespace
+
 bool DtlsAddress::matches(std::span<const uint8_t> other) const {
   return size != 0 && other.size() == size && std::memcmp(bytes.data(), other.data(), size) == 0;
 }
@@ -60,6 +71,21 @@ DtlsEvent DtlsAssociations::feed(std::span<const uint8_t> datagram,
   } else if (classify_dtls_datagram(datagram) == DtlsRecordKind::kClientHello) {
     // A new association starts: stateless until its cookie verifies. A ClientHello from the
     // address a handshake is bound to is its retransmission (or the cookie-bearing second one).
+    const std::span<const uint8_t> random = client_hello_random(datagram);
+    if (pending_ && pending_bound_ && pending_address_.matches(peer_address) &&
+        random.size() == 32 && !std::equal(random.begin(), random.end(), pending_random_.begin())) {
+      // The bound client's new attempt: it replaces the old one only with a verified cookie.
+      std::unique_ptr<DtlsEndpoint> attempt = make_endpoint();
+      const DtlsEvent event = attempt->feed(datagram, peer_address, now_ns);
+      if (event == DtlsEvent::kHelloVerifySent) ++routing_.cookie_challenges;
+      if (attempt->state() == DtlsState::kListening || attempt->state() == DtlsState::kFailed)
+        return event == DtlsEvent::kFailed ? DtlsEvent::kNone : event;
+      ++routing_.superseded;
+      pending_ = std::move(attempt);
+      pending_bound_ns_ = now_ns;
+      std::copy(random.begin(), random.end(), pending_random_.begin());
+      return settle(pending_.get(), event);
+    }
     if (pending_ && pending_bound_ && !pending_address_.matches(peer_address)) {
       // Never drop the live peer's own re-key for someone else; nor a young handshake: a
       // stranger's ClientHellos must not cost the peer its handshake.
@@ -91,6 +117,8 @@ DtlsEvent DtlsAssociations::feed(std::span<const uint8_t> datagram,
     pending_bound_ = true;
     pending_bound_ns_ = now_ns;
     pending_address_.assign(peer_address);
+    const std::span<const uint8_t> random = client_hello_random(datagram);
+    if (random.size() == 32) std::copy(random.begin(), random.end(), pending_random_.begin());
   }
   if (event == DtlsEvent::kHelloVerifySent) ++routing_.cookie_challenges;
   return settle(target, event);

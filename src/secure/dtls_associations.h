@@ -7,6 +7,9 @@
 //    another address is refused while the bound handshake is younger than pending_hold_ns, and
 //    always while it comes from the live association's address (the peer re-keying); after
 //    that a stalled stranger's handshake is dropped for the newcomer (preempted);
+//    A ClientHello from the bound address with another random is the same client's new
+//    attempt (it gave up on the old one, e.g. a sender's liveness retry): it replaces the bound
+//    handshake once its own cookie verifies (superseded), so a spoofed one cannot;
 //  - anything else goes to the pending association while its handshake runs, else to the live
 //    one (so a retransmitted final flight reaches the endpoint that just completed); a server
 //    takes it only from the address of the association it goes to (else: a stray record).
@@ -33,6 +36,7 @@ struct DtlsRoutingCounters {
   uint64_t stray_records = 0;      // other records from an address no association belongs to
   uint64_t preempted = 0;          // stalled handshakes dropped for another address's ClientHello
   uint64_t cookie_challenges = 0;  // ClientHellos without a valid cookie, answered statelessly
+  uint64_t superseded = 0;         // bound handshakes replaced by a new one from the same address
 };
 
 // A peer address as the caller's bytes (e.g. its sockaddr, at most 32 bytes).
@@ -103,6 +107,7 @@ class DtlsAssociations {
   uint64_t pending_hold_ns_;
   DtlsAddress live_address_;
   DtlsAddress pending_address_;
+  std::array<uint8_t, 32> pending_random_{};  // the bound handshake's ClientHello.random
   bool pending_bound_ = false;
   uint64_t pending_bound_ns_ = 0;
   DtlsRoutingCounters routing_;

@@ -147,6 +147,109 @@ TEST(SecureKeySchedule, TooManyEpochsRetireTheOldestEarlyAndSay) {
   EXPECT_EQ(poll_all(b, 0).size(), 1u);
 }
 
+// Epochs are named by their identity (the MKI from the handshake), which is unordered: "older"
+// is the local ordinal. Identities chosen so that value order and completion order disagree.
+TEST(SecureKeySchedule, EpochIdentitiesAreUnorderedTheLocalOrdinalSaysWhichIsNewer) {
+  KeySchedule a(DtlsRole::kClient, test_config());
+  const uint32_t first = 0xfffffff0u, second = 0x00000007u, third = 0x80000000u;
+  ASSERT_TRUE(a.on_handshake_complete(first, 0));
+  EXPECT_EQ(poll_all(a, 0), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, first}}));
+  ASSERT_TRUE(a.on_handshake_complete(second, 20 * kS));
+  EXPECT_EQ(a.ordinal_of(first), 0u);
+  EXPECT_EQ(a.ordinal_of(second), 1u);
+  EXPECT_FALSE(a.ordinal_of(third));
+  // The peer's packet under the newer (numerically smaller) epoch: switch, and the older
+  // (numerically larger) one retires a grace later.
+  a.on_packet_authenticated(second, 20 * kS + 100 * kMs);
+  EXPECT_EQ(poll_all(a, 20 * kS + 100 * kMs),
+            (std::vector<KeyEvent>{{KeyAction::kSendEpoch, second}}));
+  EXPECT_EQ(a.send_ordinal(), 1u);
+  EXPECT_EQ(poll_all(a, 22 * kS + 100 * kMs),
+            (std::vector<KeyEvent>{{KeyAction::kRetireReceive, first}}));
+  // A late packet under the retired epoch moves nothing (it is not held).
+  a.on_packet_authenticated(first, 22 * kS + 200 * kMs);
+  EXPECT_TRUE(a.receive_epoch_live(second));
+  // A packet under an older epoch never retires a newer one.
+  ASSERT_TRUE(a.on_handshake_complete(third, 40 * kS));
+  a.on_packet_authenticated(second, 40 * kS + 10);
+  poll_all(a, 50 * kS);  // the fallback switch to `third`, nothing retired by `second`'s packet
+  EXPECT_TRUE(a.receive_epoch_live(third));
+  // Eviction takes the oldest by ordinal, not the smallest value.
+  KeySchedule b(DtlsRole::kServer, test_config());
+  const uint32_t ids[] = {9, 3, 7, 1};
+  for (uint32_t i = 0; i < 4; ++i) ASSERT_TRUE(b.on_handshake_complete(ids[i], i));
+  ASSERT_TRUE(b.on_handshake_complete(5, 10));
+  EXPECT_EQ(poll_all(b, 10).front(), (KeyEvent{KeyAction::kRetireReceive, 9}));
+  EXPECT_TRUE(b.receive_epoch_live(1));
+}
+
+// A handshake whose identity names an epoch still held is refused (its packets could not be
+// told apart): nothing is installed, and the client re-keys at once.
+TEST(SecureKeySchedule, ACollidingIdentityIsRefusedAndTheClientRekeysAtOnce) {
+  KeySchedule client(DtlsRole::kClient, test_config());
+  ASSERT_TRUE(client.on_handshake_complete(42, 0));
+  poll_all(client, 0);
+  EXPECT_EQ(client.next_deadline_ns(), 10 * kS);
+  EXPECT_FALSE(client.on_handshake_complete(42, 3 * kS));
+  EXPECT_EQ(client.counters().collisions, 1u);
+  EXPECT_EQ(client.counters().epochs, 1u);
+  EXPECT_EQ(client.send_epoch(), 42u);
+  EXPECT_EQ(client.next_deadline_ns(), 3 * kS);
+  EXPECT_EQ(poll_all(client, 3 * kS), (std::vector<KeyEvent>{{KeyAction::kStartRekey, 1}}));
+  ASSERT_TRUE(client.on_handshake_complete(43, 3 * kS + 10));
+  EXPECT_EQ(client.ordinal_of(43), 1u);
+  // A server refuses too and keeps what it has; it never starts a handshake.
+  KeySchedule server(DtlsRole::kServer, test_config());
+  ASSERT_TRUE(server.on_handshake_complete(42, 0));
+  server.on_packet_authenticated(42, 1);
+  poll_all(server, 1);
+  EXPECT_FALSE(server.on_handshake_complete(42, 2));
+  EXPECT_EQ(server.counters().collisions, 1u);
+  EXPECT_EQ(server.send_epoch(), 42u);
+  EXPECT_EQ(server.next_deadline_ns(), KeySchedule::kNever);
+  // Once retired, an identity may come back (it names nothing held).
+  KeySchedule c(DtlsRole::kClient, test_config());
+  ASSERT_TRUE(c.on_handshake_complete(1, 0));
+  poll_all(c, 0);
+  ASSERT_TRUE(c.on_handshake_complete(2, 10 * kS));
+  c.on_packet_authenticated(2, 10 * kS);
+  poll_all(c, 10 * kS);
+  poll_all(c, 13 * kS);
+  EXPECT_FALSE(c.receive_epoch_live(1));
+  EXPECT_TRUE(c.on_handshake_complete(1, 14 * kS));
+}
+
+// The peer went silent (died, or restarted without our keys): a handshake starts at once,
+// replacing one under way, and its epoch is sent under as soon as it completes, as the first.
+TEST(SecureKeySchedule, OnPeerLostTheClientHandshakesAtOnceAndSwitchesAtOnce) {
+  KeySchedule client(DtlsRole::kClient, test_config());
+  ASSERT_TRUE(client.on_handshake_complete(100, 0));
+  poll_all(client, 0);
+  // A scheduled re-key under way to a peer that is gone...
+  EXPECT_EQ(poll_all(client, 10 * kS), (std::vector<KeyEvent>{{KeyAction::kStartRekey, 1}}));
+  EXPECT_TRUE(client.rekey_in_progress());
+  // ...is restarted by the liveness timeout.
+  client.on_peer_lost(12 * kS);
+  EXPECT_EQ(client.counters().peer_lost, 1u);
+  EXPECT_EQ(client.next_deadline_ns(), 12 * kS);
+  EXPECT_EQ(poll_all(client, 12 * kS), (std::vector<KeyEvent>{{KeyAction::kStartRekey, 1}}));
+  ASSERT_TRUE(client.on_handshake_complete(200, 12 * kS + 50 * kMs));
+  EXPECT_EQ(poll_all(client, 12 * kS + 50 * kMs),
+            (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 200}}));
+  // The lost peer's epoch retires on the usual bound; the next re-key is an ordinary one: it
+  // waits for the peer (or the fallback).
+  EXPECT_EQ(poll_all(client, 25 * kS),
+            (std::vector<KeyEvent>{{KeyAction::kRetireReceive, 100}, {KeyAction::kStartRekey, 2}}));
+  ASSERT_TRUE(client.on_handshake_complete(300, 30 * kS));
+  EXPECT_TRUE(poll_all(client, 30 * kS).empty());
+  EXPECT_EQ(poll_all(client, 31 * kS), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 300}}));
+  // A server has no liveness of its own: on_peer_lost does nothing there.
+  KeySchedule server(DtlsRole::kServer, test_config());
+  server.on_peer_lost(0);
+  EXPECT_EQ(server.counters().peer_lost, 0u);
+  EXPECT_EQ(server.next_deadline_ns(), KeySchedule::kNever);
+}
+
 // Two syncd in one process: DTLS (the real endpoints) and SRTP over a simulated network with
 // 20-60 ms of delay (so packets reorder, also across every key switch), 10,000 RTP packets each
 // way at one per 10 ms, the client re-keying every 10 s = every 1,000 packets. Sequence numbers
