@@ -257,8 +257,8 @@ SrtpStatus SrtpAeadContext::unprotect_rtp(uint8_t* packet, size_t& size) {
   SsrcState* state = find(ssrc);
   // An SSRC's state may exist for its RTCP alone (an SR before its first RTP packet): its RTP
   // window then has not started, and the first RTP packet is index seq, ROC 0.
-  int64_t index =
-      state ? estimate_srtp_index(state->rtp.highest(), state->rtp.started(), seq) : seq;
+  int64_t index = state ? estimate_srtp_index(state->rtp.highest(), state->rtp.started(), seq)
+                        : seq;
   // The replay check comes first: a replay costs no decryption (RFC 3711 3.3).
   if (index < 0 || (state && !state->rtp.check(static_cast<uint64_t>(index))))
     return SrtpStatus::kReplayed;
