@@ -319,7 +319,8 @@ DtlsEvent DtlsEndpoint::feed(std::span<const uint8_t> datagram,
   }
   if (state_ == DtlsState::kFailed || state_ == DtlsState::kClosed) return DtlsEvent::kNone;
   peer_address_size_ = std::min(peer_address.size(), peer_address_.size());
-  std::memcpy(peer_address_.data(), peer_address.data(), peer_address_size_);
+  if (peer_address_size_)
+    std::memcpy(peer_address_.data(), peer_address.data(), peer_address_size_);
   input_ = datagram;
   input_consumed_ = false;
   peek_mode_ = false;

@@ -575,7 +575,8 @@ TEST(RelaySessionRebind, AStrangersHandshakeFloodDoesNotDisturbTheLiveSession) {
       for (;;) {
         const ssize_t n = recv(stranger_fd, buffer, sizeof buffer, 0);
         if (n <= 0) break;
-        stranger.feed({buffer, size_t(n)}, {}, core::monotonic_ns());
+        const uint8_t receiver_address[6] = {127, 0, 0, 1, 0, 0};  // only a server reads it
+        stranger.feed({buffer, size_t(n)}, receiver_address, core::monotonic_ns());
       }
       if (stranger.next_timeout_ns(core::monotonic_ns()) <= core::monotonic_ns())
         stranger.handle_timeout(core::monotonic_ns());
