@@ -72,7 +72,7 @@ std::span<const uint8_t> address_bytes(const sockaddr_storage& a) {
 // The inverse: the address DtlsAssociations keeps as bytes, back into a sockaddr.
 sockaddr_storage address_from_bytes(std::span<const uint8_t> bytes) {
   sockaddr_storage a{};
-  std::memcpy(&a, bytes.data(), std::min(bytes.size(), sizeof(a)));
+  if (!bytes.empty()) std::memcpy(&a, bytes.data(), std::min(bytes.size(), sizeof(a)));
   return a;
 }
 
@@ -170,9 +170,9 @@ void RelaySession::on_start(RelayThread& thread, uint64_t now_ns) {
 }
 
 bool RelaySession::from_peer(const sockaddr_storage& from) const {
-  // The receiver's peer is the address of the last completed handshake: once a sender has
-  // re-bound from a new address, media from the old one is foreign.
-  // A sender's socket is connected: the kernel drops anyone else's datagrams.
+  // A sender's socket is connected: the kernel drops anyone else's datagrams. The receiver's
+  // peer is the address of the last completed handshake: once a sender has re-bound from a new
+  // address, media from the old one is foreign.
   return config_.sender || (peer_ && same_address(*peer_, from));
 }
 
