@@ -108,7 +108,7 @@ void Relay::write_stats(nlohmann::json& out) const {
         {"dtls_failures", v(s.dtls_failures)},
         {"fingerprint_mismatches", v(s.fingerprint_mismatches)},
         {"epoch_collisions", v(s.epoch_collisions)}}},
-      {"peer",
+      {"peer_changes",
        {{"peer_rebinds", v(s.peer_rebinds)},
         {"peer_restarts", v(s.peer_restarts)},
         {"peer_lost", v(s.peer_lost)}}},
