@@ -72,31 +72,31 @@ DtlsEvent DtlsAssociations::feed(std::span<const uint8_t> datagram,
     // A new association starts: stateless until its cookie verifies. A ClientHello from the
     // address a handshake is bound to is its retransmission (or the cookie-bearing second one).
     const std::span<const uint8_t> random = client_hello_random(datagram);
-    if (pending_ && pending_bound_ && pending_address_.matches(peer_address) &&
-        random.size() == 32 && !std::equal(random.begin(), random.end(), pending_random_.begin())) {
-      // The bound client's new attempt: it replaces the old one only with a verified cookie.
+    if (pending_ && pending_bound_) {
+      const bool same_address = pending_address_.matches(peer_address);
+      if (same_address && (random.size() != 32 ||
+                           std::equal(random.begin(), random.end(), pending_random_.begin())))
+        return settle(pending_.get(), pending_->feed(datagram, peer_address, now_ns));  // resent
+      // Another address's ClientHello within the hold: refused, so a stranger's ClientHellos
+      // cannot cost a handshake under way its slot.
+      if (!same_address && now_ns - pending_bound_ns_ < pending_hold_ns_) {
+        ++routing_.refused_busy;
+        return DtlsEvent::kNone;
+      }
+      // The bound client's new attempt (a new random), or another address once the bound
+      // handshake has stalled past the hold: it takes the slot only with a verified cookie (RFC
+      // 6347 4.2.1), so only a sender that receives at its address can, never a spoofed one.
       std::unique_ptr<DtlsEndpoint> attempt = make_endpoint();
       const DtlsEvent event = attempt->feed(datagram, peer_address, now_ns);
       if (event == DtlsEvent::kHelloVerifySent) ++routing_.cookie_challenges;
       if (attempt->state() == DtlsState::kListening || attempt->state() == DtlsState::kFailed)
         return event == DtlsEvent::kFailed ? DtlsEvent::kNone : event;
-      ++routing_.superseded;
+      ++(same_address ? routing_.superseded : routing_.preempted);
       pending_ = std::move(attempt);
       pending_bound_ns_ = now_ns;
-      std::copy(random.begin(), random.end(), pending_random_.begin());
+      pending_address_.assign(peer_address);
+      if (random.size() == 32) std::copy(random.begin(), random.end(), pending_random_.begin());
       return settle(pending_.get(), event);
-    }
-    if (pending_ && pending_bound_ && !pending_address_.matches(peer_address)) {
-      // Never drop the live peer's own re-key for someone else; nor a young handshake: a
-      // stranger's ClientHellos must not cost the peer its handshake.
-      if (live_address_.matches(pending_address_.view()) ||
-          now_ns - pending_bound_ns_ < pending_hold_ns_) {
-        ++routing_.refused_busy;
-        return DtlsEvent::kNone;
-      }
-      ++routing_.preempted;
-      pending_.reset();
-      pending_bound_ = false;
     }
     if (!pending_) pending_ = make_endpoint();
     target = pending_.get();

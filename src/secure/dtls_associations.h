@@ -3,13 +3,13 @@
 // (docs/wan.md "Routing DTLS datagrams between the live and the pending association"):
 //  - server: a ClientHello (handshake record, epoch 0) goes to the pending association, made in
 //    the listening state if there is none (stateless cookie exchange, RFC 6347 4.2.1). Once a
-//    cookie verifies, the pending association is bound to that address: a ClientHello from
-//    another address is refused while the bound handshake is younger than pending_hold_ns, and
-//    always while it comes from the live association's address (the peer re-keying); after
-//    that a stalled stranger's handshake is dropped for the newcomer (preempted);
-//    A ClientHello from the bound address with another random is the same client's new
-//    attempt (it gave up on the old one, e.g. a sender's liveness retry): it replaces the bound
-//    handshake once its own cookie verifies (superseded), so a spoofed one cannot;
+//    cookie verifies, the pending association is bound to that address. A ClientHello from
+//    another address is refused while the bound handshake is younger than pending_hold_ns;
+//    after that, one whose cookie verifies takes the slot (preempted: the bound handshake
+//    stalled). A ClientHello from the bound address with another random is the same client's
+//    new attempt (it gave up on the old one, e.g. a sender's liveness retry): it replaces the
+//    bound handshake once its own cookie verifies (superseded). Either way a spoofed address
+//    cannot: the cookie goes to the address;
 //  - anything else goes to the pending association while its handshake runs, else to the live
 //    one (so a retransmitted final flight reaches the endpoint that just completed); a server
 //    takes it only from the address of the association it goes to (else: a stray record).
@@ -32,9 +32,9 @@ namespace syncd::secure {
 
 // Server: what the address routing refused (the endpoints count the rest, DtlsCounters).
 struct DtlsRoutingCounters {
-  uint64_t refused_busy = 0;       // ClientHellos from another address while a handshake was bound
-  uint64_t stray_records = 0;      // other records from an address no association belongs to
-  uint64_t preempted = 0;          // stalled handshakes dropped for another address's ClientHello
+  uint64_t refused_busy = 0;   // ClientHellos from another address within the pending hold
+  uint64_t stray_records = 0;  // other records from an address no association belongs to
+  uint64_t preempted = 0;      // stalled handshakes replaced by another address's (cookie verified)
   uint64_t cookie_challenges = 0;  // ClientHellos without a valid cookie, answered statelessly
   uint64_t superseded = 0;         // bound handshakes replaced by a new one from the same address
 };

@@ -423,9 +423,9 @@ TEST(SecureDtlsAssociations, BothEndsDeriveTheSameEpochIdentityAndEachHandshakeA
 }
 
 // The server's routing by address: a client that comes back from a new address with the right
-// certificate completes and becomes the live address (a re-bind); a stranger's handshake bound
-// to another address holds the slot against a third address only for the hold time, and a
-// handshake from the live address is never preempted.
+// certificate completes and becomes the live address (a re-bind); a handshake bound to an
+// address holds the slot against another address for the hold time, then gives it up to one
+// whose cookie verifies; the bound client's own new attempt supersedes its stuck one.
 TEST(SecureDtlsAssociations, ServerRebindsOnACompletedHandshakeFromANewAddress) {
   DtlsContext server_context(testing::server_identity());
   DtlsContext client_context(testing::client_identity());
@@ -488,7 +488,9 @@ TEST(SecureDtlsAssociations, ServerRebindsOnACompletedHandshakeFromANewAddress) 
   EXPECT_TRUE(
       std::equal(server.pending_address().begin(), server.pending_address().end(), stranger));
   to_client.clear();
-  // A third address within the hold: refused. After it: the stalled handshake is dropped.
+  // A third address within the hold: refused. After it, a cookieless ClientHello gets only a
+  // stateless answer (a spoofed address could send that one); its cookie-bearing one takes the
+  // slot from the stalled handshake.
   auto third = make_client();
   third->start_handshake(0);
   const Datagram hello = to_server.front();
@@ -497,31 +499,42 @@ TEST(SecureDtlsAssociations, ServerRebindsOnACompletedHandshakeFromANewAddress) 
   EXPECT_EQ(server.feed(hello, other, 10 + kHold - 1), DtlsEvent::kNone);
   EXPECT_EQ(server.routing_counters().refused_busy, 1u);
   EXPECT_EQ(server.feed(hello, other, 10 + kHold), DtlsEvent::kHelloVerifySent);
+  EXPECT_EQ(server.routing_counters().preempted, 0u);
+  EXPECT_TRUE(
+      std::equal(server.pending_address().begin(), server.pending_address().end(), stranger));
+  ASSERT_EQ(to_client.size(), 1u);
+  third->feed(to_client.front(), DtlsPair::kServerAddress, 10 + kHold);  // -> cookie
+  to_client.clear();
+  ASSERT_EQ(to_server.size(), 1u);
+  server.feed(to_server.front(), other, 10 + kHold);
+  to_server.clear();
   EXPECT_EQ(server.routing_counters().preempted, 1u);
+  EXPECT_TRUE(std::equal(server.pending_address().begin(), server.pending_address().end(), other));
   // first, moved, the stranger and the third address: each answered statelessly once.
   EXPECT_EQ(server.routing_counters().cookie_challenges, 4u);
-  // Never lost the live association meanwhile.
+  // The live association never went meanwhile; the third (it holds the pinned key) completes.
   EXPECT_EQ(server.live()->state(), DtlsState::kConnected);
-  to_client.clear();
+  pump(*third, other, 10 + kHold);
+  EXPECT_EQ(server.handshakes_completed(), 3u);
+  EXPECT_TRUE(std::equal(server.live_address().begin(), server.live_address().end(), other));
 
-  // A handshake from the live address (the peer re-keying) is never preempted.
+  // The peer at `moved` starts a handshake and stalls: within the hold nobody else gets in.
   client->start_handshake(0);
   server.feed(to_server.front(), moved, 20);  // -> HelloVerifyRequest
   to_server.clear();
   client->feed(to_client.front(), DtlsPair::kServerAddress, 20);
   to_client.clear();
-  server.feed(to_server.front(), moved, 20);  // cookie verified: bound to the live address
+  server.feed(to_server.front(), moved, 20);  // cookie verified: bound to `moved`
   to_server.clear();
-  EXPECT_EQ(server.feed(hello, other, 20 + 10 * kHold), DtlsEvent::kNone);
-  EXPECT_EQ(server.routing_counters().refused_busy, 2u);
-  EXPECT_EQ(server.routing_counters().preempted, 1u);
-  // The peer gives up on that attempt and starts another (a new ClientHello.random, from the
-  // same address): once its cookie verifies it supersedes the stuck one, and completes.
   to_client.clear();
+  EXPECT_EQ(server.feed(hello, stranger, 20 + kHold - 1), DtlsEvent::kNone);
+  EXPECT_EQ(server.routing_counters().refused_busy, 2u);
+  // It gives up on that attempt and starts another (a new ClientHello.random, from the same
+  // address): once its cookie verifies it supersedes the stuck one, and completes.
   client->start_handshake(0);
   pump(*client, moved, 30);
   EXPECT_EQ(server.routing_counters().superseded, 1u);
-  EXPECT_EQ(server.handshakes_completed(), 3u);
+  EXPECT_EQ(server.handshakes_completed(), 4u);
   EXPECT_EQ(server.completed_keys().epoch_id, client->completed_keys().epoch_id);
   EXPECT_TRUE(std::equal(server.live_address().begin(), server.live_address().end(), moved));
 }
