@@ -75,9 +75,19 @@ void KeySchedule::on_packet_authenticated(uint32_t epoch, uint64_t now_ns) {
   const std::optional<uint64_t> ordinal = ordinal_of(epoch);
   if (!ordinal) return;
   // The peer sends under `epoch`: we may too (it has the key), from the next packet on.
-  if (pending_send_epoch_ && epoch == *pending_send_epoch_ && now_ns < pending_switch_at_ns_) {
-    pending_switch_at_ns_ = now_ns;
-    pending_switch_on_packet_ = true;
+  if (pending_send_epoch_ && epoch == *pending_send_epoch_) {
+    if (now_ns < pending_switch_at_ns_) {
+      pending_switch_at_ns_ = now_ns;
+      pending_switch_on_packet_ = true;
+    }
+  } else if ((!send_epoch_ || *ordinal > send_ordinal_) &&
+             (!catch_up_epoch_ || *ordinal > catch_up_ordinal_)) {
+    // An epoch newer than ours but no longer the pending one: a newer handshake completed here
+    // before the peer's first packet under this one arrived (re-keys as often as the peer's
+    // switch fallback). Catch up to it at once, or we would keep sending under an epoch the
+    // peer retires, waiting for a packet under the newest that only comes a re-key later.
+    catch_up_epoch_ = epoch;
+    catch_up_ordinal_ = *ordinal;
   }
   // ...and it has left the older epochs: their keys are needed only for packets in flight.
   uint64_t retire_at = saturating_add(now_ns, config_.retire_grace_ns);
@@ -105,6 +115,16 @@ size_t KeySchedule::poll(uint64_t now_ns, std::span<KeyEvent> out) {
   while (evicted_count_ > 0 && n < out.size()) {
     out[n++] = {KeyAction::kRetireReceive, evicted_[--evicted_count_]};
     ++counters_.retired;
+  }
+  if (catch_up_epoch_ && n < out.size()) {
+    if ((!send_epoch_ || catch_up_ordinal_ > send_ordinal_) &&
+        receive_epoch_live(*catch_up_epoch_)) {
+      out[n++] = {KeyAction::kSendEpoch, *catch_up_epoch_};
+      if (send_epoch_) ++counters_.switches_on_packet;
+      send_epoch_ = catch_up_epoch_;
+      send_ordinal_ = catch_up_ordinal_;
+    }
+    catch_up_epoch_.reset();
   }
   if (pending_send_epoch_ && now_ns >= pending_switch_at_ns_ && n < out.size()) {
     out[n++] = {KeyAction::kSendEpoch, *pending_send_epoch_};
@@ -134,7 +154,7 @@ size_t KeySchedule::poll(uint64_t now_ns, std::span<KeyEvent> out) {
 }
 
 uint64_t KeySchedule::next_deadline_ns() const {
-  uint64_t deadline = evicted_count_ ? 0 : kNever;
+  uint64_t deadline = evicted_count_ || catch_up_epoch_ ? 0 : kNever;
   deadline = std::min(deadline, pending_switch_at_ns_);
   for (const ReceiveEpoch& r : receive_)
     if (r.used) deadline = std::min(deadline, r.retire_at_ns);

@@ -10,7 +10,9 @@
 //  - a side installs an epoch's receive (and send) key when its handshake completes
 //    (on_handshake_complete);
 //  - it sends under the new epoch from the first packet after it has authenticated a packet of
-//    the peer's under it, or after a fallback overlap, whichever is first (kSendEpoch);
+//    the peer's under it, or after a fallback overlap, whichever is first (kSendEpoch); also
+//    under any held epoch newer than its own that the peer is seen sending under (a newer
+//    handshake may complete before the peer's first packet under the last one arrives);
 //  - it retires an old receive key a grace period after the peer's first packet under a newer
 //    epoch, or at the latest a grace period after the peer's fallback (kRetireReceive);
 //  - the client starts a new handshake every rekey interval (kStartRekey), at once when the
@@ -130,6 +132,10 @@ class KeySchedule {
   std::optional<uint32_t> pending_send_epoch_;
   uint64_t pending_send_ordinal_ = 0;
   bool switch_at_once_ = false;  // on_peer_lost(): the next epoch is sent under at once
+  // A held epoch newer than the send epoch that the peer sends under, though no longer the
+  // pending one: poll() switches to it at once.
+  std::optional<uint32_t> catch_up_epoch_;
+  uint64_t catch_up_ordinal_ = 0;
   uint64_t pending_switch_at_ns_ = kNever;
   bool pending_switch_on_packet_ = false;
   std::array<ReceiveEpoch, kMaxReceiveEpochs> receive_{};

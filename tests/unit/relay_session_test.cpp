@@ -191,6 +191,11 @@ TEST(RelaySession, AccessUnitsCrossEncryptedAndVerifiedAcrossReKeys) {
   EXPECT_GE(s.handshakes.load(), 3u);
   EXPECT_GE(s.send_epoch.load(), 2u);  // the sender did move to newer keys
   EXPECT_EQ(r.srtp_refused.load(), 0u);
+  // ...and the other way: the receiver followed to newer epochs, so nothing it sent (reports,
+  // NACKs) was refused as under a key the sender had retired.
+  EXPECT_GE(r.send_epoch.load(), 2u);
+  EXPECT_EQ(s.srtp_refused.load(), 0u);
+  EXPECT_EQ(s.peer_lost.load(), 0u);
   EXPECT_EQ(r.frames_dropped.load(), 0u);
   EXPECT_EQ(r.frames_malformed.load(), 0u);
   EXPECT_GT(s.fec_packets_sent.load() + s.packets_sent.load(), kFrames);
@@ -607,4 +612,9 @@ TEST(RelaySessionRebind, AStrangersHandshakeFloodDoesNotDisturbTheLiveSession) {
   EXPECT_EQ(r.peer_restarts.load(), 0u);
   EXPECT_GE(tx.stats().rekeys.load(), 2u);
   EXPECT_TRUE(is_connected(r));
+  // Both directions kept up with the re-keys: the receiver followed the sender to newer epochs,
+  // so the sender refused none of its reports and never took it for lost.
+  EXPECT_GE(r.send_epoch.load(), 2u);
+  EXPECT_EQ(tx.stats().srtp_refused.load(), 0u);
+  EXPECT_EQ(tx.stats().peer_lost.load(), 0u);
 }

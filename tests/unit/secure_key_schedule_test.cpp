@@ -147,6 +147,33 @@ TEST(SecureKeySchedule, TooManyEpochsRetireTheOldestEarlyAndSay) {
   EXPECT_EQ(poll_all(b, 0).size(), 1u);
 }
 
+// Re-keys as often as the client's switch fallback: the server completes E2 before the
+// client's first packet under E1 arrives, so E1 is no longer its pending epoch. It still
+// follows the client to E1 at once (the client has it: it sends under it), then to E2, instead
+// of sending under E0 until a packet under the newest epoch happens to beat the next re-key.
+TEST(SecureKeySchedule, TheServerCatchesUpToAnEpochThePeerUsesThatIsNoLongerPending) {
+  KeySchedule server(DtlsRole::kServer, test_config());
+  ASSERT_TRUE(server.on_handshake_complete(10, 0));
+  server.on_packet_authenticated(10, 1);
+  EXPECT_EQ(poll_all(server, 1), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 10}}));
+  ASSERT_TRUE(server.on_handshake_complete(11, 1 * kS));
+  ASSERT_TRUE(server.on_handshake_complete(12, 1 * kS + 2 * kMs));
+  server.on_packet_authenticated(11, 1 * kS + 3 * kMs);
+  EXPECT_EQ(server.next_deadline_ns(), 0u);
+  EXPECT_EQ(poll_all(server, 1 * kS + 3 * kMs),
+            (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 11}}));
+  EXPECT_EQ(server.send_ordinal(), 1u);
+  // A late packet under an older epoch moves nothing back.
+  server.on_packet_authenticated(10, 1 * kS + 4 * kMs);
+  for (const KeyEvent& e : poll_all(server, 1 * kS + 4 * kMs))
+    EXPECT_NE(e.action, KeyAction::kSendEpoch);
+  // Then the pending one, on the client's first packet under it.
+  server.on_packet_authenticated(12, 2 * kS);
+  EXPECT_EQ(poll_all(server, 2 * kS), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 12}}));
+  EXPECT_EQ(server.send_ordinal(), 2u);
+  EXPECT_EQ(server.counters().switches_on_packet, 2u);
+}
+
 // Epochs are named by their identity (the MKI from the handshake), which is unordered: "older"
 // is the local ordinal. Identities chosen so that value order and completion order disagree.
 TEST(SecureKeySchedule, EpochIdentitiesAreUnorderedTheLocalOrdinalSaysWhichIsNewer) {
