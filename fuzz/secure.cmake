@@ -13,3 +13,9 @@ add_executable(fuzz_srtp_unprotect ${SYNC_ROOT}/fuzz/srtp_unprotect.cpp)
 target_compile_options(fuzz_srtp_unprotect PRIVATE -fsanitize=fuzzer,address,undefined)
 target_link_options(fuzz_srtp_unprotect PRIVATE -fsanitize=fuzzer,address,undefined)
 target_link_libraries(fuzz_srtp_unprotect PRIVATE sync_secure)
+
+# The server's DTLS routing by address (re-bind, busy refusal, preemption), with real handshakes.
+add_executable(fuzz_dtls_routing ${SYNC_ROOT}/fuzz/dtls_routing.cpp)
+target_compile_options(fuzz_dtls_routing PRIVATE -fsanitize=fuzzer,address,undefined)
+target_link_options(fuzz_dtls_routing PRIVATE -fsanitize=fuzzer,address,undefined)
+target_link_libraries(fuzz_dtls_routing PRIVATE sync_secure)

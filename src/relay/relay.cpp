@@ -106,9 +106,17 @@ void Relay::write_stats(nlohmann::json& out) const {
         {"send_epoch", v(s.send_epoch)},
         {"rekeys", v(s.rekeys)},
         {"dtls_failures", v(s.dtls_failures)},
-        {"fingerprint_mismatches", v(s.fingerprint_mismatches)}}},
+        {"fingerprint_mismatches", v(s.fingerprint_mismatches)},
+        {"epoch_collisions", v(s.epoch_collisions)}}},
+      {"peer_changes",
+       {{"peer_rebinds", v(s.peer_rebinds)},
+        {"peer_restarts", v(s.peer_restarts)},
+        {"peer_lost", v(s.peer_lost)}}},
       {"refused",
        {{"foreign_datagrams", v(s.foreign_datagrams)},
+        {"dtls", v(s.dtls_refused)},
+        {"dtls_preempted", v(s.dtls_preempted)},
+        {"dtls_cookie_challenges", v(s.dtls_cookie_challenges)},
         {"srtp", v(s.srtp_refused)},
         {"srtp_auth_failed", v(s.srtp_auth_failed)},
         {"srtp_replayed", v(s.srtp_replayed)},
@@ -164,9 +172,16 @@ void Relay::write_metrics(telemetry::PrometheusText& out) const {
   out.family("syncd_relay_refused_total", "counter",
              "Datagrams the relay refused, by what was wrong with them.");
   out.sample("syncd_relay_refused_total", "what=\"foreign\"", v(s.foreign_datagrams));
+  out.sample("syncd_relay_refused_total", "what=\"dtls\"", v(s.dtls_refused));
   out.sample("syncd_relay_refused_total", "what=\"srtp\"", v(s.srtp_refused));
   out.sample("syncd_relay_refused_total", "what=\"rtp\"", v(s.rtp_refused));
   out.sample("syncd_relay_refused_total", "what=\"rtcp\"", v(s.rtcp_refused));
+  out.family("syncd_relay_peer_changes_total", "counter",
+             "Receiver: handshakes completed from a new address (rebind) and new senders "
+             "(restart); sender: liveness timeouts that started a fresh handshake (lost).");
+  out.sample("syncd_relay_peer_changes_total", "what=\"rebind\"", v(s.peer_rebinds));
+  out.sample("syncd_relay_peer_changes_total", "what=\"restart\"", v(s.peer_restarts));
+  out.sample("syncd_relay_peer_changes_total", "what=\"lost\"", v(s.peer_lost));
   out.family("syncd_relay_rtt_seconds", "gauge", "Round trip to the relay's peer.");
   out.sample("syncd_relay_rtt_seconds", "", double(v(s.rtt_us)) / 1e6);
   if (!config_.sender) {

@@ -73,6 +73,13 @@ std::span<const uint8_t> address_bytes(const sockaddr_storage& a) {
   return {reinterpret_cast<const uint8_t*>(&a), std::min<size_t>(n, 32)};
 }
 
+// The inverse: the address DtlsAssociations keeps as bytes, back into a sockaddr.
+sockaddr_storage address_from_bytes(std::span<const uint8_t> bytes) {
+  sockaddr_storage a{};
+  if (!bytes.empty()) std::memcpy(&a, bytes.data(), std::min(bytes.size(), sizeof(a)));
+  return a;
+}
+
 // Whether an H.264 RTP payload begins an access unit: an access unit delimiter, SPS or PPS
 // first (as single NAL, the first unit of a STAP-A, or a starting FU-A). The jitter buffer then
 // knows a frame's first packet even when the frame before it was lost (jitter::PacketIn).
@@ -167,19 +174,19 @@ void RelaySession::on_start(RelayThread& thread, uint64_t now_ns) {
 }
 
 bool RelaySession::from_peer(const sockaddr_storage& from) const {
-  // A sender's socket is connected: the kernel drops anyone else's datagrams.
+  // A sender's socket is connected: the kernel drops anyone else's datagrams. The receiver's
+  // peer is the address of the last completed handshake: once a sender has re-bound from a new
+  // address, media from the old one is foreign.
   return config_.sender || (peer_ && same_address(*peer_, from));
 }
 
 void RelaySession::feed_dtls(std::span<uint8_t> datagram, const sockaddr_storage& from,
                              uint64_t now_ns) {
-  // Once connected, the receiver takes handshakes only from its peer: a stranger's ClientHello
-  // cannot start an association, so a flood of them costs a compare and a counter.
-  if (!config_.sender && peer_ && !same_address(*peer_, from)) {
-    ++counters_.foreign;
-    return;
-  }
-  handshake_from_ = from;
+  // Handshakes come from any address: a sender that restarted or moved (NAT rebinding) comes
+  // back from a new one. A stranger's ClientHello meets the stateless cookie exchange (RFC 6347
+  // 4.2.1) and, past it, a handshake that cannot complete without the pinned certificate; the
+  // live association and its keys are untouched meanwhile (DtlsAssociations routes by address).
+  dtls_to_ = from;
   switch (dtls_.feed(datagram, address_bytes(from), now_ns)) {
     case secure::DtlsEvent::kHandshakeComplete:
       on_handshake_complete(now_ns);
@@ -196,11 +203,30 @@ void RelaySession::feed_dtls(std::span<uint8_t> datagram, const sockaddr_storage
 }
 
 void RelaySession::on_handshake_complete(uint64_t now_ns) {
-  const uint32_t epoch = keys_.on_handshake_complete(now_ns);
   const secure::SrtpKeyMaterial& material = dtls_.completed_keys();
+  // Both ends derived the same identity from this handshake (docs/wan.md "Key epochs").
+  const uint32_t epoch = material.epoch_id;
+  if (!keys_.on_handshake_complete(epoch, now_ns)) {
+    // It names an epoch still held: its packets could not be told apart. The client re-keys at
+    // once (the key schedule says so); the server keeps what it has.
+    ++counters_.epoch_collisions;
+    if (connected())
+      run_key_schedule(now_ns);
+    else if (config_.sender)
+      dtls_.start_handshake(now_ns);
+    return;
+  }
   srtp_out_.install(epoch, config_.sender ? material.client_write : material.server_write);
   srtp_in_.install(epoch, config_.sender ? material.server_write : material.client_write);
-  if (!config_.sender && !peer_) peer_ = handshake_from_;
+  if (!config_.sender) {
+    // Only a handshake that passed the fingerprint check gets here: whoever completed it holds
+    // the peer's key, so its address is the peer's now (a restart, a NAT rebinding).
+    const sockaddr_storage from = address_from_bytes(dtls_.live_address());
+    if (peer_ && !same_address(*peer_, from)) ++counters_.peer_rebinds;
+    peer_ = from;
+  } else {
+    peer_heard_ns_ = now_ns;  // the receiver just answered: its reports have a timeout to come
+  }
   state_ = State::kConnected;
   // The key schedule says when to send under the new epoch (at once for the client's first;
   // the server waits for the client's first packet under it, which proves the client has it).
@@ -249,8 +275,7 @@ void RelaySession::run_key_schedule(uint64_t now_ns) {
 void RelaySession::send_plain(std::span<const uint8_t> datagram) {
   if (!thread_) return;
   // The receiver's socket is not connected: it answers whoever it is handshaking with.
-  const sockaddr* to = nullptr;
-  if (!config_.sender) to = reinterpret_cast<const sockaddr*>(peer_ ? &*peer_ : &handshake_from_);
+  const sockaddr* to = config_.sender ? nullptr : reinterpret_cast<const sockaddr*>(&dtls_to_);
   thread_->send_datagram(datagram, to);
 }
 
@@ -303,10 +328,13 @@ void RelaySession::on_message(ToRelay& m, uint64_t now_ns) {
 
 void RelaySession::on_timer(uint64_t now_ns) {
   if (dtls_.next_timeout_ns(now_ns) <= now_ns) {
+    // A retransmitted flight goes to the address the handshake is bound to.
+    if (!config_.sender) dtls_to_ = address_from_bytes(dtls_.pending_address());
     const secure::DtlsEvent e = dtls_.handle_timeout(now_ns);
     if (e == secure::DtlsEvent::kFailed) on_handshake_failed(now_ns);
     if (e == secure::DtlsEvent::kHandshakeComplete) on_handshake_complete(now_ns);
   }
+  if (config_.sender) check_liveness(now_ns);
   if (connected()) run_key_schedule(now_ns);
   if (config_.sender) {
     pace(now_ns);
@@ -324,6 +352,21 @@ void RelaySession::on_timer(uint64_t now_ns) {
   }
   publish_stats();
   schedule(now_ns);
+}
+
+void RelaySession::check_liveness(uint64_t now_ns) {
+  // A receiver reports every 100 ms (kReceiverReportNs); silence for the timeout means it died
+  // or restarted and holds none of our keys (the SRTP we send it is refused unread). A fresh
+  // handshake finds out: a restarted receiver answers it like a first one, and its epoch is
+  // sent under at once (KeySchedule::on_peer_lost). Retried with backoff while nobody answers.
+  if (!connected() || now_ns - peer_heard_ns_ < config_.liveness_timeout_ns ||
+      now_ns < next_liveness_try_ns_)
+    return;
+  ++counters_.peer_lost;
+  keys_.on_peer_lost(now_ns);
+  if (liveness_retry_ns_ == 0) liveness_retry_ns_ = config_.liveness_retry_ns;
+  next_liveness_try_ns_ = now_ns + liveness_retry_ns_;
+  liveness_retry_ns_ = std::min(liveness_retry_ns_ * 2, config_.liveness_retry_max_ns);
 }
 
 void RelaySession::on_stop(uint64_t now_ns) {
@@ -586,8 +629,8 @@ struct RtcpEvents final : rtp::RtcpSink {
 };
 }  // namespace
 
-bool RelaySession::unprotect(std::span<uint8_t> packet, bool rtcp, size_t& size, uint64_t now_ns) {
-  uint32_t epoch = 0;
+bool RelaySession::unprotect(std::span<uint8_t> packet, bool rtcp, size_t& size, uint32_t& epoch,
+                             uint64_t now_ns) {
   const secure::SrtpStatus status = rtcp ? srtp_in_.unprotect_rtcp(packet.data(), size, &epoch)
                                          : srtp_in_.unprotect_rtp(packet.data(), size, &epoch);
   if (status != secure::SrtpStatus::kOk) {
@@ -601,7 +644,8 @@ bool RelaySession::unprotect(std::span<uint8_t> packet, bool rtcp, size_t& size,
 
 void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
   size_t size = packet.size();
-  if (!unprotect(packet, true, size, now_ns)) return;
+  uint32_t epoch = 0;
+  if (!unprotect(packet, true, size, epoch, now_ns)) return;
   RtcpEvents events;
   events.media_ssrc = media_ssrc_;
   events.nacks = &nack_list_;
@@ -610,6 +654,10 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
     return;
   }
   if (config_.sender) {
+    // The receiver is alive and holds our keys.
+    peer_heard_ns_ = now_ns;
+    next_liveness_try_ns_ = 0;
+    liveness_retry_ns_ = 0;
     if (events.remb) {
       counters_.remb_bps = *events.remb;
       rate_.on_remb(now_ns, *events.remb);
@@ -636,6 +684,10 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
     return;
   }
   // Receiver.
+  if (events.sr && !accept_sender_ssrc(events.sr->sender_ssrc, epoch, now_ns)) {
+    ++counters_.rtcp_refused;
+    return;
+  }
   if (events.sr) {
     receiver_stats_.on_sender_report(events.sr->info.ntp_timestamp, now_ns);
     if (skew_.on_sender_report(jitter::ntp_to_ns(events.sr->info.ntp_timestamp),
@@ -698,7 +750,8 @@ void RelaySession::receive_rtp(std::span<uint8_t> packet, uint64_t now_ns) {
     return;
   }
   size_t size = packet.size();
-  if (!unprotect(packet, false, size, now_ns)) return;
+  uint32_t epoch = 0;
+  if (!unprotect(packet, false, size, epoch, now_ns)) return;
   const std::span<uint8_t> plain = packet.first(size);
   rtp::RtpPacketView view;
   if (rtp::parse_rtp(plain, view) != rtp::RtpParseError::kOk) {
@@ -713,11 +766,7 @@ void RelaySession::receive_rtp(std::span<uint8_t> packet, uint64_t now_ns) {
   recovered.count = 0;
   switch (view.payload_type) {
     case kMediaPayloadType: {
-      if (!media_ssrc_known_) {
-        media_ssrc_known_ = true;
-        peer_media_ssrc_ = view.ssrc;
-        fec_decoder_.reset(view.ssrc);
-      } else if (view.ssrc != peer_media_ssrc_) {
+      if (!accept_sender_ssrc(view.ssrc, epoch, now_ns)) {
         ++counters_.rtp_refused;  // a foreign SSRC
         return;
       }
@@ -754,6 +803,47 @@ void RelaySession::receive_rtp(std::span<uint8_t> packet, uint64_t now_ns) {
     ++counters_.recovered_fec;
     accept_media({recovered.packets[i].data(), recovered.sizes[i]}, true, now_ns);
   }
+}
+
+bool RelaySession::accept_sender_ssrc(uint32_t ssrc, uint32_t epoch, uint64_t now_ns) {
+  const uint64_t ordinal = keys_.ordinal_of(epoch).value_or(0);
+  if (!media_ssrc_known_) {
+    media_ssrc_known_ = true;
+    peer_media_ssrc_ = ssrc;
+    peer_ssrc_ordinal_ = ordinal;
+    fec_decoder_.reset(ssrc);
+    return true;
+  }
+  if (ssrc == peer_media_ssrc_) return true;
+  // A new SSRC: a sender that restarted picks new random ones (RFC 3550 8.1). It is that only
+  // under an epoch newer than the one the current SSRC was learned under, i.e. from a handshake
+  // completed since with the peer's certificate; the old sender's packets in flight under the
+  // old keys are refused, not taken for another restart.
+  if (ordinal <= peer_ssrc_ordinal_) return false;
+  peer_ssrc_ordinal_ = ordinal;
+  restart_sender(ssrc, now_ns);
+  return true;
+}
+
+void RelaySession::restart_sender(uint32_t ssrc, uint64_t now_ns) {
+  ++counters_.peer_restarts;
+  // The old sender's frames: the complete ones go out, the rest are dropped (their packets go
+  // back to the store); then every per-sender state starts over, as for a first sender. The
+  // stream description stays: if the new sender describes the same stream (name, format,
+  // size), its frames go on into the same local stream and its consumers see no change.
+  // Control plane: this allocates (once per restart, not per packet).
+  jitter_.advance(now_ns + 3'600'000'000'000ull, *sink_);
+  jitter_ = jitter::JitterBuffer();
+  nack_ = jitter::NackScheduler();
+  skew_ = jitter::ClockSkewEstimator();
+  receiver_stats_ = rtp::ReceiverStatistics(kVideoClockHz);
+  estimator_ = congestion::DelayBasedEstimator();
+  if (have_rtt_) {
+    jitter_.set_rtt(rtt_ns_);
+    estimator_.set_rtt(rtt_ns_);
+  }
+  peer_media_ssrc_ = ssrc;
+  fec_decoder_.reset(ssrc);
 }
 
 void RelaySession::accept_media(std::span<const uint8_t> packet, bool repaired, uint64_t now_ns) {
@@ -868,10 +958,18 @@ void RelaySession::publish_stats() {
   const Counters& c = counters_;
   set(stats_.state, uint32_t(state_));
   set(stats_.handshakes, keys_.counters().epochs);
-  set(stats_.send_epoch, uint64_t(srtp_out_.epoch().value_or(0)));
+  set(stats_.send_epoch, keys_.send_ordinal());
   set(stats_.rekeys, keys_.counters().rekeys_started);
   set(stats_.dtls_failures, c.dtls_failures);
   set(stats_.fingerprint_mismatches, c.fingerprint_mismatches);
+  set(stats_.epoch_collisions, c.epoch_collisions);
+  set(stats_.dtls_refused,
+      dtls_.routing_counters().refused_busy + dtls_.routing_counters().stray_records);
+  set(stats_.dtls_preempted, dtls_.routing_counters().preempted);
+  set(stats_.dtls_cookie_challenges, dtls_.routing_counters().cookie_challenges);
+  set(stats_.peer_rebinds, c.peer_rebinds);
+  set(stats_.peer_restarts, c.peer_restarts);
+  set(stats_.peer_lost, c.peer_lost);
   set(stats_.foreign_datagrams, c.foreign);
   set(stats_.srtp_refused, c.srtp_refused);
   set(stats_.srtp_auth_failed, srtp_in_.counters().auth_failed);

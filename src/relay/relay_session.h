@@ -48,6 +48,12 @@ struct RelaySessionConfig {
   secure::DtlsConfig dtls;
   // The receiver's access-unit buffers: frames handed to the main loop at once, at most.
   uint32_t frame_buffers = 8;
+  // Sender: with no authenticated RTCP from the receiver for this long (it sends a report every
+  // 100 ms), the receiver is taken for dead or restarted and a fresh handshake starts; again
+  // after liveness_retry_ns, doubling up to liveness_retry_max_ns, until it answers.
+  uint64_t liveness_timeout_ns = 3'000'000'000ull;
+  uint64_t liveness_retry_ns = 1'000'000'000ull;
+  uint64_t liveness_retry_max_ns = 8'000'000'000ull;
 };
 
 // Figures for /stats, copied from the relay thread's counters on its timer (relaxed atomics).
@@ -58,6 +64,15 @@ struct RelaySessionStats {
   std::atomic<uint64_t> rekeys{0};
   std::atomic<uint64_t> dtls_failures{0};
   std::atomic<uint64_t> fingerprint_mismatches{0};
+  std::atomic<uint64_t> epoch_collisions{0};  // handshakes whose epoch identity was held
+  // Receiver: DTLS refused by address (a ClientHello while another address's handshake held
+  // the slot, or a record from an address with no association), and stalled handshakes dropped.
+  std::atomic<uint64_t> dtls_refused{0};
+  std::atomic<uint64_t> dtls_preempted{0};
+  std::atomic<uint64_t> dtls_cookie_challenges{0};  // ClientHellos answered with a cookie
+  std::atomic<uint64_t> peer_rebinds{0};       // receiver: a handshake completed from a new address
+  std::atomic<uint64_t> peer_restarts{0};      // receiver: a new sender (new SSRC, newer epoch)
+  std::atomic<uint64_t> peer_lost{0};          // sender: liveness timeouts (fresh handshakes)
   std::atomic<uint64_t> foreign_datagrams{0};  // not from the peer, or not DTLS/RTP/RTCP
   std::atomic<uint64_t> srtp_refused{0};       // auth failures, replays, unknown epochs...
   std::atomic<uint64_t> srtp_auth_failed{0};
@@ -143,8 +158,17 @@ class RelaySession final : public RelayHandler {
   void deliver_frame(const jitter::FrameEvent& frame);
   void free_frame_packets(std::span<const jitter::PacketRef> packets);
 
-  // SRTP/SRTCP unprotect in place (size shrinks to the plain packet), counted when refused.
-  bool unprotect(std::span<uint8_t> packet, bool rtcp, size_t& size, uint64_t now_ns);
+  // SRTP/SRTCP unprotect in place (size shrinks to the plain packet), counted when refused;
+  // `epoch`: the key epoch it authenticated under.
+  bool unprotect(std::span<uint8_t> packet, bool rtcp, size_t& size, uint32_t& epoch,
+                 uint64_t now_ns);
+  // Receiver: whether `ssrc`, authenticated under `epoch`, is the sender's. A new SSRC under an
+  // epoch newer than the one the current SSRC was learned under is a restarted sender: the
+  // receive pipeline starts over for it (restart_sender). Else a new SSRC is foreign.
+  bool accept_sender_ssrc(uint32_t ssrc, uint32_t epoch, uint64_t now_ns);
+  void restart_sender(uint32_t ssrc, uint64_t now_ns);
+  // Sender: starts a fresh handshake when the receiver has been silent too long.
+  void check_liveness(uint64_t now_ns);
   void receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns);
   void schedule(uint64_t now_ns);
   void publish_stats();
@@ -157,8 +181,13 @@ class RelaySession final : public RelayHandler {
   secure::KeySchedule keys_;
   secure::SrtpSender srtp_out_;
   secure::SrtpReceiver srtp_in_;
-  std::optional<sockaddr_storage> peer_;  // the receiver learns it from the first handshake
-  sockaddr_storage handshake_from_{};     // who the datagram being fed came from
+  // The receiver learns it from each completed handshake (docs/wan.md "Re-binding").
+  std::optional<sockaddr_storage> peer_;
+  sockaddr_storage dtls_to_{};  // receiver: where the DTLS datagrams being produced go
+  // Sender: when authenticated RTCP last came, and the next liveness handshake.
+  uint64_t peer_heard_ns_ = 0;
+  uint64_t next_liveness_try_ns_ = 0;
+  uint64_t liveness_retry_ns_ = 0;
   uint64_t rtt_ns_ = 50'000'000;
   bool have_rtt_ = false;
 
@@ -202,6 +231,7 @@ class RelaySession final : public RelayHandler {
   // Receiver.
   bool media_ssrc_known_ = false;
   uint32_t peer_media_ssrc_ = 0;
+  uint64_t peer_ssrc_ordinal_ = 0;  // the local ordinal of the epoch it was learned under
   rtp::ReceiverStatistics receiver_stats_;
   congestion::DelayBasedEstimator estimator_;
   fec::Decoder fec_decoder_;
@@ -222,7 +252,8 @@ class RelaySession final : public RelayHandler {
     uint64_t foreign = 0, srtp_refused = 0, rtp_refused = 0, rtcp_refused = 0;
     uint64_t frames_sent = 0, frames_refused = 0, packets_sent = 0, fec_sent = 0, rtx_sent = 0;
     uint64_t nacked = 0, nacked_unavailable = 0, no_buffer = 0, dtls_failures = 0;
-    uint64_t fingerprint_mismatches = 0;
+    uint64_t fingerprint_mismatches = 0, epoch_collisions = 0;
+    uint64_t peer_rebinds = 0, peer_restarts = 0, peer_lost = 0;
     uint64_t packets_received = 0, recovered_fec = 0, recovered_rtx = 0;
     uint64_t frames_complete = 0, frames_dropped = 0, frames_malformed = 0, frames_no_buffer = 0,
              nacks_sent = 0, remb_bps = 0, fraction_lost = 0;

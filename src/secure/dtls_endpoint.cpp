@@ -170,6 +170,11 @@ const char* to_string(DtlsFailure failure) {
   return "?";
 }
 
+uint32_t epoch_id_from_exported(std::span<const uint8_t, 4> exported) {
+  return uint32_t(exported[0]) << 24 | uint32_t(exported[1]) << 16 | uint32_t(exported[2]) << 8 |
+         exported[3];
+}
+
 SrtpKeyMaterial split_srtp_key_material(std::span<const uint8_t, 56> exported) {
   // RFC 5764 4.2: client_write_SRTP_master_key[16] | server_write_SRTP_master_key[16] |
   // client_write_SRTP_master_salt[12] | server_write_SRTP_master_salt[12] (RFC 7714 section 12:
@@ -284,6 +289,14 @@ DtlsEvent DtlsEndpoint::finish_handshake() {
     return fail(DtlsFailure::kExportFailed);
   keys_ = split_srtp_key_material(exported);
   OPENSSL_cleanse(exported.data(), exported.size());
+  // The epoch identity: a second export under our label (RFC 5705 section 4), no context. It is
+  // not secret (it goes on the wire as the MKI) and reveals nothing of the SRTP keys: the
+  // exporter's outputs under different labels are independent (RFC 5705 section 1).
+  std::array<uint8_t, 4> epoch_id{};
+  if (SSL_export_keying_material(ssl_, epoch_id.data(), epoch_id.size(), kEpochIdExporterLabel,
+                                 sizeof kEpochIdExporterLabel - 1, nullptr, 0, 0) != 1)
+    return fail(DtlsFailure::kExportFailed);
+  keys_.epoch_id = epoch_id_from_exported(epoch_id);
   state_ = DtlsState::kConnected;
   return DtlsEvent::kHandshakeComplete;
 }
@@ -306,7 +319,8 @@ DtlsEvent DtlsEndpoint::feed(std::span<const uint8_t> datagram,
   }
   if (state_ == DtlsState::kFailed || state_ == DtlsState::kClosed) return DtlsEvent::kNone;
   peer_address_size_ = std::min(peer_address.size(), peer_address_.size());
-  std::memcpy(peer_address_.data(), peer_address.data(), peer_address_size_);
+  if (peer_address_size_)
+    std::memcpy(peer_address_.data(), peer_address.data(), peer_address_size_);
   input_ = datagram;
   input_consumed_ = false;
   peek_mode_ = false;

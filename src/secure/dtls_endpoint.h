@@ -37,7 +37,18 @@ struct SrtpMasterKey {
 struct SrtpKeyMaterial {
   SrtpMasterKey client_write;  // the client protects with this; the server unprotects with it
   SrtpMasterKey server_write;  // the server protects with this; the client unprotects with it
+  // The key epoch's identity, the SRTP MKI of every packet under these keys (docs/wan.md "Key
+  // epochs"): 4 bytes from the same handshake's exporter under our own label, so both ends of
+  // the handshake get the same value without counting anything.
+  uint32_t epoch_id = 0;
 };
+
+// The RFC 5705 exporter label of the epoch identity. RFC 5705 section 4: labels beginning with
+// "EXPERIMENTAL" are for private use without registration.
+inline constexpr char kEpochIdExporterLabel[] = "EXPERIMENTAL-syncd-srtp-key-epoch";
+
+// The 4 exported bytes as the epoch identity (big-endian, as the MKI carries it).
+uint32_t epoch_id_from_exported(std::span<const uint8_t, 4> exported);
 
 // Splits the 56 bytes of SSL_export_keying_material("EXTRACTOR-dtls_srtp") (RFC 5764 4.2).
 SrtpKeyMaterial split_srtp_key_material(std::span<const uint8_t, 56> exported);

@@ -1,15 +1,23 @@
 // When to re-key, when to switch the send key and when to retire a receive key: a pure state
 // machine (times in, actions out) for one session. docs/wan.md "Re-key sequence" draws it.
 //
-// Epochs are numbered 0, 1, 2... in the order their DTLS handshakes complete; both sides count
-// the same way, and each packet carries its epoch as the SRTP MKI. The rule:
+// An epoch is named by its identity, which both sides derive from the handshake itself
+// (SrtpKeyMaterial::epoch_id, an RFC 5705 exporter output under our own label) and every packet
+// carries as the SRTP MKI: nothing is counted, so a side that restarts, or a handshake one side
+// completes and the other abandons, cannot put the two sides' numbering out of step. Inside, each
+// epoch also gets a local ordinal (0, 1, 2... in the order its handshake completed here) for
+// "newer than"; ordinals never leave this side. The rule:
 //  - a side installs an epoch's receive (and send) key when its handshake completes
 //    (on_handshake_complete);
 //  - it sends under the new epoch from the first packet after it has authenticated a packet of
-//    the peer's under it, or after a fallback overlap, whichever is first (kSendEpoch);
+//    the peer's under it, or after a fallback overlap, whichever is first (kSendEpoch); also
+//    under any held epoch newer than its own that the peer is seen sending under (a newer
+//    handshake may complete before the peer's first packet under the last one arrives);
 //  - it retires an old receive key a grace period after the peer's first packet under a newer
 //    epoch, or at the latest a grace period after the peer's fallback (kRetireReceive);
-//  - the client starts a new handshake every rekey interval (kStartRekey).
+//  - the client starts a new handshake every rekey interval (kStartRekey), at once when the
+//    peer seems gone (on_peer_lost: the next epoch is then sent under at once, like the first),
+//    and at once when a completed handshake's identity collides with an epoch still held.
 //
 // Threads: any thread; not thread-safe; one instance per session, on the session's thread.
 #pragma once
@@ -43,7 +51,7 @@ struct KeyScheduleConfig {
 };
 
 enum class KeyAction : uint8_t {
-  kStartRekey,     // client: start a DTLS handshake beside the live one; it becomes `epoch`
+  kStartRekey,     // client: start a DTLS handshake beside the live one (`epoch`: its ordinal)
   kSendEpoch,      // protect with `epoch` from the next packet on (SrtpSender::use_epoch)
   kRetireReceive,  // forget the receive key of `epoch` (SrtpReceiver::retire)
 };
@@ -55,7 +63,9 @@ struct KeyEvent {
 };
 
 struct KeyScheduleCounters {
-  uint64_t epochs = 0;  // handshakes completed
+  uint64_t epochs = 0;      // handshakes completed and accepted (the next ordinal)
+  uint64_t collisions = 0;  // handshakes refused: their identity named an epoch still held
+  uint64_t peer_lost = 0;   // on_peer_lost() calls (client)
   uint64_t rekeys_started = 0;
   uint64_t rekeys_failed = 0;
   uint64_t switches_on_packet = 0;    // send switch triggered by the peer's new-epoch packet
@@ -72,14 +82,22 @@ class KeySchedule {
 
   KeySchedule(DtlsRole role, KeyScheduleConfig config = {});
 
-  // A DTLS handshake of this session completed at now_ns: returns the epoch its keys belong to
-  // (the caller installs them, receive and send, under this number). The first epoch is used
-  // for sending at once; a later one after the rule above.
-  uint32_t on_handshake_complete(uint64_t now_ns);
+  // A DTLS handshake of this session completed at now_ns; `epoch` is its identity
+  // (SrtpKeyMaterial::epoch_id). True: the caller installs the keys, receive and send, under
+  // `epoch`; the first epoch is used for sending at once, a later one after the rule above.
+  // False: `epoch` names an epoch still held (a 32-bit collision, about one in a billion per
+  // handshake while four epochs are held): nothing changes and the caller installs nothing; a
+  // client starts another handshake at once (poll() says kStartRekey).
+  bool on_handshake_complete(uint32_t epoch, uint64_t now_ns);
   // A packet from the peer authenticated under `epoch` (SrtpReceiver reported it).
   void on_packet_authenticated(uint32_t epoch, uint64_t now_ns);
   // Client: the re-key handshake failed or timed out; the next try is rekey_retry_ns later.
   void on_rekey_failed(uint64_t now_ns);
+  // Client: nothing authenticated has come from the peer for the liveness timeout (it died or
+  // restarted with nothing of ours): a handshake starts at once, replacing one under way, and
+  // its epoch is sent under as soon as it completes (the server completed first, so whoever
+  // answers has the key; nobody is left to wait for).
+  void on_peer_lost(uint64_t now_ns);
 
   // Writes the actions due at now_ns into `out` (at most out.size(); the rest stay due) and
   // returns how many. Call before protecting each packet, or at next_deadline_ns().
@@ -88,6 +106,10 @@ class KeySchedule {
   uint64_t next_deadline_ns() const;
 
   std::optional<uint32_t> send_epoch() const { return send_epoch_; }
+  // The local ordinal of the send epoch (0 before any).
+  uint64_t send_ordinal() const { return send_ordinal_; }
+  // The local ordinal of a held receive epoch: larger is newer.
+  std::optional<uint64_t> ordinal_of(uint32_t epoch) const;
   bool rekey_in_progress() const { return rekey_in_progress_; }
   bool receive_epoch_live(uint32_t epoch) const;
   const KeyScheduleCounters& counters() const { return counters_; }
@@ -96,6 +118,7 @@ class KeySchedule {
   struct ReceiveEpoch {
     bool used = false;
     uint32_t epoch = 0;
+    uint64_t ordinal = 0;
     uint64_t installed_ns = 0;
     uint64_t retire_at_ns = kNever;
   };
@@ -104,9 +127,15 @@ class KeySchedule {
 
   DtlsRole role_;
   KeyScheduleConfig config_;
-  uint32_t next_epoch_ = 0;
   std::optional<uint32_t> send_epoch_;
+  uint64_t send_ordinal_ = 0;
   std::optional<uint32_t> pending_send_epoch_;
+  uint64_t pending_send_ordinal_ = 0;
+  bool switch_at_once_ = false;  // on_peer_lost(): the next epoch is sent under at once
+  // A held epoch newer than the send epoch that the peer sends under, though no longer the
+  // pending one: poll() switches to it at once.
+  std::optional<uint32_t> catch_up_epoch_;
+  uint64_t catch_up_ordinal_ = 0;
   uint64_t pending_switch_at_ns_ = kNever;
   bool pending_switch_on_packet_ = false;
   std::array<ReceiveEpoch, kMaxReceiveEpochs> receive_{};

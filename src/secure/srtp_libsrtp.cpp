@@ -105,7 +105,7 @@ bool LibSrtpEpochs::add(uint32_t epoch, const SrtpMasterKey& key, bool outbound)
   srtp_err_status_t status = srtp_create(&session, &policy);
   std::memset(master, 0, sizeof master);
   if (status != srtp_err_status_ok) return false;
-  *free_slot = Slot{true, epoch, session};
+  *free_slot = Slot{true, epoch, session, ++installs_};
   return true;
 }
 
@@ -120,8 +120,11 @@ bool LibSrtpSender::use_epoch(uint32_t epoch) {
   current_session_ = session;
   // Older send keys are never used again: retransmissions are protected afresh under the
   // current epoch (RTX, RFC 4588), so nothing needs them.
+  uint64_t order = 0;
+  for (const Slot& slot : slots_)
+    if (slot.used && slot.epoch == epoch) order = slot.installed_order;
   for (Slot& slot : slots_)
-    if (slot.used && slot.epoch != epoch && slot.epoch < epoch) remove(slot.epoch);
+    if (slot.used && slot.installed_order < order) remove(slot.epoch);
   return true;
 }
 

@@ -38,8 +38,10 @@ class LibSrtpEpochs {
     bool used = false;
     uint32_t epoch = 0;
     srtp_ctx_t_* session = nullptr;
+    uint64_t installed_order = 0;  // epoch identities are unordered: older = installed earlier
   };
   std::array<Slot, kMaxEpochs> slots_{};
+  uint64_t installs_ = 0;
 };
 
 class LibSrtpSender : public LibSrtpEpochs {

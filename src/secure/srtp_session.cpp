@@ -93,6 +93,7 @@ bool SrtpEpochs::add(uint32_t epoch, const SrtpMasterKey& key, bool outbound) {
     auto context = std::make_unique<SrtpAeadContext>();
     if (!context->init(epoch, key, outbound)) return false;
     slot = std::move(context);
+    installed_order_[size_t(&slot - slots_.data())] = ++installs_;
     return true;
   }
   return false;
@@ -109,8 +110,11 @@ bool SrtpSender::use_epoch(uint32_t epoch) {
   current_context_ = context;
   // Older send keys are never used again: retransmissions are protected afresh under the
   // current epoch (RTX, RFC 4588), so nothing needs them.
-  for (auto& slot : slots_)
-    if (slot && slot->epoch() < epoch) slot.reset();
+  uint64_t order = 0;
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i].get() == context) order = installed_order_[i];
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i] && installed_order_[i] < order) slots_[i].reset();
   return true;
 }
 

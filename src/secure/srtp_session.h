@@ -31,7 +31,7 @@ namespace syncd::secure {
 class SrtpAeadContext;
 
 inline constexpr size_t kSrtpTagBytes = 16;  // RFC 7714 section 12: AEAD_AES_128_GCM, 16 octets
-inline constexpr size_t kSrtpMkiBytes = 4;   // our MKI: the key epoch, big-endian
+inline constexpr size_t kSrtpMkiBytes = 4;   // our MKI: the key epoch's identity, big-endian
 inline constexpr size_t kRtpTrailerBytes = kSrtpTagBytes + kSrtpMkiBytes;
 // RFC 7714 section 9: SRTCP adds the 4-byte E flag and SRTCP index after the tag.
 inline constexpr size_t kRtcpTrailerBytes = kSrtpTagBytes + 4 + kSrtpMkiBytes;
@@ -90,6 +90,10 @@ class SrtpEpochs {
   SrtpAeadContext* find(uint32_t epoch) const;
 
   std::array<std::unique_ptr<SrtpAeadContext>, kMaxEpochs> slots_;
+  // Install order per slot: epoch identities are unordered (docs/wan.md "Key epochs"), so
+  // "older" means installed earlier.
+  std::array<uint64_t, kMaxEpochs> installed_order_{};
+  uint64_t installs_ = 0;
 };
 
 class SrtpSender : public SrtpEpochs {
@@ -98,7 +102,7 @@ class SrtpSender : public SrtpEpochs {
   // is free, or OpenSSL refused the key.
   bool install(uint32_t epoch, const SrtpMasterKey& key);
   // Sends under `epoch` from the next packet on (the switch is at a packet boundary) and drops
-  // the send contexts of older epochs. False if `epoch` is not installed.
+  // the send contexts installed before it. False if `epoch` is not installed.
   bool use_epoch(uint32_t epoch);
   std::optional<uint32_t> epoch() const { return current_; }
 

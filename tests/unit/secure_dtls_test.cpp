@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <deque>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "secure/dtls_associations.h"
@@ -385,6 +387,156 @@ TEST(SecureDtlsAssociations, ServerKeepsItsLiveAssociationThroughFloodAndFailedR
   EXPECT_EQ(server.completed_keys().client_write, client.completed_keys().client_write);
   EXPECT_EQ(server.completed_keys().server_write, client.completed_keys().server_write);
   EXPECT_FALSE(server.has_pending());
+}
+
+// Both ends of a handshake derive the same epoch identity (RFC 5705 exporter, our label), and
+// a new handshake gets a new one: the MKI needs no counting.
+TEST(SecureDtlsAssociations, BothEndsDeriveTheSameEpochIdentityAndEachHandshakeANewOne) {
+  DtlsContext server_context(testing::server_identity());
+  DtlsContext client_context(testing::client_identity());
+  std::deque<Datagram> to_server, to_client;
+  DtlsAssociations server(
+      server_context, DtlsRole::kServer, testing::client_identity().fingerprint,
+      [&](std::span<const uint8_t> d) { to_client.emplace_back(d.begin(), d.end()); });
+  DtlsAssociations client(
+      client_context, DtlsRole::kClient, testing::server_identity().fingerprint,
+      [&](std::span<const uint8_t> d) { to_server.emplace_back(d.begin(), d.end()); });
+  std::set<uint32_t> seen;
+  for (int handshake = 0; handshake < 8; ++handshake) {
+    client.start_handshake(0);
+    for (int i = 0; i < 30 && (!to_server.empty() || !to_client.empty()); ++i) {
+      std::deque<Datagram> s, c;
+      s.swap(to_server);
+      c.swap(to_client);
+      for (auto& d : s) server.feed(d, DtlsPair::kClientAddress, 0);
+      for (auto& d : c) client.feed(d, DtlsPair::kServerAddress, 0);
+    }
+    ASSERT_EQ(client.handshakes_completed(), uint64_t(handshake + 1));
+    ASSERT_EQ(server.handshakes_completed(), uint64_t(handshake + 1));
+    EXPECT_EQ(server.completed_keys().epoch_id, client.completed_keys().epoch_id);
+    seen.insert(client.completed_keys().epoch_id);
+  }
+  EXPECT_EQ(seen.size(), 8u);
+  // The 4 exported bytes, big-endian, as the MKI carries them.
+  const uint8_t bytes[4] = {0x01, 0x02, 0x03, 0xfe};
+  EXPECT_EQ(epoch_id_from_exported(bytes), 0x010203feu);
+}
+
+// The server's routing by address: a client that comes back from a new address with the right
+// certificate completes and becomes the live address (a re-bind); a handshake bound to an
+// address holds the slot against another address for the hold time, then gives it up to one
+// whose cookie verifies; the bound client's own new attempt supersedes its stuck one.
+TEST(SecureDtlsAssociations, ServerRebindsOnACompletedHandshakeFromANewAddress) {
+  DtlsContext server_context(testing::server_identity());
+  DtlsContext client_context(testing::client_identity());
+  std::deque<Datagram> to_server, to_client;
+  constexpr uint64_t kHold = 2'000'000'000ull;
+  DtlsAssociations server(
+      server_context, DtlsRole::kServer, testing::client_identity().fingerprint,
+      [&](std::span<const uint8_t> d) { to_client.emplace_back(d.begin(), d.end()); }, kHold);
+  auto make_client = [&] {
+    return std::make_unique<DtlsAssociations>(
+        client_context, DtlsRole::kClient, testing::server_identity().fingerprint,
+        [&](std::span<const uint8_t> d) { to_server.emplace_back(d.begin(), d.end()); });
+  };
+  auto pump = [&](DtlsAssociations& c, std::span<const uint8_t> address, uint64_t now) {
+    for (int i = 0; i < 30 && (!to_server.empty() || !to_client.empty()); ++i) {
+      std::deque<Datagram> s, cl;
+      s.swap(to_server);
+      cl.swap(to_client);
+      for (auto& d : s) server.feed(d, address, now);
+      for (auto& d : cl) c.feed(d, DtlsPair::kServerAddress, now);
+    }
+  };
+  const uint8_t first[6] = {10, 0, 0, 1, 0x30, 0x39};
+  const uint8_t moved[6] = {10, 0, 0, 1, 0x30, 0x3a};  // the same host, another port
+  auto client = make_client();
+  client->start_handshake(0);
+  pump(*client, first, 0);
+  ASSERT_EQ(server.handshakes_completed(), 1u);
+  EXPECT_TRUE(std::equal(server.live_address().begin(), server.live_address().end(), first));
+  // Records from an address with no association are strays.
+  const uint8_t stranger[6] = {203, 0, 113, 9, 1, 1};
+  const uint8_t finished[] = {22, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 20};
+  EXPECT_EQ(server.feed(finished, stranger, 0), DtlsEvent::kNone);
+  EXPECT_EQ(server.routing_counters().stray_records, 1u);
+
+  // The client restarts on another port (a new process: a new association from scratch).
+  client = make_client();
+  client->start_handshake(0);
+  pump(*client, moved, 0);
+  ASSERT_EQ(server.handshakes_completed(), 2u);
+  EXPECT_TRUE(std::equal(server.live_address().begin(), server.live_address().end(), moved));
+  EXPECT_EQ(server.completed_keys().epoch_id, client->completed_keys().epoch_id);
+
+  // A stranger with the wrong certificate gets past the cookie and stalls (its flights are
+  // never answered): its handshake is bound to its address.
+  DtlsContext stranger_context(testing::server_identity());
+  std::deque<Datagram> from_stranger;
+  DtlsAssociations stalled(
+      stranger_context, DtlsRole::kClient, testing::server_identity().fingerprint,
+      [&](std::span<const uint8_t> d) { from_stranger.emplace_back(d.begin(), d.end()); });
+  stalled.start_handshake(0);
+  server.feed(from_stranger.front(), stranger, 10);  // ClientHello: HelloVerifyRequest back
+  from_stranger.clear();
+  ASSERT_EQ(to_client.size(), 1u);
+  stalled.feed(to_client.front(), DtlsPair::kServerAddress, 10);  // ClientHello with cookie
+  to_client.clear();
+  server.feed(from_stranger.front(), stranger, 10);
+  from_stranger.clear();
+  ASSERT_TRUE(server.has_pending());
+  EXPECT_TRUE(
+      std::equal(server.pending_address().begin(), server.pending_address().end(), stranger));
+  to_client.clear();
+  // A third address within the hold: refused. After it, a cookieless ClientHello gets only a
+  // stateless answer (a spoofed address could send that one); its cookie-bearing one takes the
+  // slot from the stalled handshake.
+  auto third = make_client();
+  third->start_handshake(0);
+  const Datagram hello = to_server.front();
+  to_server.clear();
+  const uint8_t other[6] = {198, 51, 100, 7, 2, 2};
+  EXPECT_EQ(server.feed(hello, other, 10 + kHold - 1), DtlsEvent::kNone);
+  EXPECT_EQ(server.routing_counters().refused_busy, 1u);
+  EXPECT_EQ(server.feed(hello, other, 10 + kHold), DtlsEvent::kHelloVerifySent);
+  EXPECT_EQ(server.routing_counters().preempted, 0u);
+  EXPECT_TRUE(
+      std::equal(server.pending_address().begin(), server.pending_address().end(), stranger));
+  ASSERT_EQ(to_client.size(), 1u);
+  third->feed(to_client.front(), DtlsPair::kServerAddress, 10 + kHold);  // -> cookie
+  to_client.clear();
+  ASSERT_EQ(to_server.size(), 1u);
+  server.feed(to_server.front(), other, 10 + kHold);
+  to_server.clear();
+  EXPECT_EQ(server.routing_counters().preempted, 1u);
+  EXPECT_TRUE(std::equal(server.pending_address().begin(), server.pending_address().end(), other));
+  // first, moved, the stranger and the third address: each answered statelessly once.
+  EXPECT_EQ(server.routing_counters().cookie_challenges, 4u);
+  // The live association never went meanwhile; the third (it holds the pinned key) completes.
+  EXPECT_EQ(server.live()->state(), DtlsState::kConnected);
+  pump(*third, other, 10 + kHold);
+  EXPECT_EQ(server.handshakes_completed(), 3u);
+  EXPECT_TRUE(std::equal(server.live_address().begin(), server.live_address().end(), other));
+
+  // The peer at `moved` starts a handshake and stalls: within the hold nobody else gets in.
+  client->start_handshake(0);
+  server.feed(to_server.front(), moved, 20);  // -> HelloVerifyRequest
+  to_server.clear();
+  client->feed(to_client.front(), DtlsPair::kServerAddress, 20);
+  to_client.clear();
+  server.feed(to_server.front(), moved, 20);  // cookie verified: bound to `moved`
+  to_server.clear();
+  to_client.clear();
+  EXPECT_EQ(server.feed(hello, stranger, 20 + kHold - 1), DtlsEvent::kNone);
+  EXPECT_EQ(server.routing_counters().refused_busy, 2u);
+  // It gives up on that attempt and starts another (a new ClientHello.random, from the same
+  // address): once its cookie verifies it supersedes the stuck one, and completes.
+  client->start_handshake(0);
+  pump(*client, moved, 30);
+  EXPECT_EQ(server.routing_counters().superseded, 1u);
+  EXPECT_EQ(server.handshakes_completed(), 4u);
+  EXPECT_EQ(server.completed_keys().epoch_id, client->completed_keys().epoch_id);
+  EXPECT_TRUE(std::equal(server.live_address().begin(), server.live_address().end(), moved));
 }
 
 }  // namespace

@@ -38,8 +38,8 @@ TEST(SecureKeySchedule, ClientSendsUnderTheFirstEpochAtOnceServerWaitsForTheClie
   KeySchedule client(DtlsRole::kClient, test_config());
   KeySchedule server(DtlsRole::kServer, test_config());
   EXPECT_EQ(client.next_deadline_ns(), KeySchedule::kNever);
-  EXPECT_EQ(server.on_handshake_complete(100), 0u);
-  EXPECT_EQ(client.on_handshake_complete(150), 0u);
+  EXPECT_TRUE(server.on_handshake_complete(0, 100));
+  EXPECT_TRUE(client.on_handshake_complete(0, 150));
   EXPECT_EQ(poll_all(client, 150), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 0}}));
   EXPECT_EQ(client.send_epoch(), 0u);
   // The server completed first: the client may not have the key yet, so it waits for a packet.
@@ -51,7 +51,7 @@ TEST(SecureKeySchedule, ClientSendsUnderTheFirstEpochAtOnceServerWaitsForTheClie
 
 TEST(SecureKeySchedule, ServerFallsBackToSendingAfterItsOverlapWhenTheClientIsSilent) {
   KeySchedule server(DtlsRole::kServer, test_config());
-  server.on_handshake_complete(0);
+  server.on_handshake_complete(0, 0);
   EXPECT_EQ(server.next_deadline_ns(), 4 * kS);
   EXPECT_TRUE(poll_all(server, 4 * kS - 1).empty());
   EXPECT_EQ(poll_all(server, 4 * kS), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 0}}));
@@ -59,7 +59,7 @@ TEST(SecureKeySchedule, ServerFallsBackToSendingAfterItsOverlapWhenTheClientIsSi
 
 TEST(SecureKeySchedule, ClientRekeysEveryIntervalAndRetriesAfterAFailure) {
   KeySchedule client(DtlsRole::kClient, test_config());
-  client.on_handshake_complete(0);
+  client.on_handshake_complete(0, 0);
   poll_all(client, 0);
   EXPECT_EQ(client.next_deadline_ns(), 10 * kS);
   EXPECT_TRUE(poll_all(client, 10 * kS - 1).empty());
@@ -72,7 +72,7 @@ TEST(SecureKeySchedule, ClientRekeysEveryIntervalAndRetriesAfterAFailure) {
   EXPECT_EQ(client.counters().rekeys_started, 2u);
   // Servers never start one.
   KeySchedule server(DtlsRole::kServer, test_config());
-  server.on_handshake_complete(0);
+  server.on_handshake_complete(0, 0);
   server.on_packet_authenticated(0, 0);
   poll_all(server, 0);
   EXPECT_EQ(server.next_deadline_ns(), KeySchedule::kNever);
@@ -82,9 +82,9 @@ TEST(SecureKeySchedule, ClientRekeysEveryIntervalAndRetriesAfterAFailure) {
 TEST(SecureKeySchedule, SwitchesOnThePeersFirstNewEpochPacketOrAfterTheOverlap) {
   // The peer's packet first.
   KeySchedule a(DtlsRole::kClient, test_config());
-  a.on_handshake_complete(0);
+  a.on_handshake_complete(0, 0);
   poll_all(a, 0);
-  a.on_handshake_complete(20 * kS);
+  a.on_handshake_complete(1, 20 * kS);
   EXPECT_TRUE(poll_all(a, 20 * kS + 300 * kMs).empty());
   EXPECT_EQ(a.send_epoch(), 0u);
   a.on_packet_authenticated(1, 20 * kS + 400 * kMs);
@@ -92,14 +92,14 @@ TEST(SecureKeySchedule, SwitchesOnThePeersFirstNewEpochPacketOrAfterTheOverlap) 
   EXPECT_EQ(a.counters().switches_on_packet, 1u);
   // The overlap first.
   KeySchedule b(DtlsRole::kClient, test_config());
-  b.on_handshake_complete(0);
+  b.on_handshake_complete(0, 0);
   poll_all(b, 0);
-  b.on_handshake_complete(20 * kS);
+  b.on_handshake_complete(1, 20 * kS);
   EXPECT_TRUE(poll_all(b, 21 * kS - 1).empty());
   EXPECT_EQ(poll_all(b, 21 * kS), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 1}}));
   EXPECT_EQ(b.counters().switches_on_fallback, 1u);
   // A packet under an old epoch does not switch anything.
-  b.on_handshake_complete(40 * kS);
+  b.on_handshake_complete(2, 40 * kS);
   b.on_packet_authenticated(1, 40 * kS + 10);
   for (const KeyEvent& event : poll_all(b, 40 * kS + 10))
     EXPECT_NE(event.action, KeyAction::kSendEpoch);
@@ -107,9 +107,9 @@ TEST(SecureKeySchedule, SwitchesOnThePeersFirstNewEpochPacketOrAfterTheOverlap) 
 
 TEST(SecureKeySchedule, RetiresTheOldReceiveKeyAGraceAfterThePeerSwitchedOrAtTheBound) {
   KeySchedule a(DtlsRole::kClient, test_config());
-  a.on_handshake_complete(0);
+  a.on_handshake_complete(0, 0);
   poll_all(a, 0);
-  a.on_handshake_complete(20 * kS);
+  a.on_handshake_complete(1, 20 * kS);
   // Bound: the peer (a server) switches at the latest 4 s after; plus 2 s grace.
   EXPECT_TRUE(a.receive_epoch_live(0));
   a.on_packet_authenticated(1, 20 * kS + 500 * kMs);
@@ -121,9 +121,9 @@ TEST(SecureKeySchedule, RetiresTheOldReceiveKeyAGraceAfterThePeerSwitchedOrAtThe
   EXPECT_TRUE(a.receive_epoch_live(1));
 
   KeySchedule silent(DtlsRole::kClient, test_config());
-  silent.on_handshake_complete(0);
+  silent.on_handshake_complete(0, 0);
   poll_all(silent, 0);
-  silent.on_handshake_complete(20 * kS);
+  silent.on_handshake_complete(1, 20 * kS);
   poll_all(silent, 21 * kS);  // switches on its overlap
   EXPECT_TRUE(poll_all(silent, 26 * kS - 1).empty());
   EXPECT_EQ(poll_all(silent, 26 * kS), (std::vector<KeyEvent>{{KeyAction::kRetireReceive, 0}}));
@@ -131,9 +131,9 @@ TEST(SecureKeySchedule, RetiresTheOldReceiveKeyAGraceAfterThePeerSwitchedOrAtThe
 
 TEST(SecureKeySchedule, TooManyEpochsRetireTheOldestEarlyAndSay) {
   KeySchedule a(DtlsRole::kClient, test_config());
-  for (uint32_t e = 0; e < KeySchedule::kMaxReceiveEpochs; ++e) a.on_handshake_complete(e);
+  for (uint32_t e = 0; e < KeySchedule::kMaxReceiveEpochs; ++e) a.on_handshake_complete(e, e);
   EXPECT_EQ(a.counters().retired_early, 0u);
-  a.on_handshake_complete(10);
+  a.on_handshake_complete(4, 10);
   std::vector<KeyEvent> events = poll_all(a, 10);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.front(), (KeyEvent{KeyAction::kRetireReceive, 0}));
@@ -141,10 +141,140 @@ TEST(SecureKeySchedule, TooManyEpochsRetireTheOldestEarlyAndSay) {
   EXPECT_FALSE(a.receive_epoch_live(0));
   // poll() with no room leaves the actions due.
   KeySchedule b(DtlsRole::kClient, test_config());
-  b.on_handshake_complete(0);
+  b.on_handshake_complete(0, 0);
   EXPECT_EQ(b.poll(0, {}), 0u);
   EXPECT_EQ(b.next_deadline_ns(), 0u);
   EXPECT_EQ(poll_all(b, 0).size(), 1u);
+}
+
+// Re-keys as often as the client's switch fallback: the server completes E2 before the
+// client's first packet under E1 arrives, so E1 is no longer its pending epoch. It still
+// follows the client to E1 at once (the client has it: it sends under it), then to E2, instead
+// of sending under E0 until a packet under the newest epoch happens to beat the next re-key.
+TEST(SecureKeySchedule, TheServerCatchesUpToAnEpochThePeerUsesThatIsNoLongerPending) {
+  KeySchedule server(DtlsRole::kServer, test_config());
+  ASSERT_TRUE(server.on_handshake_complete(10, 0));
+  server.on_packet_authenticated(10, 1);
+  EXPECT_EQ(poll_all(server, 1), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 10}}));
+  ASSERT_TRUE(server.on_handshake_complete(11, 1 * kS));
+  ASSERT_TRUE(server.on_handshake_complete(12, 1 * kS + 2 * kMs));
+  server.on_packet_authenticated(11, 1 * kS + 3 * kMs);
+  EXPECT_EQ(server.next_deadline_ns(), 0u);
+  EXPECT_EQ(poll_all(server, 1 * kS + 3 * kMs),
+            (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 11}}));
+  EXPECT_EQ(server.send_ordinal(), 1u);
+  // A late packet under an older epoch moves nothing back.
+  server.on_packet_authenticated(10, 1 * kS + 4 * kMs);
+  for (const KeyEvent& e : poll_all(server, 1 * kS + 4 * kMs))
+    EXPECT_NE(e.action, KeyAction::kSendEpoch);
+  // Then the pending one, on the client's first packet under it.
+  server.on_packet_authenticated(12, 2 * kS);
+  EXPECT_EQ(poll_all(server, 2 * kS), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 12}}));
+  EXPECT_EQ(server.send_ordinal(), 2u);
+  EXPECT_EQ(server.counters().switches_on_packet, 2u);
+}
+
+// Epochs are named by their identity (the MKI from the handshake), which is unordered: "older"
+// is the local ordinal. Identities chosen so that value order and completion order disagree.
+TEST(SecureKeySchedule, EpochIdentitiesAreUnorderedTheLocalOrdinalSaysWhichIsNewer) {
+  KeySchedule a(DtlsRole::kClient, test_config());
+  const uint32_t first = 0xfffffff0u, second = 0x00000007u, third = 0x80000000u;
+  ASSERT_TRUE(a.on_handshake_complete(first, 0));
+  EXPECT_EQ(poll_all(a, 0), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, first}}));
+  ASSERT_TRUE(a.on_handshake_complete(second, 20 * kS));
+  EXPECT_EQ(a.ordinal_of(first), 0u);
+  EXPECT_EQ(a.ordinal_of(second), 1u);
+  EXPECT_FALSE(a.ordinal_of(third));
+  // The peer's packet under the newer (numerically smaller) epoch: switch, and the older
+  // (numerically larger) one retires a grace later.
+  a.on_packet_authenticated(second, 20 * kS + 100 * kMs);
+  EXPECT_EQ(poll_all(a, 20 * kS + 100 * kMs),
+            (std::vector<KeyEvent>{{KeyAction::kSendEpoch, second}}));
+  EXPECT_EQ(a.send_ordinal(), 1u);
+  EXPECT_EQ(poll_all(a, 22 * kS + 100 * kMs),
+            (std::vector<KeyEvent>{{KeyAction::kRetireReceive, first}}));
+  // A late packet under the retired epoch moves nothing (it is not held).
+  a.on_packet_authenticated(first, 22 * kS + 200 * kMs);
+  EXPECT_TRUE(a.receive_epoch_live(second));
+  // A packet under an older epoch never retires a newer one.
+  ASSERT_TRUE(a.on_handshake_complete(third, 40 * kS));
+  a.on_packet_authenticated(second, 40 * kS + 10);
+  poll_all(a, 50 * kS);  // the fallback switch to `third`, nothing retired by `second`'s packet
+  EXPECT_TRUE(a.receive_epoch_live(third));
+  // Eviction takes the oldest by ordinal, not the smallest value.
+  KeySchedule b(DtlsRole::kServer, test_config());
+  const uint32_t ids[] = {9, 3, 7, 1};
+  for (uint32_t i = 0; i < 4; ++i) ASSERT_TRUE(b.on_handshake_complete(ids[i], i));
+  ASSERT_TRUE(b.on_handshake_complete(5, 10));
+  EXPECT_EQ(poll_all(b, 10).front(), (KeyEvent{KeyAction::kRetireReceive, 9}));
+  EXPECT_TRUE(b.receive_epoch_live(1));
+}
+
+// A handshake whose identity names an epoch still held is refused (its packets could not be
+// told apart): nothing is installed, and the client re-keys at once.
+TEST(SecureKeySchedule, ACollidingIdentityIsRefusedAndTheClientRekeysAtOnce) {
+  KeySchedule client(DtlsRole::kClient, test_config());
+  ASSERT_TRUE(client.on_handshake_complete(42, 0));
+  poll_all(client, 0);
+  EXPECT_EQ(client.next_deadline_ns(), 10 * kS);
+  EXPECT_FALSE(client.on_handshake_complete(42, 3 * kS));
+  EXPECT_EQ(client.counters().collisions, 1u);
+  EXPECT_EQ(client.counters().epochs, 1u);
+  EXPECT_EQ(client.send_epoch(), 42u);
+  EXPECT_EQ(client.next_deadline_ns(), 3 * kS);
+  EXPECT_EQ(poll_all(client, 3 * kS), (std::vector<KeyEvent>{{KeyAction::kStartRekey, 1}}));
+  ASSERT_TRUE(client.on_handshake_complete(43, 3 * kS + 10));
+  EXPECT_EQ(client.ordinal_of(43), 1u);
+  // A server refuses too and keeps what it has; it never starts a handshake.
+  KeySchedule server(DtlsRole::kServer, test_config());
+  ASSERT_TRUE(server.on_handshake_complete(42, 0));
+  server.on_packet_authenticated(42, 1);
+  poll_all(server, 1);
+  EXPECT_FALSE(server.on_handshake_complete(42, 2));
+  EXPECT_EQ(server.counters().collisions, 1u);
+  EXPECT_EQ(server.send_epoch(), 42u);
+  EXPECT_EQ(server.next_deadline_ns(), KeySchedule::kNever);
+  // Once retired, an identity may come back (it names nothing held).
+  KeySchedule c(DtlsRole::kClient, test_config());
+  ASSERT_TRUE(c.on_handshake_complete(1, 0));
+  poll_all(c, 0);
+  ASSERT_TRUE(c.on_handshake_complete(2, 10 * kS));
+  c.on_packet_authenticated(2, 10 * kS);
+  poll_all(c, 10 * kS);
+  poll_all(c, 13 * kS);
+  EXPECT_FALSE(c.receive_epoch_live(1));
+  EXPECT_TRUE(c.on_handshake_complete(1, 14 * kS));
+}
+
+// The peer went silent (died, or restarted without our keys): a handshake starts at once,
+// replacing one under way, and its epoch is sent under as soon as it completes, as the first.
+TEST(SecureKeySchedule, OnPeerLostTheClientHandshakesAtOnceAndSwitchesAtOnce) {
+  KeySchedule client(DtlsRole::kClient, test_config());
+  ASSERT_TRUE(client.on_handshake_complete(100, 0));
+  poll_all(client, 0);
+  // A scheduled re-key under way to a peer that is gone...
+  EXPECT_EQ(poll_all(client, 10 * kS), (std::vector<KeyEvent>{{KeyAction::kStartRekey, 1}}));
+  EXPECT_TRUE(client.rekey_in_progress());
+  // ...is restarted by the liveness timeout.
+  client.on_peer_lost(12 * kS);
+  EXPECT_EQ(client.counters().peer_lost, 1u);
+  EXPECT_EQ(client.next_deadline_ns(), 12 * kS);
+  EXPECT_EQ(poll_all(client, 12 * kS), (std::vector<KeyEvent>{{KeyAction::kStartRekey, 1}}));
+  ASSERT_TRUE(client.on_handshake_complete(200, 12 * kS + 50 * kMs));
+  EXPECT_EQ(poll_all(client, 12 * kS + 50 * kMs),
+            (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 200}}));
+  // The lost peer's epoch retires on the usual bound; the next re-key is an ordinary one: it
+  // waits for the peer (or the fallback).
+  EXPECT_EQ(poll_all(client, 25 * kS),
+            (std::vector<KeyEvent>{{KeyAction::kRetireReceive, 100}, {KeyAction::kStartRekey, 2}}));
+  ASSERT_TRUE(client.on_handshake_complete(300, 30 * kS));
+  EXPECT_TRUE(poll_all(client, 30 * kS).empty());
+  EXPECT_EQ(poll_all(client, 31 * kS), (std::vector<KeyEvent>{{KeyAction::kSendEpoch, 300}}));
+  // A server has no liveness of its own: on_peer_lost does nothing there.
+  KeySchedule server(DtlsRole::kServer, test_config());
+  server.on_peer_lost(0);
+  EXPECT_EQ(server.counters().peer_lost, 0u);
+  EXPECT_EQ(server.next_deadline_ns(), KeySchedule::kNever);
 }
 
 // Two syncd in one process: DTLS (the real endpoints) and SRTP over a simulated network with
@@ -165,7 +295,9 @@ struct Side {
   KeySchedule schedule;
   SrtpSender tx;
   SrtpReceiver rx;
-  std::map<uint32_t, uint64_t> completed_at;  // epoch -> time
+  std::map<uint32_t, uint64_t> completed_at;  // local ordinal -> time
+  std::map<uint32_t, uint32_t> mki_of;        // local ordinal -> epoch identity (the MKI)
+  std::map<uint32_t, uint32_t> ordinal_by_mki;
   std::map<uint32_t, uint64_t> retired_at;
   std::set<uint32_t> received;  // extended sequence numbers
   uint32_t max_epoch_seen = 0;
@@ -203,28 +335,33 @@ TEST(SecureKeySchedule, TenThousandPacketsEachWayWithRekeysEveryThousandLoseNoth
         datagram, side.role == DtlsRole::kServer ? client_address : server_address, now);
     ASSERT_NE(event, DtlsEvent::kFailed) << to_string(side.dtls.failure());
     if (event != DtlsEvent::kHandshakeComplete) return;
-    uint32_t epoch = side.schedule.on_handshake_complete(now);
-    side.completed_at[epoch] = now;
     const SrtpKeyMaterial& keys = side.dtls.completed_keys();
+    const uint32_t mki = keys.epoch_id;
+    ASSERT_TRUE(side.schedule.on_handshake_complete(mki, now));
+    const uint32_t epoch = uint32_t(*side.schedule.ordinal_of(mki));
+    side.completed_at[epoch] = now;
+    side.mki_of[epoch] = mki;
+    side.ordinal_by_mki[mki] = epoch;
     bool is_client = side.role == DtlsRole::kClient;
-    ASSERT_TRUE(side.tx.install(epoch, is_client ? keys.client_write : keys.server_write));
-    ASSERT_TRUE(side.rx.install(epoch, is_client ? keys.server_write : keys.client_write));
+    ASSERT_TRUE(side.tx.install(mki, is_client ? keys.client_write : keys.server_write));
+    ASSERT_TRUE(side.rx.install(mki, is_client ? keys.server_write : keys.client_write));
   };
 
   auto on_srtp = [&](Side& side, std::vector<uint8_t>& packet) {
-    if (srtp_packet_epoch(packet.data(), packet.size()) == 0u &&
+    if (side.mki_of.count(0) && srtp_packet_epoch(packet.data(), packet.size()) == side.mki_of[0] &&
         side.first_packet_of_epoch0.empty())
       side.first_packet_of_epoch0 = packet;
     size_t size = packet.size();
-    uint32_t epoch = 0;
-    SrtpStatus status = side.rx.unprotect_rtp(packet.data(), size, &epoch);
+    uint32_t mki = 0;
+    SrtpStatus status = side.rx.unprotect_rtp(packet.data(), size, &mki);
     ASSERT_EQ(status, SrtpStatus::kOk) << to_string(status) << " at " << now / kMs << " ms";
+    const uint32_t epoch = side.ordinal_by_mki.at(mki);
     if (epoch < side.max_epoch_seen) ++side.reordered_across_switch;
     side.max_epoch_seen = std::max(side.max_epoch_seen, epoch);
     uint32_t index = static_cast<uint32_t>(packet[12]) << 24 | packet[13] << 16 | packet[14] << 8 |
                      packet[15];  // the packet counter, carried in the payload
     EXPECT_TRUE(side.received.insert(index).second) << "duplicate " << index;
-    side.schedule.on_packet_authenticated(epoch, now);
+    side.schedule.on_packet_authenticated(mki, now);
   };
 
   auto apply = [&](Side& side) {
@@ -241,7 +378,7 @@ TEST(SecureKeySchedule, TenThousandPacketsEachWayWithRekeysEveryThousandLoseNoth
           break;
         case KeyAction::kRetireReceive:
           side.rx.retire(events[i].epoch);
-          side.retired_at[events[i].epoch] = now;
+          side.retired_at[side.ordinal_by_mki.at(events[i].epoch)] = now;
           break;
       }
     }
@@ -322,6 +459,8 @@ TEST(SecureKeySchedule, TenThousandPacketsEachWayWithRekeysEveryThousandLoseNoth
     EXPECT_LE(side->rx.size(), 2u) << "only the live epoch's key (and one retiring) is left";
     EXPECT_LE(side->tx.size(), 2u);  // the live send key and at most one not yet switched to
   }
+  // Both sides named every epoch alike without counting: the MKI came from the handshake.
+  EXPECT_EQ(client.mki_of, server.mki_of);
   EXPECT_EQ(client.schedule.counters().rekeys_started, client.completed_at.size() - 1);
   EXPECT_EQ(client.dtls.handshakes_completed(), client.completed_at.size());
   EXPECT_EQ(server.dtls.handshakes_completed(), server.completed_at.size());

@@ -277,6 +277,21 @@ TYPED_TEST(SecureSrtp, RefusesWithoutRoomWithoutKeyAndUnderAnUnknownEpoch) {
   EXPECT_EQ(tx.counters().no_send_key, 1u);
 }
 
+// Epoch identities are unordered (docs/wan.md "Key epochs"): use_epoch drops the send keys
+// installed before the one it switches to, whatever their values, and keeps a newer one.
+TYPED_TEST(SecureSrtp, UseEpochDropsTheKeysInstalledBeforeItNotTheSmallerValues) {
+  typename TypeParam::Tx tx;
+  ASSERT_TRUE(tx.install(0xf0000000u, key_from(1)));
+  ASSERT_TRUE(tx.install(5, key_from(2)));
+  ASSERT_TRUE(tx.install(0x80000000u, key_from(3)));
+  ASSERT_TRUE(tx.use_epoch(5));
+  EXPECT_FALSE(tx.has(0xf0000000u));
+  EXPECT_TRUE(tx.has(5));
+  EXPECT_TRUE(tx.has(0x80000000u));
+  ASSERT_TRUE(tx.use_epoch(0x80000000u));
+  EXPECT_EQ(tx.size(), 1u);
+}
+
 TYPED_TEST(SecureSrtp, ReceiverPicksTheKeyByMkiAndRetiredEpochsAreRefused) {
   typename TypeParam::Tx tx;
   typename TypeParam::Rx rx;
