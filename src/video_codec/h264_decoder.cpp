@@ -17,8 +17,9 @@ struct H264Decoder::State {
   DecoderConfig config;
   AVCodecContext* context = nullptr;
   AVPacket* packet = nullptr;
-  AVFrame* frame = nullptr;
-  bool frame_held = false;  // frame holds the last decoded picture
+  AVFrame* frame = nullptr;     // the last good picture
+  AVFrame* received = nullptr;  // what avcodec_receive_frame() writes, moved into frame
+  bool frame_held = false;      // frame holds the last decoded picture
   // The access unit with AV_INPUT_BUFFER_PADDING_SIZE zero bytes after it, as libavcodec's
   // bitstream reader needs; allocated at open.
   std::vector<uint8_t> input;
@@ -80,6 +81,7 @@ void H264Decoder::close() {
   avcodec_free_context(&s.context);
   av_packet_free(&s.packet);
   av_frame_free(&s.frame);
+  av_frame_free(&s.received);
   s.frame_held = false;
 }
 
@@ -110,7 +112,8 @@ bool H264Decoder::open(const DecoderConfig& config) {
   s.context = avcodec_alloc_context3(codec);
   s.packet = av_packet_alloc();
   s.frame = av_frame_alloc();
-  if (s.context == nullptr || s.packet == nullptr || s.frame == nullptr) {
+  s.received = av_frame_alloc();
+  if (s.context == nullptr || s.packet == nullptr || s.frame == nullptr || s.received == nullptr) {
     close();
     return false;
   }
@@ -202,19 +205,19 @@ DecodeResult H264Decoder::decode(std::span<const uint8_t> au, const OutputPictur
   // One picture per access unit with LOW_DELAY and no B-frames; drain anyway so the decoder
   // never holds a packet of ours into the next call.
   while (!error) {
-    av_frame_unref(s.frame);
-    s.frame_held = false;
-    const int received = avcodec_receive_frame(s.context, s.frame);
+    const int received = avcodec_receive_frame(s.context, s.received);
     if (received == AVERROR(EAGAIN) || received == AVERROR_EOF) break;
     if (received < 0) {
       error = true;
       break;
     }
-    if ((s.frame->flags & AV_FRAME_FLAG_CORRUPT) != 0 || s.frame->decode_error_flags != 0) {
+    if ((s.received->flags & AV_FRAME_FLAG_CORRUPT) != 0 || s.received->decode_error_flags != 0) {
       corrupt = true;
-      av_frame_unref(s.frame);
+      av_frame_unref(s.received);
       continue;
     }
+    av_frame_unref(s.frame);
+    av_frame_move_ref(s.frame, s.received);
     s.frame_held = true;
     got_picture = true;
   }

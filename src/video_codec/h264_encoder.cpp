@@ -68,6 +68,14 @@ bool valid_input(const InputPicture& in) {
   return false;
 }
 
+// x264_param_default_preset() prints an unknown name to stderr: check it against x264's list first.
+bool known_preset(const char* name) {
+  for (const char* const* preset = x264_preset_names; *preset != nullptr; ++preset) {
+    if (std::strcmp(*preset, name) == 0) return true;
+  }
+  return false;
+}
+
 int stride_of(uint32_t s) {
   return static_cast<int>(s);
 }
@@ -111,7 +119,8 @@ OpenStatus H264Encoder::open(const EncoderConfig& requested) {
     return OpenStatus::kBadConfig;
   }
   x264_param_t& p = state_->param;
-  if (x264_param_default_preset(&p, config.preset, "zerolatency") < 0) {
+  if (!known_preset(config.preset) ||
+      x264_param_default_preset(&p, config.preset, "zerolatency") < 0) {
     return OpenStatus::kBadConfig;
   }
   p.i_log_level = X264_LOG_NONE;  // no logs from inside the module: errors come back as status

@@ -44,10 +44,13 @@ struct EncoderConfig {
   uint32_t input_height = 0;
   uint32_t fps = 60;
   uint32_t bitrate_kbps = 8000;
-  // VBV buffer in ms at bitrate_kbps; 0: one frame interval (1000 / fps ms). With one frame
-  // interval no frame is larger than what the link carries in one frame time, so the pacer never
-  // holds a frame longer than an interval; the price is smaller (blurrier) IDRs.
-  uint32_t vbv_buffer_ms = 0;
+  // VBV buffer in ms at bitrate_kbps (0: one frame interval, 1000 / fps). 100 ms (6 frames at
+  // 60 fps): P-frames stay near the average size under ABR anyway; the buffer bounds how far an
+  // IDR may exceed it. Measured at 1080p, 8 Mbit/s (docs/codec.md): a one-frame buffer gives a
+  // 15 KB IDR with a mean luma error of 28 that takes seconds to heal, and at 2 Mbit/s the
+  // column marker is unreadable on IDRs; 100 ms gives a 66 KB IDR with error 15 and the marker
+  // reads on every frame. The cost: an IDR takes up to 100 ms of the target rate to send.
+  uint32_t vbv_buffer_ms = 100;
   // x264 preset. "ultrafast" encodes 1080p on one core in about 6 ms (docs/benchmarks.md),
   // "superfast" takes about twice that: only ultrafast leaves room for 1080p60 on 2 cores.
   const char* preset = "ultrafast";
@@ -116,7 +119,7 @@ class H264Encoder {
                       std::span<uint8_t> out_buffer);
 
   // Changes bitrate and VBV live (x264_encoder_reconfig): applies from the next frame, no IDR.
-  // vbv_buffer_ms 0: one frame interval. Returns false (counted) when x264 refuses.
+  // vbv_buffer_ms as in EncoderConfig. Returns false (counted) when x264 refuses.
   bool reconfigure(uint32_t bitrate_kbps, uint32_t vbv_buffer_ms);
 
   // Re-opens at a new encoded size (a resolution step, e.g. 1080p -> 720p), keeping the input
