@@ -72,7 +72,9 @@ void LossEstimator::on_nacked(uint16_t sequence) {
   ++nacked_since_report_;
 }
 
-void LossEstimator::on_receiver_report(uint8_t fraction_lost) { fold(fraction_lost / 256.0); }
+void LossEstimator::on_receiver_report(uint8_t fraction_lost) {
+  fold(fraction_lost / 256.0);
+}
 
 void LossEstimator::on_report_counts(uint32_t extended_highest_sequence, int32_t cumulative_lost) {
   // Differences modulo 2^32: the extended sequence wraps after 2^32 packets, not before.

@@ -57,7 +57,8 @@ struct LossEstimatorConfig {
   double decay = 0.25;  // EWMA weight of a report at or below it
   // Assumed before the first report (so the first frames are protected on a lossy path). With
   // 0, the first report is taken as the estimate as it is.
-  double initial_loss_fraction = 0;  // on_report_counts(): a loss sample spans at least this many packets. A receiver that sends
+  double initial_loss_fraction = 0;
+  // on_report_counts(): a loss sample spans at least this many packets. A receiver that sends
   // feedback as soon as it sees a loss (RFC 4585 early feedback) sends reports a few dozen
   // packets apart, whose fraction lost is mostly 0 or a spike (1 of 40 is 2.5 %): taken one by
   // one they drive a fast-rising estimate far above the path's loss.

@@ -147,7 +147,8 @@ RelaySession::RelaySession(RelaySessionConfig config, const secure::Identity& id
         return c;
       }()),
       receiver_stats_(kVideoClockHz),
-      sink_(std::make_unique<ReceiverSink>(*this)) {
+      sink_(std::make_unique<ReceiverSink>(*this)),
+      recovered_(std::make_unique<RecoveredPackets>()) {
   packet_refs_.assign(kStorePackets, 0);
   history_.assign(kHistory, PacketStore::kNone);
   history_sequence_.assign(kHistory, 0);
@@ -415,8 +416,8 @@ void RelaySession::send_frame(ToRelay& m, uint64_t now_ns) {
     return;
   }
   // FEC redundancy for this frame, from the loss the receiver reports.
-  fec_encoder_.set_shape(fec::choose_block_shape(
-      loss_.estimate(), uint32_t(packetizer_.packet_count()), kFecPolicy));
+  fec_encoder_.set_shape(
+      fec::choose_block_shape(loss_.estimate(), uint32_t(packetizer_.packet_count()), kFecPolicy));
   // RTP carries NAL units, not the byte stream: the receiver rebuilds the access unit with a
   // 4-byte start code before every NAL unit (RFC 6184 has no room for the original's 3-byte
   // ones or trailing zeros). The hash the receiver checks is therefore of that form, computed
@@ -731,8 +732,9 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
 // ---------------------------------------------------------------------------------------------
 // Receiver
 
-namespace {
-struct Recovered final : fec::RecoverySink {
+// The packets FEC rebuilt while one datagram was taken in (at most one block's repairs), copied
+// out of the decoder's callback so they enter the jitter buffer after the datagram's own packet.
+struct RelaySession::RecoveredPackets final : fec::RecoverySink {
   std::array<std::array<uint8_t, PacketStore::kPacketBytes>, fec::kMaxM> packets;
   std::array<size_t, fec::kMaxM> sizes{};
   size_t count = 0;
@@ -742,7 +744,6 @@ struct Recovered final : fec::RecoverySink {
     sizes[count++] = rtp_packet.size();
   }
 };
-}  // namespace
 
 void RelaySession::receive_rtp(std::span<uint8_t> packet, uint64_t now_ns) {
   if (config_.sender) {  // a receiver sends no media
@@ -762,7 +763,7 @@ void RelaySession::receive_rtp(std::span<uint8_t> packet, uint64_t now_ns) {
   if (rtp::read_abs_send_time(view, abs_send_time))
     estimator_.on_packet(now_ns, abs_send_time, uint32_t(size + kSrtpTrailerBytes));
   ++counters_.packets_received;
-  static thread_local Recovered recovered;
+  RecoveredPackets& recovered = *recovered_;
   recovered.count = 0;
   switch (view.payload_type) {
     case kMediaPayloadType: {
@@ -771,7 +772,7 @@ void RelaySession::receive_rtp(std::span<uint8_t> packet, uint64_t now_ns) {
         return;
       }
       fec_decoder_.add_source(view.sequence, plain, now_ns, recovered);
-      accept_media(plain, false, now_ns);
+      accept_media(view, plain, false, now_ns);
       break;
     }
     case kFecPayloadType:
@@ -787,12 +788,15 @@ void RelaySession::receive_rtp(std::span<uint8_t> packet, uint64_t now_ns) {
         ++counters_.rtp_refused;
         return;
       }
-      ++counters_.recovered_rtx;
       const std::span<const uint8_t> restored(original, original_size);
       rtp::RtpPacketView rv;
-      if (rtp::parse_rtp(restored, rv) == rtp::RtpParseError::kOk)
-        fec_decoder_.add_source(rv.sequence, restored, now_ns, recovered);
-      accept_media(restored, true, now_ns);
+      if (rtp::parse_rtp(restored, rv) != rtp::RtpParseError::kOk) {
+        ++counters_.rtp_refused;
+        return;
+      }
+      ++counters_.recovered_rtx;
+      fec_decoder_.add_source(rv.sequence, restored, now_ns, recovered);
+      accept_media(rv, restored, true, now_ns);
       break;
     }
     default:
@@ -800,8 +804,14 @@ void RelaySession::receive_rtp(std::span<uint8_t> packet, uint64_t now_ns) {
       return;
   }
   for (size_t i = 0; i < recovered.count; ++i) {
+    const std::span<const uint8_t> rebuilt(recovered.packets[i].data(), recovered.sizes[i]);
+    rtp::RtpPacketView rv;
+    if (rtp::parse_rtp(rebuilt, rv) != rtp::RtpParseError::kOk) {
+      ++counters_.rtp_refused;  // rebuilt from authenticated packets, so never expected
+      continue;
+    }
     ++counters_.recovered_fec;
-    accept_media({recovered.packets[i].data(), recovered.sizes[i]}, true, now_ns);
+    accept_media(rv, rebuilt, true, now_ns);
   }
 }
 
@@ -846,9 +856,8 @@ void RelaySession::restart_sender(uint32_t ssrc, uint64_t now_ns) {
   fec_decoder_.reset(ssrc);
 }
 
-void RelaySession::accept_media(std::span<const uint8_t> packet, bool repaired, uint64_t now_ns) {
-  rtp::RtpPacketView view;
-  if (rtp::parse_rtp(packet, view) != rtp::RtpParseError::kOk) return;
+void RelaySession::accept_media(const rtp::RtpPacketView& view, std::span<const uint8_t> packet,
+                                bool repaired, uint64_t now_ns) {
   if (!repaired) receiver_stats_.on_packet(view.sequence, view.timestamp, now_ns);
   const uint32_t h = store_.take();
   if (h == PacketStore::kNone) {

@@ -128,6 +128,7 @@ class RelaySession final : public RelayHandler {
 
  private:
   class ReceiverSink;
+  struct RecoveredPackets;
 
   // ---- keys ----
   void feed_dtls(std::span<uint8_t> datagram, const sockaddr_storage& from, uint64_t now_ns);
@@ -152,7 +153,10 @@ class RelaySession final : public RelayHandler {
 
   // ---- receiver path ----
   void receive_rtp(std::span<uint8_t> packet, uint64_t now_ns);
-  void accept_media(std::span<const uint8_t> packet, bool repaired, uint64_t now_ns);
+  // A media packet (as received, or rebuilt by FEC or RTX) parsed into view, into the jitter
+  // buffer.
+  void accept_media(const rtp::RtpPacketView& view, std::span<const uint8_t> packet, bool repaired,
+                    uint64_t now_ns);
   // due_only: called between periodic reports; sends only if something cannot wait.
   void send_receiver_feedback(uint64_t now_ns, bool due_only);
   void deliver_frame(const jitter::FrameEvent& frame);
@@ -240,6 +244,7 @@ class RelaySession final : public RelayHandler {
   jitter::ClockSkewEstimator skew_;
   rtp::H264Depacketizer depacketizer_;
   std::unique_ptr<ReceiverSink> sink_;
+  std::unique_ptr<RecoveredPackets> recovered_;  // what one datagram's FEC rebuilt
   std::vector<std::vector<uint8_t>> frame_buffers_;
   std::vector<bool> frame_buffer_lent_;
   uint64_t next_feedback_ns_ = 0;
