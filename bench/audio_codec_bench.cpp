@@ -24,6 +24,7 @@
 #include "audio_codec/channel_groups.h"
 #include "audio_codec/opus_decoder.h"
 #include "audio_codec/opus_encoder.h"
+#include "mean_times_reporter.h"
 
 namespace {
 
@@ -184,49 +185,32 @@ BENCHMARK(BM_Conceal)->Unit(benchmark::kMicrosecond);
 
 // Prints the usual table, then each case's mean CPU time per 20 ms of audio, as a share of the
 // 20 ms it covers and as a ratio to the int16 conversion of the same samples.
-class RatioReporter : public benchmark::ConsoleReporter {
+class RatioReporter : public syncd::bench::MeanTimesReporter {
  public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      if (run.run_type != Run::RT_Iteration || run.error_occurred) continue;
-      Times& t = times_[run.run_name.function_name +
-                        (run.run_name.args.empty() ? "" : "/" + run.run_name.args)];
-      t.real += run.GetAdjustedRealTime();
-      t.cpu += run.GetAdjustedCPUTime();
-      ++t.runs;
-    }
-  }
   void Finalize() override {
     ConsoleReporter::Finalize();
-    const Times base = times_["BM_ToInt16"];
+    const Times base = at("BM_ToInt16");
     if (base.runs == 0) return;
-    const double base_cpu = base.cpu / base.runs;
+    const double base_cpu = base.mean_cpu();
     std::printf("\n32 channels, 20 ms of audio per iteration, mean of runs (CPU time):\n");
     std::printf("  %-24s %10s %10s %12s\n", "case", "cpu us", "real time", "vs int16");
     for (const auto& [name, t] : times_) {
       if (t.runs == 0) continue;
-      const double cpu = t.cpu / t.runs;
+      const double cpu = t.mean_cpu();
       std::printf("  %-24s %10.1f %9.2f%% %11.1fx\n", name.c_str(), cpu, cpu / 20000.0 * 100.0,
                   cpu / base_cpu);
     }
   }
 
- private:
-  struct Times {
-    double real = 0, cpu = 0;
-    int runs = 0;
-  };
-  std::map<std::string, Times> times_;
+ protected:
+  std::string key(const Run& run) const override {
+    return run.run_name.function_name + (run.run_name.args.empty() ? "" : "/" + run.run_name.args);
+  }
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
+  return syncd::bench::run_benchmarks(argc, argv, reporter);
 }

@@ -18,6 +18,7 @@
 #include "fec/decoder.h"
 #include "fec/encoder.h"
 #include "fec/payload.h"
+#include "mean_times_reporter.h"
 
 namespace {
 
@@ -155,48 +156,29 @@ BENCHMARK(BM_DecodeMLosses)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeNoLoss)->Unit(benchmark::kMicrosecond);
 
 // Prints the usual table, then each benchmark's mean real time per frame over memcpy's.
-class RatioReporter : public benchmark::ConsoleReporter {
+class RatioReporter : public syncd::bench::MeanTimesReporter {
  public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      if (run.run_type != Run::RT_Iteration || run.error_occurred) continue;
-      Times& t = times_[run.run_name.function_name];
-      t.real += run.GetAdjustedRealTime();
-      t.cpu += run.GetAdjustedCPUTime();
-      ++t.runs;
-    }
-  }
   void Finalize() override {
     ConsoleReporter::Finalize();
     // CPU time too: on a shared machine the wall time also counts the other processes' turns.
-    const Times base = times_["BM_Memcpy"];
+    const Times base = at("BM_Memcpy");
     std::printf("\nper frame (%d x %zu B, k=%d m=%d), mean of runs, vs memcpy of the same bytes:\n",
                 kPackets, kPacketBytes, kK, kM);
     std::printf("  %-18s %10s %8s %10s %8s\n", "case", "real us", "ratio", "cpu us", "ratio");
     for (const auto& [name, t] : times_) {
       if (t.runs == 0 || base.runs == 0) continue;
-      const double real = t.real / t.runs, cpu = t.cpu / t.runs;
-      std::printf("  %-18s %10.1f %7.2fx %10.1f %7.2fx\n", name.c_str(), real,
-                  real / (base.real / base.runs), cpu, cpu / (base.cpu / base.runs));
+      std::printf("  %-18s %10.1f %7.2fx %10.1f %7.2fx\n", name.c_str(), t.mean_real(),
+                  t.mean_real() / base.mean_real(), t.mean_cpu(), t.mean_cpu() / base.mean_cpu());
     }
   }
 
- private:
-  struct Times {
-    double real = 0, cpu = 0;
-    int runs = 0;
-  };
-  std::map<std::string, Times> times_;
+ protected:
+  std::string key(const Run& run) const override { return run.run_name.function_name; }
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
+  return syncd::bench::run_benchmarks(argc, argv, reporter);
 }

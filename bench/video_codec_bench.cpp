@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "mean_times_reporter.h"
 #include "video_codec/h264_decoder.h"
 #include "video_codec/h264_encoder.h"
 #include "video_codec_pictures.h"
@@ -280,18 +281,8 @@ BENCHMARK(BM_Resize)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->Us
 
 // Prints the usual table, then each case's mean time per frame over its baseline's at the same
 // height (RGBA -> I420 for encode, memcpy of the I420 frame for decode and the copy out).
-class RatioReporter : public benchmark::ConsoleReporter {
+class RatioReporter : public syncd::bench::MeanTimesReporter {
  public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      if (run.run_type != Run::RT_Iteration || run.error_occurred) continue;
-      Times& t = times_[run.run_name.str()];
-      t.real += run.GetAdjustedRealTime();
-      t.cpu += run.GetAdjustedCPUTime();
-      ++t.runs;
-    }
-  }
   void Finalize() override {
     ConsoleReporter::Finalize();
     std::printf("\nper frame, mean of runs (ms), vs the baseline at the same height:\n");
@@ -306,33 +297,22 @@ class RatioReporter : public benchmark::ConsoleReporter {
       // Run names carry suffixes ("/process_time"): the baseline is the first name under it.
       auto base = base_name.empty() ? times_.end() : times_.lower_bound(base_name + "/");
       if (base != times_.end() && base->first.rfind(base_name + "/", 0) != 0) base = times_.end();
-      const double real = t.real / t.runs, cpu = t.cpu / t.runs;
+      const double real = t.mean_real(), cpu = t.mean_cpu();
       if (base == times_.end() || base->second.runs == 0) {
         std::printf("  %-40s %9.3f %9s %9.3f %9s\n", name.c_str(), real, "-", cpu, "-");
         continue;
       }
-      const double base_real = base->second.real / base->second.runs;
-      const double base_cpu = base->second.cpu / base->second.runs;
+      const double base_real = base->second.mean_real();
+      const double base_cpu = base->second.mean_cpu();
       std::printf("  %-40s %9.3f %8.2fx %9.3f %8.2fx\n", name.c_str(), real, real / base_real, cpu,
                   cpu / base_cpu);
     }
   }
-
- private:
-  struct Times {
-    double real = 0, cpu = 0;
-    int runs = 0;
-  };
-  std::map<std::string, Times> times_;
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RatioReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
+  return syncd::bench::run_benchmarks(argc, argv, reporter);
 }
