@@ -57,19 +57,26 @@ class Impair:
         self.proc.stderr.close()
 
 
+def set_up_relay(cls, width, height, frames, bitrate_kbps):
+    """A test class's relay fixture: a temporary directory (cls.tmp), an x264 clip in it
+    (cls.clip), and two identities (cls.a for the sender, cls.b for the receiver) with their
+    fingerprints (cls.fa, cls.fb)."""
+    cls.tmp = tempfile.TemporaryDirectory()
+    cls.clip = os.path.join(cls.tmp.name, "clip.264")
+    made = subprocess.run([sys.executable, MAKE_CLIP, "--out", cls.clip, "--width", str(width),
+                           "--height", str(height), "--fps", str(FPS), "--frames", str(frames),
+                           "--bitrate", str(bitrate_kbps), "--keyint", "60"],
+                          capture_output=True, text=True, timeout=240)
+    assert made.returncode == 0, made.stderr
+    cls.a = os.path.join(cls.tmp.name, "a.pem")
+    cls.b = os.path.join(cls.tmp.name, "b.pem")
+    cls.fa, cls.fb = fingerprint(cls.a), fingerprint(cls.b)
+
+
 class Relay(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.clip = os.path.join(cls.tmp.name, "clip.264")
-        made = subprocess.run([sys.executable, MAKE_CLIP, "--out", cls.clip, "--width", str(W),
-                               "--height", str(H), "--fps", str(FPS), "--frames", "240",
-                               "--bitrate", "8000", "--keyint", "60"],
-                              capture_output=True, text=True, timeout=240)
-        assert made.returncode == 0, made.stderr
-        cls.a = os.path.join(cls.tmp.name, "a.pem")
-        cls.b = os.path.join(cls.tmp.name, "b.pem")
-        cls.fa, cls.fb = fingerprint(cls.a), fingerprint(cls.b)
+        set_up_relay(cls, W, H, 240, 8000)
 
     @classmethod
     def tearDownClass(cls):

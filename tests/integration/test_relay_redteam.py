@@ -11,13 +11,12 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
 
 from harness import PRODUCER, Syncd, last_json
-from test_relay import MAKE_CLIP, fingerprint, relay_port
+from test_relay import relay_port, set_up_relay
 
 W, H, FPS = 1280, 720, 60
 SECONDS = 8
@@ -42,16 +41,7 @@ def client_hello(random_bytes):
 class RelayRedTeam(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.clip = os.path.join(cls.tmp.name, "clip.264")
-        made = subprocess.run([sys.executable, MAKE_CLIP, "--out", cls.clip, "--width", str(W),
-                               "--height", str(H), "--fps", str(FPS), "--frames", "120",
-                               "--bitrate", "6000", "--keyint", "60"],
-                              capture_output=True, text=True, timeout=240)
-        assert made.returncode == 0, made.stderr
-        cls.a = os.path.join(cls.tmp.name, "a.pem")
-        cls.b = os.path.join(cls.tmp.name, "b.pem")
-        cls.fa, cls.fb = fingerprint(cls.a), fingerprint(cls.b)
+        set_up_relay(cls, W, H, 120, 6000)
         cls.stranger_cert = os.path.join(cls.tmp.name, "stranger.pem")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
                         "ec_paramgen_curve:P-256", "-nodes", "-subj", "/CN=stranger", "-days",
