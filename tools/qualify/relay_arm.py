@@ -56,11 +56,11 @@ DELAY = ["--fwd-delay", str(ONE_WAY_MS), "--fwd-jitter", str(JITTER_MS), "--rev-
 NETNS_RECEIVER = "sync-a"  # scripts/netns-pair.sh's namespaces and addresses
 NETNS_RECEIVER_ADDRESS = "10.77.0.1"
 
-# name: (default seconds, sync-impair profile)
+# name: sync-impair profile (the lengths are run.py's ARMS)
 RELAY_ARMS = {
-    "relay": (60, "random"),
-    "relay-soak": (1800, "random"),
-    "relay-burst": (60, "burst"),
+    "relay": "random",
+    "relay-soak": "random",
+    "relay-burst": "burst",
 }
 
 
@@ -68,10 +68,9 @@ def monotonic_ns():
     return time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
 
-def relay_paths(paths):
-    build = paths["syncd"].parents[2]
-    return {"impair": build / "tools" / "impair" / "sync-impair",
-            "make_clip": REPO_ROOT / "tools" / "h264" / "make_clip.py"}
+def impair_path(paths):
+    """sync-impair in syncd's build tree."""
+    return paths["syncd"].parents[2] / "tools" / "impair" / "sync-impair"
 
 
 def thread_cpu_seconds(pid, name):
@@ -120,15 +119,15 @@ def fingerprint(syncd, cert):
 
 def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
     """One relay arm. runner is run.py's module (EventsPoller, LiveLine, helpers)."""
-    default_seconds, profile = RELAY_ARMS[name]
+    profile = RELAY_ARMS[name]
     arm_dir = out_dir / name
     arm_dir.mkdir(parents=True, exist_ok=True)
     width, height = (int(v) for v in args.size.lower().split("x"))
-    more = relay_paths(paths)
+    impair_binary = impair_path(paths)
     if not caps["syncd"] or not caps["producer"]:
         raise runner.Unavailable(f"syncd or sync-producer not built under {args.build_dir}")
-    if not os.access(more["impair"], os.X_OK):
-        raise runner.Unavailable(f"sync-impair not built ({more['impair']})")
+    if not os.access(impair_binary, os.X_OK):
+        raise runner.Unavailable(f"sync-impair not built ({impair_binary})")
     if "--relay-listen" not in runner.help_text(paths["syncd"]):
         raise runner.Unavailable("this syncd has no relay (--relay-listen)")
     # --netns: the receiver in namespace sync-a, reached over the veth pair from here (sync-b).
@@ -174,7 +173,7 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
             raise runner.ArmError(f"unexpected second line from syncd: {udp_line!r}")
         rx_udp = int(udp_line.split()[-1])
 
-        impair_argv = [str(more["impair"]), "--listen", "127.0.0.1:0", "--to",
+        impair_argv = [str(impair_binary), "--listen", "127.0.0.1:0", "--to",
                        f"{rx_host}:{rx_udp}", "--quiet", *impair_args]
         impair = Child("sync-impair", impair_argv)
         children.append(impair)
