@@ -29,6 +29,17 @@ using namespace syncd::relay;
 
 namespace {
 
+// Runs loop until done() or the timeout; done()'s last answer.
+template <typename F>
+bool run_loop_until(uv_loop_t* loop, F done, uint64_t timeout_ns) {
+  const uint64_t deadline = core::monotonic_ns() + timeout_ns;
+  while (!done() && core::monotonic_ns() < deadline) {
+    uv_run(loop, UV_RUN_NOWAIT);
+    usleep(200);
+  }
+  return done();
+}
+
 struct Ends {
   RelayPublisher* publisher = nullptr;
   RelaySource* source = nullptr;
@@ -99,12 +110,7 @@ struct Pair {
   }
   template <typename F>
   bool run_until(F done, uint64_t timeout_ns = 10'000'000'000ull) {
-    const uint64_t deadline = core::monotonic_ns() + timeout_ns;
-    while (!done() && core::monotonic_ns() < deadline) {
-      uv_run(&loop, UV_RUN_NOWAIT);
-      usleep(200);
-    }
-    return done();
+    return run_loop_until(&loop, done, timeout_ns);
   }
   bool connected() {
     return sender_session->stats().state.load() == uint32_t(RelaySession::State::kConnected) &&
@@ -370,12 +376,7 @@ struct Loop {
   }
   template <typename F>
   bool run_until(F done, uint64_t timeout_ns = 10'000'000'000ull) {
-    const uint64_t deadline = core::monotonic_ns() + timeout_ns;
-    while (!done() && core::monotonic_ns() < deadline) {
-      uv_run(&loop, UV_RUN_NOWAIT);
-      usleep(200);
-    }
-    return done();
+    return run_loop_until(&loop, done, timeout_ns);
   }
   // Sends frames [first, last] at 60 fps, running the loop between them.
   void stream(SenderSide& sender, uint64_t first, uint64_t last, std::mt19937& rng) {
