@@ -330,6 +330,11 @@ void JitterBuffer::advance(uint64_t now_ns, FrameSink& sink) {
       continue;
     }
     if (now_ns < deadline_ns(head)) break;
+    // An incomplete frame with nothing after it is held past its deadline: no later packet
+    // says anything was lost (its missing packets may be late: a sender, or this thread, that
+    // was not scheduled for a while), and holding it holds nothing back. The next frame's
+    // first packet settles it.
+    if (!state.complete && order_count_ == 1) break;
     if (state.complete) {
       // Only the gap before it is missing: those frames are lost; this one goes out.
       report_lost_gap(now_ns, sink);
@@ -347,6 +352,7 @@ uint64_t JitterBuffer::next_wakeup_ns() const {
   if (state.complete && !state.gap_before) {
     return config_.mode == ReleaseMode::kWhenComplete ? 0 : to_unsigned(playout_ns(head));
   }
+  if (!state.complete && order_count_ == 1) return UINT64_MAX;  // held: see advance()
   return deadline_ns(head);
 }
 

@@ -37,9 +37,6 @@ std::string default_identity_path();
 // The identity at `path`, or at the default path (its folders made, mode 0700) when empty:
 // loaded, or made on first use (secure::load_or_create_identity).
 secure::IdentityResult load_relay_identity(const std::string& path, secure::Identity& out);
-// The identity at `path`, or at the default path (its folders made, mode 0700) when empty:
-// loaded, or made on first use (secure::load_or_create_identity).
-secure::IdentityResult load_relay_identity(const std::string& path, secure::Identity& out);
 
 class Relay {
  public:

@@ -103,6 +103,7 @@ class RelaySession::ReceiverSink final : public jitter::FrameSink {
   void on_frame(const jitter::FrameEvent& frame) override { session_.deliver_frame(frame); }
   void on_drop(const jitter::DropEvent& drop) override {
     ++session_.counters_.frames_dropped;
+    ++session_.counters_.frames_dropped_by[size_t(drop.reason)];
     session_.free_frame_packets(drop.packets);
   }
 
@@ -1003,6 +1004,8 @@ void RelaySession::publish_stats() {
   set(stats_.packets_recovered_rtx, c.recovered_rtx);
   set(stats_.frames_complete, c.frames_complete);
   set(stats_.frames_dropped, c.frames_dropped);
+  for (size_t r = 0; r < c.frames_dropped_by.size(); ++r)
+    set(stats_.frames_dropped_by[r], c.frames_dropped_by[r]);
   set(stats_.frames_malformed, c.frames_malformed);
   set(stats_.frames_no_buffer, c.frames_no_buffer);
   set(stats_.nacks_sent, c.nacks_sent);

@@ -99,6 +99,8 @@ struct RelaySessionStats {
   std::atomic<uint64_t> packets_recovered_rtx{0};
   std::atomic<uint64_t> frames_complete{0};
   std::atomic<uint64_t> frames_dropped{0};    // the jitter buffer gave up on them
+  // The same, by jitter::DropReason: incomplete by their deadline, lost whole, evicted.
+  std::array<std::atomic<uint64_t>, size_t(jitter::DropReason::kCount)> frames_dropped_by{};
   std::atomic<uint64_t> frames_malformed{0};  // the depacketizer refused them
   std::atomic<uint64_t> frames_no_buffer{0};  // every access-unit buffer was with the main loop
   std::atomic<uint64_t> nacks_sent{0};
@@ -262,6 +264,7 @@ class RelaySession final : public RelayHandler {
     uint64_t packets_received = 0, recovered_fec = 0, recovered_rtx = 0;
     uint64_t frames_complete = 0, frames_dropped = 0, frames_malformed = 0, frames_no_buffer = 0,
              nacks_sent = 0, remb_bps = 0, fraction_lost = 0;
+    std::array<uint64_t, size_t(jitter::DropReason::kCount)> frames_dropped_by{};
   } counters_;
   RelaySessionStats stats_;
 };

@@ -265,6 +265,38 @@ TEST(JitterBuffer, LostForeverIsDroppedAtItsDeadlineAndTheNextFramesFlow) {
   expect_counters_add_up(buffer);
 }
 
+// A frame whose tail is late (its sender, or the receiving thread, was not scheduled for a
+// while) with nothing after it is not given up at its deadline: no later packet says anything
+// was lost. It goes out when its tail comes. Once a later frame starts, an incomplete frame past
+// its deadline is dropped as before.
+TEST(JitterBuffer, AnIncompleteFrameWithNothingAfterItIsHeldPastItsDeadline) {
+  JitterBuffer buffer(when_complete());
+  RecordingSink sink;
+  const std::vector<PacketIn> packets = stream(100, 9000, 3, 3);
+  for (size_t i = 0; i < 5; ++i) buffer.insert(packets[i], packets[i].arrival_ns, sink);
+  ASSERT_EQ(sink.frames.size(), 1u);
+  EXPECT_EQ(buffer.next_wakeup_ns(), UINT64_MAX);  // nothing to time out
+  const uint64_t late = packets[4].arrival_ns + 1'000 * kMs;
+  buffer.advance(late, sink);
+  EXPECT_TRUE(sink.drops.empty());
+  buffer.insert(packets[5], late, sink);
+  ASSERT_EQ(sink.frames.size(), 2u);
+  EXPECT_FALSE(buffer.take_keyframe_request());
+
+  // Frame three loses its tail; frame four's first packet, long after, settles it.
+  const std::vector<PacketIn> more = stream(109, 9000 + 3 * kTicksPerFrame, 1, 3, late);
+  buffer.insert(packets[6], late, sink);
+  buffer.advance(late + 1'000 * kMs, sink);
+  EXPECT_TRUE(sink.drops.empty());
+  PacketIn next = more[0];
+  next.handle = 100;
+  buffer.insert(next, late + 1'000 * kMs, sink);
+  ASSERT_EQ(sink.drops.size(), 1u);
+  EXPECT_EQ(sink.drops[0].reason, DropReason::kIncomplete);
+  EXPECT_TRUE(buffer.take_keyframe_request());
+  expect_counters_add_up(buffer);
+}
+
 TEST(JitterBuffer, AWholeLostFrameIsReportedAsLostAndTheNextGoesOut) {
   JitterBuffer buffer(when_complete());
   RecordingSink sink;

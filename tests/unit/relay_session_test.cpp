@@ -395,7 +395,8 @@ std::string describe(const RelaySessionStats& s) {
     << " dtls failures " << s.dtls_failures << " srtp refused " << s.srtp_refused << " foreign "
     << s.foreign_datagrams << " rtp refused " << s.rtp_refused << " rebinds " << s.peer_rebinds
     << " restarts " << s.peer_restarts << " lost " << s.peer_lost << " frames " << s.frames_complete
-    << " dropped " << s.frames_dropped << " nacks sent " << s.nacks_sent << " nacked "
+    << " dropped " << s.frames_dropped << " (incomplete " << s.frames_dropped_by[0] << ", lost "
+    << s.frames_dropped_by[1] << ", evicted " << s.frames_dropped_by[2] << ") nacks sent " << s.nacks_sent << " nacked "
     << s.nacked_packets << " (unavailable " << s.nacked_unavailable << ") rtx recovered "
     << s.packets_recovered_rtx << " fec recovered " << s.packets_recovered_fec << " no buffer "
     << s.no_packet_buffer << " pacer expired " << s.pacer_expired;
@@ -481,7 +482,9 @@ TEST(RelaySessionRebind, TheSenderRecoversFromARestartedReceiver) {
   ASSERT_TRUE(l.run_until([&] { return rx->source->stream() != nullptr; }));
   std::mt19937 rng(7);
   l.stream(tx, 1, 60, rng);
-  ASSERT_TRUE(l.run_until([&] { return rx->source->counters().frames_in >= 60; }));
+  ASSERT_TRUE(l.run_until([&] { return rx->source->counters().frames_in >= 60; }))
+      << "frames in " << rx->source->counters().frames_in << "; receiver: " << describe(rx->stats())
+      << "; sender: " << describe(tx.stats());
 
   rx.reset();
   const uint64_t restarted_ns = core::monotonic_ns();
