@@ -18,6 +18,9 @@ inline constexpr size_t kFrameHeaderBytes = 56;
 
 namespace frame_flag {
 inline constexpr uint32_t kHasContentHash = 1u << 0;  // content_hash holds XXH3-64 of the pixels
+// The pixels carry the sequence's column marker (media/column_marker.h), which survives lossy
+// coding: the relay's decoder keeps this flag and clears kHasContentHash.
+inline constexpr uint32_t kColumnMarker = 1u << 1;
 }
 
 // Wire layout (offsets in bytes, all little-endian):

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/content_hash.h"
+#include "media/column_marker.h"
 #include "media/pattern_source.h"
 #include "media/publishers/test_publisher.h"
 
@@ -311,6 +312,42 @@ TEST_F(Fixture, Nv12StreamsTakeTheirPlaneSize) {
   c.width = 15;
   EXPECT_EQ(registry.open(c, 1, e), nullptr);
   EXPECT_EQ(e, OpenError::kBadGeometry);
+}
+
+// A frame that says it carries the column marker (one the relay decoded, with no content hash
+// left) is checked by the marker's 16 bits: in the luma plane of I420, the green of RGBA.
+TEST_F(Fixture, ColumnMarkerFramesAreCheckedByTheirMarker) {
+  for (PixelFormat format : {PixelFormat::kI420, PixelFormat::kRgba8}) {
+    StreamConfig c = small(pixel_format_name(format));
+    c.format = format;
+    c.width = kMarkerWidth + 8;
+    c.height = 16;
+    OpenError e;
+    Stream* s = registry.open(c, 1, e);
+    ASSERT_NE(s, nullptr);
+    for (uint64_t seq : {uint64_t{70000}, uint64_t{70001}, uint64_t{70002}}) {
+      IngestRequest r = request(*s, seq);
+      r.flags = frame_flag::kColumnMarker;
+      IngestRefusal why;
+      SlotLease lease = registry.begin(r, why);
+      ASSERT_TRUE(lease);
+      std::fill_n(lease.pixels(), lease.frame_bytes(), uint8_t{128});
+      // The frame drawn for 70002 says 70001: a mismatch.
+      const uint16_t drawn = uint16_t(seq == 70002 ? seq - 1 : seq);
+      if (format == PixelFormat::kI420) {
+        draw_column_marker(lease.pixels(), c.width, c.width, c.height, drawn);
+      } else {
+        std::vector<uint8_t> luma(size_t(c.width) * c.height);
+        draw_column_marker(luma.data(), c.width, c.width, c.height, drawn);
+        for (size_t i = 0; i < luma.size(); ++i) lease.pixels()[i * 4 + 1] = luma[i];
+      }
+      EXPECT_TRUE(lease.commit(lease.frame_bytes(), 1'000'000'000));
+    }
+    const TestVerdicts* v = test->verdicts(s->id());
+    EXPECT_EQ(v->marker_verified, 2u) << pixel_format_name(format);
+    EXPECT_EQ(v->marker_mismatches, 1u) << pixel_format_name(format);
+    EXPECT_EQ(v->verified, 0u);
+  }
 }
 
 // An encoded stream's frames are access units of 1 byte up to the slot: each is verified at

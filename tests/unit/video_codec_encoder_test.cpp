@@ -5,13 +5,16 @@
 #include <string>
 #include <vector>
 
-#include "video_codec/column_marker.h"
+#include "media/column_marker.h"
 #include "video_codec/h264_decoder.h"
 #include "video_codec/h264_encoder.h"
 #include "video_codec_pictures.h"
 #include "video_codec_test_support.h"
 
 namespace syncd::video_codec {
+using media::draw_column_marker;
+using media::read_column_marker;
+using media::kMarkerWidth;
 namespace {
 
 using testing::ConvertedFrame;

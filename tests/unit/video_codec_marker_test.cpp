@@ -6,12 +6,17 @@
 #include <string>
 #include <vector>
 
-#include "video_codec/column_marker.h"
+#include "media/column_marker.h"
 #include "video_codec/h264_decoder.h"
 #include "video_codec/h264_encoder.h"
 #include "video_codec_pictures.h"
 
 namespace syncd::video_codec {
+using media::draw_column_marker;
+using media::read_column_marker;
+using media::kMarkerBits;
+using media::kMarkerColumn;
+using media::kMarkerWidth;
 namespace {
 
 using testing::I420Frame;

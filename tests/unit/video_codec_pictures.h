@@ -8,10 +8,13 @@
 #include <cstdlib>
 #include <vector>
 
-#include "video_codec/column_marker.h"
+#include "media/column_marker.h"
 #include "video_codec/picture.h"
 
 namespace syncd::video_codec::testing {
+using media::draw_column_marker;
+using media::read_column_marker;
+using media::kMarkerWidth;
 
 struct I420Frame {
   uint32_t width = 0;

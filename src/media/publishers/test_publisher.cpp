@@ -4,6 +4,8 @@
 #include <string>
 
 #include "core/content_hash.h"
+#include "media/column_marker.h"
+#include "media/frame_header.h"
 
 namespace syncd::media {
 
@@ -70,6 +72,16 @@ void TestPublisher::on_frame(const Stream& stream, FrameSlot& slot) {
       }
     } else {
       ++v.dropped_consumer_slow;
+    }
+  } else if (info.flags & frame_flag::kColumnMarker) {
+    // Survives lossy coding (a frame decoded by the relay's receiver): the low 16 bits.
+    const StreamConfig& c = stream.config();
+    const std::optional<uint16_t> marker =
+        read_frame_column_marker(slot.pixels, info.bytes, c.format, c.width, c.height);
+    if (marker && *marker == uint16_t(info.sequence)) {
+      ++v.marker_verified;
+    } else {
+      ++v.marker_mismatches;
     }
   } else {
     uint64_t marker = 0;

@@ -10,7 +10,9 @@
 // worker cannot take (its pin refused, or 8 frames already waiting) is counted as dropped
 // (consumer_slow), never silently skipped. A frame without a content hash (a browser
 // canvas) is checked by its sequence marker instead and counted apart, so the two strengths of
-// evidence are never mixed. Sequence checks: duplicates, gaps and reordering.
+// evidence are never mixed; so is a frame that carries the column marker instead
+// (frame_flag::kColumnMarker: one that crossed the relay's encoder and decoder), by its low 16
+// bits. Sequence checks: duplicates, gaps and reordering.
 //
 // Thread: the loop thread (see Publisher), apart from the hashing job on its worker.
 #pragma once
@@ -29,7 +31,7 @@ namespace syncd::media {
 struct TestVerdicts {
   uint64_t delivered = 0;
   uint64_t verified = 0;         // content hash matched: every byte checked
-  uint64_t marker_verified = 0;  // no hash sent; sequence marker matched
+  uint64_t marker_verified = 0;  // no hash sent; sequence (or column) marker matched
   uint64_t hash_mismatches = 0;
   uint64_t marker_mismatches = 0;
   uint64_t sequence_gaps = 0;  // sequence numbers skipped (frames never seen)
