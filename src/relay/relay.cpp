@@ -88,6 +88,9 @@ void Relay::on_message(FromRelay& m, void* context) {
     case FromRelay::Kind::kPeerEnded:
       if (self->source_) self->source_->on_peer_ended();
       break;
+    case FromRelay::Kind::kKeyframeRequest:
+      if (self->publisher_) self->publisher_->on_keyframe_request();
+      break;
   }
 }
 
@@ -144,7 +147,8 @@ void Relay::write_stats(nlohmann::json& out) const {
                    {"no_packet_buffer", v(s.no_packet_buffer)},
                    {"target_bps", v(s.target_bps)},
                    {"remb_bps", v(s.remb_bps)},
-                   {"peer_fraction_lost", v(s.peer_fraction_lost)}};
+                   {"peer_fraction_lost", v(s.peer_fraction_lost)},
+                   {"keyframe_requests_received", v(s.keyframe_requests)}};
   } else {
     nlohmann::json source;
     source_->write_stats(source);
@@ -160,6 +164,7 @@ void Relay::write_stats(nlohmann::json& out) const {
                      {"frames_malformed", v(s.frames_malformed)},
                      {"frames_no_buffer", v(s.frames_no_buffer)},
                      {"nacks_sent", v(s.nacks_sent)},
+                     {"keyframe_requests_sent", v(s.keyframe_requests)},
                      {"estimate_bps", v(s.estimate_bps)},
                      {"jitter_target_us", v(s.jitter_target_us)},
                      {"skew_ppm", v(s.skew_ppm_milli) / 1000.0},

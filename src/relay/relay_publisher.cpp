@@ -98,6 +98,10 @@ void RelayPublisher::on_frame_done(const FromRelay& message) {
     ++c.dropped[size_t(RelayDrop::kNotSent)];
 }
 
+void RelayPublisher::on_keyframe_request() {
+  ++keyframe_requests_;
+}
+
 const RelayPublisherCounters* RelayPublisher::counters(uint32_t stream_id) const {
   auto it = streams_.find(stream_id);
   return it == streams_.end() ? nullptr : &it->second;

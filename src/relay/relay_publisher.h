@@ -59,6 +59,10 @@ class RelayPublisher final : public media::Publisher {
 
   // A frame came back from the relay thread (FromRelay::kFrameDone).
   void on_frame_done(const FromRelay& message);
+  // The receiver asked for an IDR (a PLI; FromRelay::kKeyframeRequest). A producer's own H.264
+  // is relayed as it comes (its periodic IDRs are the recovery points): counted only.
+  void on_keyframe_request();
+  uint64_t keyframe_requests() const { return keyframe_requests_; }
 
   const RelayPublisherCounters* counters(uint32_t stream_id) const;
   uint32_t relayed_stream() const { return relayed_stream_id_; }
@@ -70,6 +74,7 @@ class RelayPublisher final : public media::Publisher {
   RelayThread& thread_;
   std::string stream_name_;
   uint32_t relayed_stream_id_ = 0;
+  uint64_t keyframe_requests_ = 0;
   std::unordered_map<uint32_t, RelayPublisherCounters> streams_;
 };
 

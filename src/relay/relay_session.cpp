@@ -324,6 +324,11 @@ void RelaySession::on_message(ToRelay& m, uint64_t now_ns) {
     case ToRelay::Kind::kBufferFree:
       if (m.buffer < frame_buffer_lent_.size()) frame_buffer_lent_[m.buffer] = false;
       break;
+    case ToRelay::Kind::kKeyframeRequest:
+      // Goes out with the next feedback, at once (send_receiver_feedback: urgent).
+      keyframe_wanted_ = !config_.sender;
+      if (keyframe_wanted_ && connected()) send_receiver_feedback(now_ns, true);
+      break;
   }
   schedule(now_ns);
 }
@@ -612,6 +617,7 @@ struct RtcpEvents final : rtp::RtcpSink {
   size_t nack_count = 0;
   std::optional<uint64_t> remb;
   bool bye = false;
+  bool pli = false;
   std::optional<StreamDescription> description;
   void on_sender_report(const rtp::SenderReport& r) override { sr = r; }
   void on_receiver_report(const rtp::ReceiverReport& r) override {
@@ -624,6 +630,7 @@ struct RtcpEvents final : rtp::RtcpSink {
   }
   void on_remb(const rtp::Remb& r) override { remb = r.bitrate_bps; }
   void on_goodbye(const rtp::Goodbye&) override { bye = true; }
+  void on_pli(uint32_t, uint32_t) override { pli = true; }
   void on_application(std::span<const uint8_t> packet) override {
     StreamDescription d;
     if (parse_stream_description(packet, d) == DescriptionError::kNone) description = d;
@@ -678,6 +685,14 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
       rate_.on_receiver_report(now_ns, events.block->fraction_lost, rtt_ns_);
     }
     pacer_.set_target_rate(rate_.target_bps());
+    if (events.pli) {
+      // The receiver's decoder waits for an IDR; only an encoder can make one (the relay
+      // publisher's, for a stream it encodes; a producer's own H.264 has its periodic IDRs).
+      ++counters_.keyframe_requests;
+      FromRelay m;
+      m.kind = FromRelay::Kind::kKeyframeRequest;
+      thread_->send_to_main(m);
+    }
     for (size_t i = 0; i < events.nack_count; ++i) {
       loss_.on_nacked(nack_list_[i]);
       retransmit(nack_list_[i], now_ns);
@@ -953,8 +968,12 @@ void RelaySession::send_receiver_feedback(uint64_t now_ns, bool due_only) {
     const uint32_t ssrcs[] = {peer_media_ssrc_};
     urgent |= w.add_remb(own_ssrc, *remb, ssrcs);
   }
-  if (jitter_.take_keyframe_request() && media_ssrc_known_)
+  const bool keyframe = jitter_.take_keyframe_request() || keyframe_wanted_;
+  if (keyframe && media_ssrc_known_) {
     urgent |= w.add_pli(own_ssrc, peer_media_ssrc_);
+    keyframe_wanted_ = false;
+    ++counters_.keyframe_requests;
+  }
   // Between the periodic reports, a packet goes only for what cannot wait: NACKs, a REMB the
   // estimator wants out (a drop goes at once), a key frame request.
   if (!due_only || urgent) send_rtcp(rtcp_buffer_, w.size());
@@ -1009,6 +1028,7 @@ void RelaySession::publish_stats() {
   set(stats_.frames_malformed, c.frames_malformed);
   set(stats_.frames_no_buffer, c.frames_no_buffer);
   set(stats_.nacks_sent, c.nacks_sent);
+  set(stats_.keyframe_requests, c.keyframe_requests);
   set(stats_.estimate_bps, estimator_.estimate_bps());
   set(stats_.jitter_target_us, jitter_.counters().target_delay_ns / 1000);
   set(stats_.skew_ppm_milli, int64_t(std::llround(skew_.skew_ppm() * 1000)));

@@ -93,6 +93,8 @@ struct RelaySessionStats {
   std::atomic<uint64_t> target_bps{0};
   std::atomic<uint64_t> remb_bps{0};
   std::atomic<uint64_t> peer_fraction_lost{0};  // of 256, from the latest RR
+  // PLIs: received (sender) or sent (receiver).
+  std::atomic<uint64_t> keyframe_requests{0};
   // Receiver.
   std::atomic<uint64_t> packets_received{0};
   std::atomic<uint64_t> packets_recovered_fec{0};
@@ -230,6 +232,7 @@ class RelaySession final : public RelayHandler {
   std::vector<uint16_t> history_sequence_;  // which sequence each history entry holds
   bool describing_ = false;
   bool goodbye_pending_ = false;  // the stream closed: BYE once the pacer is empty
+  bool keyframe_wanted_ = false;  // receiver: the main loop asked for a PLI
   StreamDescription description_{};
   uint64_t next_report_ns_ = 0;
   uint32_t packets_sent_ = 0, octets_sent_ = 0;
@@ -263,7 +266,7 @@ class RelaySession final : public RelayHandler {
     uint64_t peer_rebinds = 0, peer_restarts = 0, peer_lost = 0;
     uint64_t packets_received = 0, recovered_fec = 0, recovered_rtx = 0;
     uint64_t frames_complete = 0, frames_dropped = 0, frames_malformed = 0, frames_no_buffer = 0,
-             nacks_sent = 0, remb_bps = 0, fraction_lost = 0;
+             nacks_sent = 0, remb_bps = 0, fraction_lost = 0, keyframe_requests = 0;
     std::array<uint64_t, size_t(jitter::DropReason::kCount)> frames_dropped_by{};
   } counters_;
   RelaySessionStats stats_;

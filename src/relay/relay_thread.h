@@ -40,6 +40,7 @@ struct ToRelay {
     kStreamOpened,  // the relayed stream's description (sender)
     kStreamClosed,
     kBufferFree,  // the main loop is done with an incoming frame's buffer (receiver)
+    kKeyframeRequest,  // the receiver's decoder waits for an IDR: send the sender a PLI
   };
   Kind kind = Kind::kFrame;
   media::FrameSlot* slot = nullptr;
@@ -56,6 +57,7 @@ struct FromRelay {
     kFrameIn,      // a complete access unit in buffer `buffer` (receiver)
     kDescription,  // the peer described its stream (receiver)
     kPeerEnded,    // the peer ended its stream or left
+    kKeyframeRequest,  // the receiver asked for an IDR (a PLI): the sender's encoder makes one
   };
   Kind kind = Kind::kFrameDone;
   bool sent = false;

@@ -118,6 +118,7 @@ size_t write_stream_description(const StreamDescription& d, std::span<uint8_t> o
   p[12] = kDescriptionVersion;
   p[13] = d.format;
   p[14] = d.name_bytes;
+  p[15] = d.source_format;  // reserved (0) in the first syncd with relays: readers ignored it
   put_be(p + 16, d.width, 4);
   put_be(p + 20, d.height, 4);
   put_be(p + 24, d.fps_millihertz, 4);
@@ -143,6 +144,7 @@ DescriptionError parse_stream_description(std::span<const uint8_t> packet, Strea
   StreamDescription d;
   d.ssrc = uint32_t(get_be(p + 4, 4));
   d.format = p[13];
+  d.source_format = p[15];
   d.width = uint32_t(get_be(p + 16, 4));
   d.height = uint32_t(get_be(p + 20, 4));
   d.fps_millihertz = uint32_t(get_be(p + 24, 4));

@@ -61,7 +61,7 @@ bool read_sender_time(std::span<const uint8_t> element, FrameInfoWire& info);
 //  |V=2|P|subtype=0|   PT=APP=204  |             length            |
 //  |                        SSRC of the sender                     |
 //  |                          "SYNC"                               |
-//  |   version=1   |    format     |  name length  |   reserved    |
+//  |   version=1   |    format     |  name length  | source format |
 //  |                             width                             |
 //  |                             height                            |
 //  |                    frame rate, millihertz                     |
@@ -72,6 +72,9 @@ inline constexpr size_t kMaxStreamDescriptionBytes = 32 + kMaxStreamNameBytes;
 struct StreamDescription {
   uint32_t ssrc = 0;
   uint8_t format = 0;  // media::PixelFormat's wire value
+  // The raw format the sender's relay encoded the stream from (0: none, the producer sent
+  // `format` itself): a receiver decodes such a stream back to raw frames for its consumers.
+  uint8_t source_format = 0;
   uint32_t width = 0;
   uint32_t height = 0;
   uint32_t fps_millihertz = 0;

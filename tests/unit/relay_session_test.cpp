@@ -60,12 +60,15 @@ void on_receiver_message(FromRelay& m, void* ctx) {
       e->source->on_peer_ended();
       break;
     case FromRelay::Kind::kFrameDone:
+    case FromRelay::Kind::kKeyframeRequest:
       break;
   }
 }
 
 void on_sender_message(FromRelay& m, void* ctx) {
-  if (m.kind == FromRelay::Kind::kFrameDone) static_cast<Ends*>(ctx)->publisher->on_frame_done(m);
+  auto* e = static_cast<Ends*>(ctx);
+  if (m.kind == FromRelay::Kind::kFrameDone) e->publisher->on_frame_done(m);
+  if (m.kind == FromRelay::Kind::kKeyframeRequest) e->publisher->on_keyframe_request();
 }
 
 struct Pair {
@@ -206,6 +209,17 @@ TEST(RelaySession, AccessUnitsCrossEncryptedAndVerifiedAcrossReKeys) {
   EXPECT_EQ(r.frames_malformed.load(), 0u);
   EXPECT_GT(s.fec_packets_sent.load() + s.packets_sent.load(), kFrames);
   EXPECT_GT(source.counters().transport.count(), 0u);
+
+  // The receiver's main loop asks for a keyframe (its decoder lost sync): a PLI goes out at
+  // once and reaches the sender's publisher.
+  const uint64_t requests_before = pair.ends.publisher->keyframe_requests();
+  ToRelay want;
+  want.kind = ToRelay::Kind::kKeyframeRequest;
+  ASSERT_TRUE(pair.receiving->send_to_relay(want));
+  ASSERT_TRUE(pair.run_until([&] {  // (stats are published on the relay's timer)
+    return pair.ends.publisher->keyframe_requests() > requests_before &&
+           r.keyframe_requests.load() > 0 && s.keyframe_requests.load() > 0;
+  }));
 
   // The stream closes: the receiver hears of it (RTCP BYE) and closes its own.
   sender_registry.close(stream);

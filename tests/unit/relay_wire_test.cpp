@@ -66,6 +66,7 @@ StreamDescription description(const char* name) {
   StreamDescription d;
   d.ssrc = 0xCAFEBABE;
   d.format = 5;
+  d.source_format = 1;  // encoded by the relay from RGBA
   d.width = 1920;
   d.height = 1080;
   d.fps_millihertz = 60000;
@@ -92,6 +93,7 @@ TEST(RelayWire, StreamDescriptionRoundTripsAtEveryNameLength) {
     EXPECT_EQ(out.name_view(), name);
     EXPECT_EQ(out.ssrc, d.ssrc);
     EXPECT_EQ(out.format, 5);
+    EXPECT_EQ(out.source_format, 1);
     EXPECT_EQ(out.width, 1920u);
     EXPECT_EQ(out.height, 1080u);
     EXPECT_EQ(out.fps_millihertz, 60000u);
