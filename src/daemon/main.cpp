@@ -140,10 +140,20 @@ int main(int argc, char** argv) {
   syncd::relay::RelayConfig relay;
   bool print_fingerprint = false;
   app.add_option("--relay-to", relay_to,
-                 "WAN relay: send the first h264 stream (or --relay-stream) to HOST:PORT");
+                 "WAN relay: send the first stream opened (or --relay-stream) to HOST:PORT; a "
+                 "raw stream is encoded to H.264 first");
   app.add_option("--relay-listen", relay_listen,
                  "WAN relay: receive on [HOST:]PORT (UDP; 0 picks one) and publish what arrives");
   app.add_option("--relay-stream", relay.stream, "WAN relay: the stream to send");
+  app.add_option("--relay-bitrate", relay.encode.bitrate_kbps,
+                 "WAN relay: kbit/s a raw stream is encoded at before the bandwidth estimate "
+                 "takes over")
+      ->check(CLI::Range(100, 200000))
+      ->capture_default_str();
+  app.add_option("--relay-keyframe-interval", relay.encode.keyframe_interval,
+                 "WAN relay: frames between IDRs of an encoded raw stream (and one on every PLI)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
   app.add_option(
       "--peer-fingerprint", peer_fingerprint,
       "WAN relay: the peer's certificate, 'sha-256 AB:CD:...' (its --print-fingerprint)");

@@ -59,7 +59,8 @@ std::unique_ptr<Relay> Relay::start(const RelayConfig& config, media::StreamRegi
       std::make_unique<RelayThread>(tc, std::move(session), &Relay::on_message, relay.get());
   if (!relay->thread_->start(loop, error)) return nullptr;
   if (config.sender) {
-    auto publisher = std::make_unique<RelayPublisher>(*relay->thread_, config.stream);
+    auto publisher =
+        std::make_unique<RelayPublisher>(*relay->thread_, config.stream, loop, config.encode);
     relay->publisher_ = publisher.get();
     registry.add_publisher(std::move(publisher));
   } else {

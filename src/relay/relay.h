@@ -28,7 +28,8 @@ struct RelayConfig {
   secure::Fingerprint peer_fingerprint;  // --peer-fingerprint
   std::string identity_path;             // --relay-cert: this syncd's key and certificate
   uint64_t rekey_interval_s = 300;       // --dtls-rekey-interval
-  std::string stream;                    // --relay-stream: the stream to send (empty: first h264)
+  std::string stream;                    // --relay-stream: the stream to send (empty: the first)
+  EncodeSettings encode;                 // --relay-bitrate, --relay-keyframe-interval
 };
 
 // Where syncd keeps its relay identity unless --relay-cert says: $XDG_STATE_HOME/sync, else

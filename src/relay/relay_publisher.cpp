@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
+#include "telemetry/stage_json.h"
 
 namespace syncd::relay {
 
@@ -19,24 +20,57 @@ const char* relay_drop_name(RelayDrop reason) {
       return "queue_full";
     case RelayDrop::kNotSent:
       return "not_sent";
+    case RelayDrop::kEncodeFailed:
+      return "encode_failed";
     case RelayDrop::kCount:
       break;
   }
   return "?";
 }
 
-RelayPublisher::RelayPublisher(RelayThread& thread, std::string stream_name)
-    : thread_(thread), stream_name_(std::move(stream_name)) {}
+RelayPublisher::RelayPublisher(RelayThread& thread, std::string stream_name, uv_loop_t* loop,
+                               EncodeSettings encode)
+    : thread_(thread), stream_name_(std::move(stream_name)), loop_(loop),
+      encode_settings_(encode) {}
+
+RelayPublisher::~RelayPublisher() { stop_encoder(); }
+
+void RelayPublisher::stop() { stop_encoder(); }
+
+void RelayPublisher::stop_encoder() {
+  // The worker finishes what it holds; those access units go to the relay thread (or are
+  // dropped) through on_encoded, and the stage keeps its slots until the relay gives them back.
+  if (encoder_) encoder_->stop();
+}
+
+void RelayPublisher::retire_encoder() {
+  if (!encoder_) return;
+  encoder_->stop();
+  // The relay may still hold some of its access units: the stage stays until they come back.
+  if (encoder_->in_use()) retired_encoders_.push_back(std::move(encoder_));
+  encoder_.reset();
+}
 
 void RelayPublisher::on_stream_open(const media::Stream& stream) {
   const media::StreamConfig& c = stream.config();
-  if (relayed_stream_id_ != 0 || !media::is_encoded(c.format)) return;
+  if (relayed_stream_id_ != 0) return;
   if (!stream_name_.empty() && c.name != stream_name_) return;
+  const bool encode = !media::is_encoded(c.format);
+  if (encode) {
+    if (!loop_ || !EncodeStage::can_encode(c.format)) return;
+    retire_encoder();
+    encoder_ = std::make_unique<EncodeStage>(c, stream.id(), encode_settings_, &on_encoded, this);
+    if (!encoder_->start(loop_)) {
+      encoder_.reset();
+      return;
+    }
+  }
   ToRelay m;
   m.kind = ToRelay::Kind::kStreamOpened;
   m.stream_id = stream.id();
   StreamDescription& d = m.description;
-  d.format = uint8_t(c.format);
+  d.format = uint8_t(media::PixelFormat::kH264);
+  d.source_format = encode ? uint8_t(c.format) : 0;
   d.width = c.width;
   d.height = c.height;
   d.fps_millihertz = uint32_t(std::lround(std::clamp(c.fps, 0.001, 1000.0) * 1000.0));
@@ -50,6 +84,7 @@ void RelayPublisher::on_stream_open(const media::Stream& stream) {
 
 void RelayPublisher::on_stream_close(const media::Stream& stream) {
   if (stream.id() != relayed_stream_id_) return;
+  retire_encoder();  // its last frames go out before the close does
   ToRelay m;
   m.kind = ToRelay::Kind::kStreamClosed;
   m.stream_id = stream.id();
@@ -73,21 +108,52 @@ void RelayPublisher::on_frame(const media::Stream& stream, media::FrameSlot& slo
     ++c.dropped[size_t(RelayDrop::kPinRefused)];
     return;
   }
-  ToRelay m;
-  m.kind = ToRelay::Kind::kFrame;
-  m.slot = &slot;
-  m.stream_id = stream.id();
-  m.submitted_ns = core::monotonic_ns();
-  if (!thread_.send_to_relay(m)) {
-    media::FramePool::unpin(&slot);
-    ++c.dropped[size_t(RelayDrop::kQueueFull)];
+  if (encoder_ && !media::is_encoded(stream.config().format)) {
+    if (!encoder_->submit(slot, core::monotonic_ns())) {
+      media::FramePool::unpin(&slot);
+      ++c.dropped[size_t(RelayDrop::kConsumerSlow)];
+      return;
+    }
+    ++c.in_flight;
     return;
   }
   ++c.in_flight;
+  send(slot, c);
+}
+
+void RelayPublisher::send(media::FrameSlot& slot, RelayPublisherCounters& c) {
+  ToRelay m;
+  m.kind = ToRelay::Kind::kFrame;
+  m.slot = &slot;
+  m.stream_id = slot.info.stream_id;
+  m.submitted_ns = core::monotonic_ns();
+  if (!thread_.send_to_relay(m)) {
+    if (!release_access_unit(&slot)) media::FramePool::unpin(&slot);
+    --c.in_flight;
+    ++c.dropped[size_t(RelayDrop::kQueueFull)];
+  }
+}
+
+void RelayPublisher::on_encoded(const EncodedFrame& frame, void* context) {
+  auto* self = static_cast<RelayPublisher*>(context);
+  const uint32_t stream_id = frame.raw->info.stream_id;
+  media::FramePool::unpin(frame.raw);
+  auto it = self->streams_.find(stream_id);
+  if (it == self->streams_.end()) {  // cannot happen: forget comes after the pool is let go
+    if (frame.access_unit) self->encoder_->release(frame.access_unit);
+    return;
+  }
+  RelayPublisherCounters& c = it->second;
+  if (!frame.access_unit) {
+    --c.in_flight;
+    ++c.dropped[size_t(RelayDrop::kEncodeFailed)];
+    return;
+  }
+  self->send(*frame.access_unit, c);
 }
 
 void RelayPublisher::on_frame_done(const FromRelay& message) {
-  media::FramePool::unpin(message.slot);
+  if (!release_access_unit(message.slot)) media::FramePool::unpin(message.slot);
   auto it = streams_.find(message.stream_id);
   if (it == streams_.end()) return;
   RelayPublisherCounters& c = it->second;
@@ -98,8 +164,27 @@ void RelayPublisher::on_frame_done(const FromRelay& message) {
     ++c.dropped[size_t(RelayDrop::kNotSent)];
 }
 
+bool RelayPublisher::release_access_unit(media::FrameSlot* slot) {
+  if (encoder_ && encoder_->owns(slot)) {
+    encoder_->release(slot);
+    return true;
+  }
+  for (auto it = retired_encoders_.begin(); it != retired_encoders_.end(); ++it) {
+    if (!(*it)->owns(slot)) continue;
+    (*it)->release(slot);
+    if (!(*it)->in_use()) retired_encoders_.erase(it);  // control plane: once per stream
+    return true;
+  }
+  return false;
+}
+
+void RelayPublisher::on_target_rate(uint64_t bits_per_second) {
+  if (encoder_) encoder_->set_bitrate(uint32_t(std::min<uint64_t>(bits_per_second / 1000, 1u << 30)));
+}
+
 void RelayPublisher::on_keyframe_request() {
   ++keyframe_requests_;
+  if (encoder_) encoder_->request_keyframe(core::monotonic_ns());
 }
 
 const RelayPublisherCounters* RelayPublisher::counters(uint32_t stream_id) const {
@@ -117,7 +202,21 @@ void RelayPublisher::write_stream_stats(uint32_t stream_id, nlohmann::json& out)
          {"offered", c->offered},
          {"sent", c->sent},
          {"in_flight", c->in_flight},
-         {"dropped", dropped}};
+         {"dropped", dropped},
+         {"keyframe_requests", keyframe_requests_}};
+  if (encoder_ && stream_id == relayed_stream_id_) {
+    const EncodeStageCounters& e = encoder_->counters();
+    out["encoder"] = {{"submitted", e.submitted},
+                      {"encoded", e.encoded},
+                      {"keyframes", e.keyframes},
+                      {"keyframes_forced", e.keyframes_forced},
+                      {"keyframe_requests", e.keyframe_requests},
+                      {"failed", e.failed},
+                      {"last_failure", video_codec::encode_status_name(e.last_failure)},
+                      {"bytes", e.bytes},
+                      {"bitrate_kbps", e.bitrate_kbps},
+                      {"encode", telemetry::stage_json(e.encode)}};
+  }
 }
 
 void RelayPublisher::write_metrics(telemetry::PrometheusText& out,

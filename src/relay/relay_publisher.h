@@ -1,11 +1,13 @@
-// The sending end of the WAN relay on syncd's main loop (docs/wan.md): relays one encoded
-// stream's access units to the peer syncd through the relay thread.
+// The sending end of the WAN relay on syncd's main loop (docs/wan.md): relays one stream to the
+// peer syncd through the relay thread.
 //
-// It relays the first encoded stream (format h264) opened, or the one named with
-// --relay-stream; when that stream closes, the next one opened takes its place. The loop only
-// pins the frame's slot and hands it to the relay thread; the slot comes back (kFrameDone) once
-// the relay has packetized it, and is unpinned here. The loop never waits: a frame that cannot
-// be handed over now is dropped and counted by reason.
+// It relays the first stream opened, or the one named with --relay-stream; when that stream
+// closes, the next one opened takes its place. An encoded stream (h264) goes as it is: the loop
+// only pins the frame's slot and hands it to the relay thread; the slot comes back (kFrameDone)
+// once the relay has packetized it, and is unpinned here. A raw stream (rgba8, bgra8, nv12,
+// i420) goes through the encoder stage first (relay_encoder.h: H.264 on a worker thread), and
+// its access units then go to the relay thread the same way. The loop never waits: a frame that
+// cannot be handed over now is dropped and counted by reason.
 //
 // Accounting, per stream relayed: offered == sent + in_flight + sum(dropped[reason]).
 //
@@ -16,8 +18,10 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "media/publisher.h"
+#include "relay/relay_encoder.h"
 #include "relay/relay_thread.h"
 
 namespace syncd::relay {
@@ -27,6 +31,7 @@ enum class RelayDrop : uint8_t {
   kPinRefused,    // the stream's pool had no slot left to pin
   kQueueFull,     // the channel to the relay thread was full
   kNotSent,       // the relay thread did not send it (no peer yet, paced out, stopping)
+  kEncodeFailed,  // the encoder refused the frame or could not open (raw streams)
   kCount,
 };
 const char* relay_drop_name(RelayDrop reason);
@@ -45,13 +50,17 @@ struct RelayPublisherCounters {
 
 class RelayPublisher final : public media::Publisher {
  public:
-  // stream_name: the stream to relay; empty: the first encoded stream opened.
-  RelayPublisher(RelayThread& thread, std::string stream_name);
+  // stream_name: the stream to relay; empty: the first stream opened. loop: where the encoder
+  // stage's results come back (raw streams); without one, only encoded streams are relayed.
+  RelayPublisher(RelayThread& thread, std::string stream_name, uv_loop_t* loop = nullptr,
+                 EncodeSettings encode = {});
+  ~RelayPublisher() override;
 
   std::string_view name() const override { return "relay"; }
   void on_stream_open(const media::Stream& stream) override;
   void on_stream_close(const media::Stream& stream) override;
   void on_stream_forget(uint32_t stream_id) override;
+  void stop() override;
   void on_frame(const media::Stream& stream, media::FrameSlot& slot) override;
   void write_stream_stats(uint32_t stream_id, nlohmann::json& out) const override;
   void write_metrics(telemetry::PrometheusText& out,
@@ -59,10 +68,15 @@ class RelayPublisher final : public media::Publisher {
 
   // A frame came back from the relay thread (FromRelay::kFrameDone).
   void on_frame_done(const FromRelay& message);
-  // The receiver asked for an IDR (a PLI; FromRelay::kKeyframeRequest). A producer's own H.264
-  // is relayed as it comes (its periodic IDRs are the recovery points): counted only.
+  // The receiver asked for an IDR (a PLI; FromRelay::kKeyframeRequest): the encoder stage makes
+  // one. A producer's own H.264 is relayed as it comes (its periodic IDRs are the recovery
+  // points): counted only.
   void on_keyframe_request();
   uint64_t keyframe_requests() const { return keyframe_requests_; }
+  // The relay's bandwidth estimate, for the encoder of a raw stream (adaptive bitrate).
+  void on_target_rate(uint64_t bits_per_second);
+  // The encoder stage of the relayed raw stream, or nullptr.
+  const EncodeStage* encoder() const { return encoder_.get(); }
 
   const RelayPublisherCounters* counters(uint32_t stream_id) const;
   uint32_t relayed_stream() const { return relayed_stream_id_; }
@@ -71,9 +85,21 @@ class RelayPublisher final : public media::Publisher {
   static constexpr uint64_t kMaxInFlight = 4;
 
  private:
+  static void on_encoded(const EncodedFrame& frame, void* self);
+  // Hands an access unit (a producer's pinned slot, or the encoder's) to the relay thread.
+  void send(media::FrameSlot& slot, RelayPublisherCounters& c);
+  void stop_encoder();
+  void retire_encoder();
+  // Gives an access unit back to the encoder stage it came from; false for a pool's slot.
+  bool release_access_unit(media::FrameSlot* slot);
+
   RelayThread& thread_;
   std::string stream_name_;
+  uv_loop_t* loop_;
+  EncodeSettings encode_settings_;
   uint32_t relayed_stream_id_ = 0;
+  std::unique_ptr<EncodeStage> encoder_;
+  std::vector<std::unique_ptr<EncodeStage>> retired_encoders_;  // the relay holds some of theirs
   uint64_t keyframe_requests_ = 0;
   std::unordered_map<uint32_t, RelayPublisherCounters> streams_;
 };

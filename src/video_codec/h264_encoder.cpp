@@ -11,6 +11,24 @@ extern "C" {
 
 namespace syncd::video_codec {
 
+const char* encode_status_name(EncodeStatus status) {
+  switch (status) {
+    case EncodeStatus::kOk:
+      return "ok";
+    case EncodeStatus::kNotOpen:
+      return "not_open";
+    case EncodeStatus::kBadInput:
+      return "bad_input";
+    case EncodeStatus::kInputSize:
+      return "input_size";
+    case EncodeStatus::kOutputTooSmall:
+      return "output_too_small";
+    case EncodeStatus::kEncoderFailed:
+      return "encoder_failed";
+  }
+  return "?";
+}
+
 // An I420 picture of our own, allocated at open.
 struct I420Buffer {
   uint32_t width = 0;

@@ -70,6 +70,9 @@ enum class EncodeStatus : uint8_t {
   kEncoderFailed,   // x264_encoder_encode returned an error or no access unit
 };
 
+// "ok", "not_open", "bad_input", "input_size", "output_too_small", "encoder_failed".
+const char* encode_status_name(EncodeStatus status);
+
 enum class OpenStatus : uint8_t {
   kOk,
   kBadConfig,      // zero or odd size, zero fps or bitrate, unknown preset

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "media/column_marker.h"
 #include "media/publishers/test_publisher.h"
 #include "media/stream_registry.h"
 #include "relay/relay_publisher.h"
@@ -225,6 +226,96 @@ TEST(RelaySession, AccessUnitsCrossEncryptedAndVerifiedAcrossReKeys) {
   sender_registry.close(stream);
   ASSERT_TRUE(pair.run_until([&] { return pair.ends.peer_ended > 0; }));
   EXPECT_EQ(source.stream(), nullptr);
+}
+
+// A raw stream (I420 with the column marker, as a page or a camera source sends) is encoded to
+// H.264 by the relay publisher's encoder stage on its worker, and crosses as access units;
+// every one arrives whole (the relay's hash of it checks), and a keyframe request from the
+// receiver forces an IDR.
+TEST(RelaySession, ARawStreamIsEncodedOnAWorkerAndCrosses) {
+  Pair pair(300'000'000'000ull);
+  media::StreamRegistry sender_registry;
+  EncodeSettings encode;
+  encode.bitrate_kbps = 2000;
+  encode.keyframe_interval = 600;  // no periodic IDR inside the test: the forced one is seen
+  auto publisher = std::make_unique<RelayPublisher>(*pair.sending, "", &pair.loop, encode);
+  RelayPublisher* relay_publisher = publisher.get();
+  pair.ends.publisher = relay_publisher;
+  sender_registry.add_publisher(std::move(publisher));
+  media::StreamRegistry receiver_registry;
+  auto verifier = std::make_unique<media::TestPublisher>();
+  media::TestPublisher* test = verifier.get();
+  receiver_registry.add_publisher(std::move(verifier));
+  RelaySource source(receiver_registry, *pair.receiving);
+  pair.ends.source = &source;
+
+  ASSERT_TRUE(pair.run_until([&] { return pair.connected(); }));
+  media::OpenError open_error;
+  media::StreamConfig raw{"canvas", 640, 360, media::PixelFormat::kI420, 60, 8};
+  media::Stream* stream = sender_registry.open(raw, 1, open_error);
+  ASSERT_NE(stream, nullptr);
+  ASSERT_NE(relay_publisher->encoder(), nullptr);
+  ASSERT_TRUE(pair.run_until([&] { return source.stream() != nullptr; }));
+
+  auto produce = [&](uint64_t first, uint64_t last) {
+    const uint64_t start = core::monotonic_ns();
+    for (uint64_t seq = first; seq <= last; ++seq) {
+      media::IngestRequest r;
+      r.stream_id = stream->id();
+      r.owner = 1;
+      r.flags = media::frame_flag::kColumnMarker;
+      r.sequence = seq;
+      r.start_ns = core::monotonic_ns();
+      media::IngestRefusal why;
+      media::SlotLease lease = sender_registry.begin(r, why);
+      ASSERT_TRUE(lease) << seq;
+      uint8_t* y = lease.pixels();
+      for (uint32_t row = 0; row < 360; ++row)
+        for (uint32_t x = 0; x < 640; ++x) y[row * 640 + x] = uint8_t(x + row + seq * 3);
+      std::memset(y + 640 * 360, 128, 640 * 360 / 2);
+      media::draw_column_marker(y, 640, 640, 360, uint16_t(seq));
+      ASSERT_TRUE(lease.commit(lease.frame_bytes(), core::monotonic_ns()));
+      const uint64_t due = start + (seq - first + 1) * 16'666'667ull;
+      pair.run_until([&] { return core::monotonic_ns() >= due; });
+    }
+  };
+  produce(1, 120);
+  ASSERT_TRUE(pair.run_until([&] { return source.counters().frames_in >= 120; }))
+      << "frames in " << source.counters().frames_in;
+  const RelayPublisherCounters* c = relay_publisher->counters(stream->id());
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(pair.run_until([&] { return c->sent == 120; })) << "sent " << c->sent;
+  EXPECT_EQ(c->offered, c->sent + c->in_flight + c->dropped_total());
+  EXPECT_EQ(c->dropped_total(), 0u);
+  const EncodeStageCounters& e = relay_publisher->encoder()->counters();
+  EXPECT_EQ(e.encoded, 120u);
+  EXPECT_EQ(e.failed, 0u);
+  EXPECT_EQ(e.keyframes, 1u);  // the first frame only
+  EXPECT_GT(e.encode.count(), 0u);
+  // 2 Mbit/s at 60 fps is ~4 KB a frame: an access unit, not a 345 KB picture.
+  EXPECT_LT(e.bytes / e.encoded, 40'000u);
+  const media::TestVerdicts* v = test->verdicts(source.stream()->id());
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->verified + v->marker_verified, 120u);  // every access unit, or every marker
+  EXPECT_EQ(v->verify_failures(), 0u);
+  EXPECT_EQ(v->sequence_gaps, 0u);
+
+  // The receiver's decoder lost sync: its PLI makes the next frame an IDR.
+  ToRelay want;
+  want.kind = ToRelay::Kind::kKeyframeRequest;
+  ASSERT_TRUE(pair.receiving->send_to_relay(want));
+  ASSERT_TRUE(pair.run_until([&] { return relay_publisher->keyframe_requests() > 0; }));
+  produce(121, 150);
+  ASSERT_TRUE(pair.run_until([&] { return c->sent == 150; })) << "sent " << c->sent;
+  EXPECT_EQ(e.keyframe_requests, 1u);
+  EXPECT_EQ(e.keyframes_forced, 1u);
+  EXPECT_EQ(e.keyframes, 2u);
+
+  // The stream closes with frames maybe still with the encoder: all are accounted for.
+  sender_registry.close(stream);
+  ASSERT_TRUE(pair.run_until([&] { return pair.ends.peer_ended > 0; }));
+  EXPECT_EQ(c->offered, c->sent + c->dropped_total());
+  EXPECT_EQ(c->in_flight, 0u);
 }
 
 TEST(RelaySession, AWrongFingerprintIsRefused) {
