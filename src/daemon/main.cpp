@@ -150,6 +150,10 @@ int main(int argc, char** argv) {
                  "takes over")
       ->check(CLI::Range(100, 200000))
       ->capture_default_str();
+  app.add_option("--relay-max-bitrate", relay.encode.max_bitrate_kbps,
+                 "WAN relay: the most kbit/s a raw stream is encoded at, whatever the estimate")
+      ->check(CLI::Range(100, 200000))
+      ->capture_default_str();
   app.add_option("--relay-keyframe-interval", relay.encode.keyframe_interval,
                  "WAN relay: frames between IDRs of an encoded raw stream (and one on every PLI)")
       ->check(CLI::Range(1, 100000))

@@ -92,6 +92,9 @@ void Relay::on_message(FromRelay& m, void* context) {
     case FromRelay::Kind::kKeyframeRequest:
       if (self->publisher_) self->publisher_->on_keyframe_request();
       break;
+    case FromRelay::Kind::kTargetRate:
+      if (self->publisher_) self->publisher_->on_target_rate(m.target_bps);
+      break;
   }
 }
 

@@ -32,8 +32,16 @@ bool EncodeStage::can_encode(media::PixelFormat format) {
 
 EncodeStage::EncodeStage(const media::StreamConfig& stream, uint32_t stream_id,
                          EncodeSettings settings, DoneFn done, void* context)
-    : stream_(stream), stream_id_(stream_id), settings_(settings), done_(done), context_(context) {
+    : stream_(stream),
+      stream_id_(stream_id),
+      settings_(settings),
+      done_(done),
+      context_(context),
+      ladder_(stream.width, stream.height, stream.fps,
+              EncodeLadderConfig{.max_kbps = settings.max_bitrate_kbps}) {
   counters_.bitrate_kbps = settings_.bitrate_kbps;
+  counters_.width = stream.width;
+  counters_.height = stream.height;
 }
 
 EncodeStage::~EncodeStage() { stop(); }
@@ -75,6 +83,8 @@ bool EncodeStage::submit(media::FrameSlot& raw, uint64_t now_ns) {
     job.force_keyframe = true;
   }
   job.bitrate_kbps = pending_bitrate_kbps_;
+  job.width = counters_.width;
+  job.height = counters_.height;
   if (!worker_->submit(job)) return false;
   if (job.force_keyframe) {
     keyframe_wanted_ = false;
@@ -105,10 +115,13 @@ void EncodeStage::request_keyframe(uint64_t) {
   keyframe_wanted_ = true;  // the next frame submitted, if outside the minimum gap
 }
 
-void EncodeStage::set_bitrate(uint32_t kbps) {
-  if (kbps == 0 || kbps == counters_.bitrate_kbps) return;
-  pending_bitrate_kbps_ = kbps;
-  counters_.bitrate_kbps = kbps;
+void EncodeStage::on_estimate(uint64_t now_ns, uint64_t estimate_bps) {
+  const EncodeTarget& t = ladder_.on_estimate(now_ns, estimate_bps);
+  counters_.width = t.width;  // the next job carries it; the worker re-opens on a change
+  counters_.height = t.height;
+  if (t.bitrate_kbps == counters_.bitrate_kbps) return;
+  pending_bitrate_kbps_ = t.bitrate_kbps;
+  counters_.bitrate_kbps = t.bitrate_kbps;
 }
 
 void EncodeStage::encode_on_worker(Job& job, void* context) {
@@ -117,15 +130,30 @@ void EncodeStage::encode_on_worker(Job& job, void* context) {
   video_codec::H264Encoder& encoder = self->encoder_;
   if (!encoder.is_open() && !self->open_failed_) {
     video_codec::EncoderConfig c;
-    c.width = self->stream_.width;
-    c.height = self->stream_.height;
+    c.width = job.width;
+    c.height = job.height;
     c.fps = uint32_t(std::lround(std::clamp(self->stream_.fps, 1.0, 240.0)));
     c.bitrate_kbps = self->settings_.bitrate_kbps;  // later changes come with the jobs
     c.keyframe_interval = self->settings_.keyframe_interval;
+    c.input_width = self->stream_.width;
+    c.input_height = self->stream_.height;
     self->open_failed_ = encoder.open(c) != video_codec::OpenStatus::kOk;
+    self->worker_bitrate_kbps_ = c.bitrate_kbps;
+  }
+  job.resized = false;
+  job.resize_failed = false;
+  if (encoder.is_open() && job.width != 0 &&
+      (job.width != encoder.config().width || job.height != encoder.config().height)) {
+    // A resolution step: x264 re-opens at the new size (allocates; the next frame is an IDR);
+    // the input stays the stream's size and is scaled into the encoder's picture.
+    const uint32_t kbps = job.bitrate_kbps;
+    job.resize_failed = encoder.resize(job.width, job.height) != video_codec::OpenStatus::kOk;
+    job.resized = !job.resize_failed;
+    if (job.resized && kbps == 0) job.bitrate_kbps = self->worker_bitrate_kbps_;
   }
   if (job.bitrate_kbps != 0 && encoder.is_open()) {
     encoder.reconfigure(job.bitrate_kbps, encoder.config().vbv_buffer_ms);
+    self->worker_bitrate_kbps_ = job.bitrate_kbps;
   }
   const media::FrameSlot& raw = *job.raw;
   media::FrameLayout layout;
@@ -155,6 +183,8 @@ void EncodeStage::done_on_loop(Job& job, void* context) {
   frame.status = job.status;
   frame.keyframe = job.keyframe;
   self->counters_.encode.record(job.encode_ns);
+  if (job.resized) ++self->counters_.resizes;
+  if (job.resize_failed) ++self->counters_.resize_failures;
   if (job.status == video_codec::EncodeStatus::kOk) {
     media::FrameSlot& out = self->slots_[job.out];
     // The access unit is the raw frame's, in H.264: its sequence, times and markers. The relay

@@ -16,7 +16,7 @@
 // (kSlots of an I420 frame's size each, the most an access unit of the stream may be), and
 // H264Encoder allocates only when it opens.
 //
-// Thread: construct, start(), stop(), submit(), release(), request_keyframe(), set_bitrate() and
+// Thread: construct, start(), stop(), submit(), release(), request_keyframe(), on_estimate() and
 // the Done callback: the main loop thread. The encoder runs on the stage's worker.
 #pragma once
 
@@ -30,14 +30,16 @@
 #include "core/worker_handoff.h"
 #include "media/frame_pool.h"
 #include "media/stream.h"
+#include "relay/encode_ladder.h"
 #include "telemetry/stage_stats.h"
 #include "video_codec/h264_encoder.h"
 
 namespace syncd::relay {
 
 struct EncodeSettings {
-  uint32_t bitrate_kbps = 12000;     // --relay-bitrate: the start, before an estimate
-  uint32_t keyframe_interval = 120;  // frames between IDRs (2 s at 60 fps)
+  uint32_t bitrate_kbps = 8000;       // --relay-bitrate: the start, before an estimate
+  uint32_t max_bitrate_kbps = 20000;  // --relay-max-bitrate: however high the estimate
+  uint32_t keyframe_interval = 120;   // frames between IDRs (2 s at 60 fps)
 };
 
 // What came back from the worker for one raw frame.
@@ -57,6 +59,10 @@ struct EncodeStageCounters {
   uint64_t failed = 0;  // the encoder refused the frame, or could not open (last_failure)
   uint64_t bytes = 0;                // access units' bytes
   uint32_t bitrate_kbps = 0;         // what the encoder was last asked for
+  uint32_t width = 0;                // the encoded size asked for (resolution steps)
+  uint32_t height = 0;
+  uint64_t resizes = 0;              // resolution steps the worker made
+  uint64_t resize_failures = 0;
   video_codec::EncodeStatus last_failure = video_codec::EncodeStatus::kOk;
   telemetry::StageStats encode;      // worker: conversion + encode, per frame
 };
@@ -95,8 +101,10 @@ class EncodeStage {
   bool in_use() const;
 
   void request_keyframe(uint64_t now_ns);
-  // The encoder's target from the next frame (live: x264_encoder_reconfig, no IDR).
-  void set_bitrate(uint32_t kbps);
+  // The relay's bandwidth estimate (bit/s): the encoder's bitrate (live, x264_encoder_reconfig,
+  // no IDR) and picture size (a re-open and an IDR) from the next frame (encode_ladder.h).
+  void on_estimate(uint64_t now_ns, uint64_t estimate_bps);
+  const EncodeLadder& ladder() const { return ladder_; }
 
   const EncodeStageCounters& counters() const { return counters_; }
   const EncodeSettings& settings() const { return settings_; }
@@ -108,8 +116,11 @@ class EncodeStage {
     uint32_t out;              // index into slots_
     bool force_keyframe;
     uint32_t bitrate_kbps;     // nonzero: reconfigure first
+    uint32_t width, height;    // the encoded size (a resolution step re-opens the encoder)
     // Filled by the worker.
     video_codec::EncodeStatus status;
+    bool resized;
+    bool resize_failed;
     size_t bytes;
     bool keyframe;
     uint64_t encode_ns;
@@ -130,9 +141,11 @@ class EncodeStage {
   uint64_t last_forced_ns_ = 0;
   bool any_forced_ = false;
   uint32_t pending_bitrate_kbps_ = 0;
+  EncodeLadder ladder_;
   EncodeStageCounters counters_;
   video_codec::H264Encoder encoder_;  // the worker's
   bool open_failed_ = false;          // the worker's
+  uint32_t worker_bitrate_kbps_ = 0;  // the worker's: what x264 was last configured with
   std::unique_ptr<core::WorkerHandoff<Job, kSlots>> worker_;
 };
 

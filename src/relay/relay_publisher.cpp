@@ -179,7 +179,7 @@ bool RelayPublisher::release_access_unit(media::FrameSlot* slot) {
 }
 
 void RelayPublisher::on_target_rate(uint64_t bits_per_second) {
-  if (encoder_) encoder_->set_bitrate(uint32_t(std::min<uint64_t>(bits_per_second / 1000, 1u << 30)));
+  if (encoder_) encoder_->on_estimate(core::monotonic_ns(), bits_per_second);
 }
 
 void RelayPublisher::on_keyframe_request() {
@@ -215,6 +215,12 @@ void RelayPublisher::write_stream_stats(uint32_t stream_id, nlohmann::json& out)
                       {"last_failure", video_codec::encode_status_name(e.last_failure)},
                       {"bytes", e.bytes},
                       {"bitrate_kbps", e.bitrate_kbps},
+                      {"width", e.width},
+                      {"height", e.height},
+                      {"resizes", e.resizes},
+                      {"resize_failures", e.resize_failures},
+                      {"steps_down", encoder_->ladder().steps_down()},
+                      {"steps_up", encoder_->ladder().steps_up()},
                       {"encode", telemetry::stage_json(e.encode)}};
   }
 }

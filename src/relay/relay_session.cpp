@@ -361,6 +361,21 @@ void RelaySession::on_timer(uint64_t now_ns) {
   schedule(now_ns);
 }
 
+void RelaySession::report_target_rate(uint64_t now_ns) {
+  // The encoder follows the target (adaptive bitrate): a change of 2 % or more goes at once, an
+  // unchanged target once a second (a publisher that started since hears it).
+  const uint64_t target = rate_.target_bps();
+  const uint64_t last = reported_target_bps_;
+  const bool changed = last == 0 || target * 50 < last * 49 || target * 50 > last * 51;
+  if (!changed && now_ns < next_target_report_ns_) return;
+  FromRelay m;
+  m.kind = FromRelay::Kind::kTargetRate;
+  m.target_bps = target;
+  if (!thread_->send_to_main(m)) return;
+  reported_target_bps_ = target;
+  next_target_report_ns_ = now_ns + 1'000'000'000;
+}
+
 void RelaySession::check_liveness(uint64_t now_ns) {
   // A receiver reports every 100 ms (kReceiverReportNs); silence for the timeout means it died
   // or restarted and holds none of our keys (the SRTP we send it is refused unread). A fresh
@@ -685,6 +700,7 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
       rate_.on_receiver_report(now_ns, events.block->fraction_lost, rtt_ns_);
     }
     pacer_.set_target_rate(rate_.target_bps());
+    report_target_rate(now_ns);
     if (events.pli) {
       // The receiver's decoder waits for an IDR; only an encoder can make one (the relay
       // publisher's, for a stream it encodes; a producer's own H.264 has its periodic IDRs).

@@ -163,6 +163,7 @@ class RelaySession final : public RelayHandler {
                     uint64_t now_ns);
   // due_only: called between periodic reports; sends only if something cannot wait.
   void send_receiver_feedback(uint64_t now_ns, bool due_only);
+  void report_target_rate(uint64_t now_ns);
   void deliver_frame(const jitter::FrameEvent& frame);
   void free_frame_packets(std::span<const jitter::PacketRef> packets);
 
@@ -233,6 +234,8 @@ class RelaySession final : public RelayHandler {
   bool describing_ = false;
   bool goodbye_pending_ = false;  // the stream closed: BYE once the pacer is empty
   bool keyframe_wanted_ = false;  // receiver: the main loop asked for a PLI
+  uint64_t reported_target_bps_ = 0;  // sender: the target the main loop last heard
+  uint64_t next_target_report_ns_ = 0;
   StreamDescription description_{};
   uint64_t next_report_ns_ = 0;
   uint32_t packets_sent_ = 0, octets_sent_ = 0;

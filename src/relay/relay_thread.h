@@ -58,6 +58,7 @@ struct FromRelay {
     kDescription,  // the peer described its stream (receiver)
     kPeerEnded,    // the peer ended its stream or left
     kKeyframeRequest,  // the receiver asked for an IDR (a PLI): the sender's encoder makes one
+    kTargetRate,       // the sender's send-rate target changed (target_bps): the encoder follows
   };
   Kind kind = Kind::kFrameDone;
   bool sent = false;
@@ -72,6 +73,7 @@ struct FromRelay {
   uint32_t flags = 0;
   uint64_t sender_accept_ns = 0;
   uint64_t complete_ns = 0;       // relay thread's CLOCK_MONOTONIC when the frame was complete
+  uint64_t target_bps = 0;        // kTargetRate
   StreamDescription description;  // kDescription
 };
 

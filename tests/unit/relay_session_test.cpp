@@ -62,6 +62,7 @@ void on_receiver_message(FromRelay& m, void* ctx) {
       break;
     case FromRelay::Kind::kFrameDone:
     case FromRelay::Kind::kKeyframeRequest:
+    case FromRelay::Kind::kTargetRate:
       break;
   }
 }
@@ -70,6 +71,7 @@ void on_sender_message(FromRelay& m, void* ctx) {
   auto* e = static_cast<Ends*>(ctx);
   if (m.kind == FromRelay::Kind::kFrameDone) e->publisher->on_frame_done(m);
   if (m.kind == FromRelay::Kind::kKeyframeRequest) e->publisher->on_keyframe_request();
+  if (m.kind == FromRelay::Kind::kTargetRate) e->publisher->on_target_rate(m.target_bps);
 }
 
 struct Pair {

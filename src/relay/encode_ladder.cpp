@@ -1,0 +1,62 @@
+#include "relay/encode_ladder.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace syncd::relay {
+
+namespace {
+// x264 wants even sides (4:2:0); anything below 16 pixels is not worth a step.
+uint32_t even_side(uint32_t full, uint32_t numerator, uint32_t denominator) {
+  const uint32_t side = uint32_t(uint64_t(full) * numerator / denominator) & ~1u;
+  return std::max<uint32_t>(side, std::min<uint32_t>(full & ~1u, 16));
+}
+}  // namespace
+
+EncodeLadder::EncodeLadder(uint32_t width, uint32_t height, double fps, EncodeLadderConfig config)
+    : config_(config), fps_(std::clamp(fps, 1.0, 240.0)) {
+  static constexpr uint32_t kNumerator[kSteps] = {1, 2, 1};
+  static constexpr uint32_t kDenominator[kSteps] = {1, 3, 2};
+  for (uint32_t s = 0; s < kSteps; ++s) {
+    widths_[s] = s == 0 ? width : even_side(width, kNumerator[s], kDenominator[s]);
+    heights_[s] = s == 0 ? height : even_side(height, kNumerator[s], kDenominator[s]);
+  }
+  target_ = {config_.max_kbps, width, height, 0};
+}
+
+double EncodeLadder::need_kbps(uint32_t step, double bits_per_pixel) const {
+  return double(widths_[step]) * heights_[step] * fps_ * bits_per_pixel / 1000.0;
+}
+
+const EncodeTarget& EncodeLadder::on_estimate(uint64_t now_ns, uint64_t estimate_bps) {
+  const double share = double(estimate_bps) * config_.media_share / 1000.0;
+  const uint32_t kbps = uint32_t(
+      std::clamp(share, double(config_.min_kbps), double(std::max(config_.min_kbps,
+                                                                     config_.max_kbps))));
+  target_.bitrate_kbps = kbps;
+  uint32_t step = target_.step;
+  // Down as far as needed, at once: a rate drop is a queue building now.
+  while (step + 1 < kSteps && kbps < need_kbps(step, config_.down_bits_per_pixel)) ++step;
+  if (step != target_.step) {
+    steps_down_ += step - target_.step;
+    above_ = false;
+  } else if (step > 0 && kbps >= need_kbps(step - 1, config_.up_bits_per_pixel)) {
+    // Up one step once the rate has held above that step's need.
+    if (!above_) {
+      above_ = true;
+      above_since_ns_ = now_ns;
+    } else if (now_ns - above_since_ns_ >= config_.up_hold_ns) {
+      --step;
+      ++steps_up_;
+      above_ = false;
+    }
+  } else {
+    above_ = false;
+  }
+  target_.step = step;
+  target_.width = widths_[step];
+  target_.height = heights_[step];
+  return target_;
+}
+
+}  // namespace syncd::relay

@@ -1,0 +1,64 @@
+// What the relay's encoder makes of the bandwidth estimate (docs/wan.md, "Adaptive bitrate"): a
+// bitrate and a picture size. The estimate is the whole send rate the path takes (the pacer's
+// target); the encoder gets a share of it, the rest being FEC, retransmissions and headers, and
+// steps its resolution down when that share is too few bits for the picture to look like
+// anything (1080p -> 720p -> 540p from a 1080p source: 1, 2/3 and 1/2 of each side), and back up
+// once the estimate has stayed above the next step's need for a while.
+//
+// Pure: no clocks or threads; times come in. Any one thread at a time (the main loop's).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace syncd::relay {
+
+struct EncodeLadderConfig {
+  // The encoder's share of the estimate: FEC at 1-5 % loss takes 10-50 % of the media rate
+  // (docs/wan.md, "Figures": 0.17 at 1 %), RTP/SRTP headers ~3 %.
+  double media_share = 0.8;
+  uint32_t min_kbps = 300;
+  uint32_t max_kbps = 20000;
+  // Bits per pixel each step needs (at the stream's rate): below `down` the step is left; the
+  // step above is taken when the rate has stayed over its `up` for up_hold_ns. x264 ultrafast at
+  // 0.05 bit/pixel keeps a 1080p60 picture watchable (6.2 Mbit/s) and the column marker
+  // readable; 0.07 to come back up leaves room so it does not flap.
+  double down_bits_per_pixel = 0.05;
+  double up_bits_per_pixel = 0.07;
+  uint64_t up_hold_ns = 2'000'000'000;
+};
+
+struct EncodeTarget {
+  uint32_t bitrate_kbps = 0;
+  uint32_t width = 0;  // even
+  uint32_t height = 0;
+  uint32_t step = 0;  // 0: full size
+};
+
+class EncodeLadder {
+ public:
+  static constexpr uint32_t kSteps = 3;  // full, 2/3, 1/2 of each side
+
+  EncodeLadder(uint32_t width, uint32_t height, double fps, EncodeLadderConfig config = {});
+
+  // The estimate changed (bit/s, the pacer's target). Returns the target from now on.
+  const EncodeTarget& on_estimate(uint64_t now_ns, uint64_t estimate_bps);
+  const EncodeTarget& target() const { return target_; }
+  uint64_t steps_down() const { return steps_down_; }
+  uint64_t steps_up() const { return steps_up_; }
+
+ private:
+  double need_kbps(uint32_t step, double bits_per_pixel) const;
+
+  EncodeLadderConfig config_;
+  double fps_;
+  std::array<uint32_t, kSteps> widths_{};
+  std::array<uint32_t, kSteps> heights_{};
+  EncodeTarget target_;
+  uint64_t above_since_ns_ = 0;  // when the rate first stood above the next step's need
+  bool above_ = false;
+  uint64_t steps_down_ = 0;
+  uint64_t steps_up_ = 0;
+};
+
+}  // namespace syncd::relay
