@@ -49,7 +49,7 @@ std::optional<uint16_t> read_frame_column_marker(const uint8_t* pixels, size_t b
   const PlaneLayout& first = layout.planes[0];
   if (format == PixelFormat::kRgba8 || format == PixelFormat::kBgra8)
     return read_column_marker(pixels + first.offset + 1, first.stride, width, height, 4);  // green
-  return read_column_marker(pixels + first.offset, first.stride, width, height, 1);  // luma
+  return read_column_marker(pixels + first.offset, first.stride, width, height, 1);        // luma
 }
 
 void draw_column_marker(uint8_t* luma, uint32_t stride, uint32_t width, uint32_t height,

@@ -30,9 +30,8 @@ double EncodeLadder::need_kbps(uint32_t step, double bits_per_pixel) const {
 
 const EncodeTarget& EncodeLadder::on_estimate(uint64_t now_ns, uint64_t estimate_bps) {
   const double share = double(estimate_bps) * config_.media_share / 1000.0;
-  const uint32_t kbps = uint32_t(
-      std::clamp(share, double(config_.min_kbps), double(std::max(config_.min_kbps,
-                                                                     config_.max_kbps))));
+  const uint32_t kbps = uint32_t(std::clamp(share, double(config_.min_kbps),
+                                            double(std::max(config_.min_kbps, config_.max_kbps))));
   target_.bitrate_kbps = kbps;
   uint32_t step = target_.step;
   // Down as far as needed, at once: a rate drop is a queue building now.

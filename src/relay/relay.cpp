@@ -156,23 +156,24 @@ void Relay::write_stats(nlohmann::json& out) const {
   } else {
     nlohmann::json source;
     source_->write_stats(source);
-    j["receiver"] = {{"packets_received", v(s.packets_received)},
-                     {"packets_recovered_fec", v(s.packets_recovered_fec)},
-                     {"packets_recovered_rtx", v(s.packets_recovered_rtx)},
-                     {"frames_complete", v(s.frames_complete)},
-                     {"frames_dropped", v(s.frames_dropped)},
-                     {"frames_dropped_by_reason",
-                      {{"incomplete", v(s.frames_dropped_by[size_t(jitter::DropReason::kIncomplete)])},
-                       {"lost", v(s.frames_dropped_by[size_t(jitter::DropReason::kLost)])},
-                       {"evicted", v(s.frames_dropped_by[size_t(jitter::DropReason::kEvicted)])}}},
-                     {"frames_malformed", v(s.frames_malformed)},
-                     {"frames_no_buffer", v(s.frames_no_buffer)},
-                     {"nacks_sent", v(s.nacks_sent)},
-                     {"keyframe_requests_sent", v(s.keyframe_requests)},
-                     {"estimate_bps", v(s.estimate_bps)},
-                     {"jitter_target_us", v(s.jitter_target_us)},
-                     {"skew_ppm", v(s.skew_ppm_milli) / 1000.0},
-                     {"source", source}};
+    j["receiver"] = {
+        {"packets_received", v(s.packets_received)},
+        {"packets_recovered_fec", v(s.packets_recovered_fec)},
+        {"packets_recovered_rtx", v(s.packets_recovered_rtx)},
+        {"frames_complete", v(s.frames_complete)},
+        {"frames_dropped", v(s.frames_dropped)},
+        {"frames_dropped_by_reason",
+         {{"incomplete", v(s.frames_dropped_by[size_t(jitter::DropReason::kIncomplete)])},
+          {"lost", v(s.frames_dropped_by[size_t(jitter::DropReason::kLost)])},
+          {"evicted", v(s.frames_dropped_by[size_t(jitter::DropReason::kEvicted)])}}},
+        {"frames_malformed", v(s.frames_malformed)},
+        {"frames_no_buffer", v(s.frames_no_buffer)},
+        {"nacks_sent", v(s.nacks_sent)},
+        {"keyframe_requests_sent", v(s.keyframe_requests)},
+        {"estimate_bps", v(s.estimate_bps)},
+        {"jitter_target_us", v(s.jitter_target_us)},
+        {"skew_ppm", v(s.skew_ppm_milli) / 1000.0},
+        {"source", source}};
   }
   out["relay"] = std::move(j);
 }

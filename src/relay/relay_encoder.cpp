@@ -44,7 +44,9 @@ EncodeStage::EncodeStage(const media::StreamConfig& stream, uint32_t stream_id,
   counters_.height = stream.height;
 }
 
-EncodeStage::~EncodeStage() { stop(); }
+EncodeStage::~EncodeStage() {
+  stop();
+}
 
 bool EncodeStage::start(uv_loop_t* loop) {
   media::FrameLayout i420;
@@ -59,12 +61,18 @@ bool EncodeStage::start(uv_loop_t* loop) {
     slots_[i].pixels = memory_.data() + i * slot_bytes_;
     slots_[i].index = uint32_t(i);
   }
-  worker_ = std::make_unique<core::WorkerHandoff<Job, kSlots>>(&encode_on_worker, &done_on_loop,
-                                                               this);
+  worker_ =
+      std::make_unique<core::WorkerHandoff<Job, 2 * kSlots>>(&encode_on_worker, &done_on_loop, this);
   if (worker_->start(loop) != 0) {
     worker_.reset();
     return false;
   }
+  // x264 opens now, on the worker, while the stream's description crosses to the peer: the
+  // first frames then do not wait behind it (and are not dropped for it).
+  Job open_only{};
+  open_only.width = counters_.width;
+  open_only.height = counters_.height;
+  worker_->submit(open_only);
   return true;
 }
 
@@ -155,6 +163,7 @@ void EncodeStage::encode_on_worker(Job& job, void* context) {
     encoder.reconfigure(job.bitrate_kbps, encoder.config().vbv_buffer_ms);
     self->worker_bitrate_kbps_ = job.bitrate_kbps;
   }
+  if (!job.raw) return;  // the open at start()
   const media::FrameSlot& raw = *job.raw;
   media::FrameLayout layout;
   media::frame_layout(self->stream_.format, self->stream_.width, self->stream_.height, layout);
@@ -178,6 +187,7 @@ void EncodeStage::encode_on_worker(Job& job, void* context) {
 
 void EncodeStage::done_on_loop(Job& job, void* context) {
   auto* self = static_cast<EncodeStage*>(context);
+  if (!job.raw) return;  // the open at start()
   EncodedFrame frame;
   frame.raw = job.raw;
   frame.status = job.status;

@@ -44,8 +44,8 @@ struct EncodeSettings {
 
 // What came back from the worker for one raw frame.
 struct EncodedFrame {
-  media::FrameSlot* raw = nullptr;            // the caller's pinned slot: unpin it
-  media::FrameSlot* access_unit = nullptr;    // the stage's slot, filled on success (else null)
+  media::FrameSlot* raw = nullptr;          // the caller's pinned slot: unpin it
+  media::FrameSlot* access_unit = nullptr;  // the stage's slot, filled on success (else null)
   video_codec::EncodeStatus status = video_codec::EncodeStatus::kNotOpen;
   bool keyframe = false;
 };
@@ -54,17 +54,17 @@ struct EncodeStageCounters {
   uint64_t submitted = 0;
   uint64_t encoded = 0;
   uint64_t keyframes = 0;
-  uint64_t keyframes_forced = 0;     // requests honoured
-  uint64_t keyframe_requests = 0;    // requests received (some fall inside the minimum gap)
-  uint64_t failed = 0;  // the encoder refused the frame, or could not open (last_failure)
-  uint64_t bytes = 0;                // access units' bytes
-  uint32_t bitrate_kbps = 0;         // what the encoder was last asked for
-  uint32_t width = 0;                // the encoded size asked for (resolution steps)
+  uint64_t keyframes_forced = 0;   // requests honoured
+  uint64_t keyframe_requests = 0;  // requests received (some fall inside the minimum gap)
+  uint64_t failed = 0;        // the encoder refused the frame, or could not open (last_failure)
+  uint64_t bytes = 0;         // access units' bytes
+  uint32_t bitrate_kbps = 0;  // what the encoder was last asked for
+  uint32_t width = 0;         // the encoded size asked for (resolution steps)
   uint32_t height = 0;
-  uint64_t resizes = 0;              // resolution steps the worker made
+  uint64_t resizes = 0;  // resolution steps the worker made
   uint64_t resize_failures = 0;
   video_codec::EncodeStatus last_failure = video_codec::EncodeStatus::kOk;
-  telemetry::StageStats encode;      // worker: conversion + encode, per frame
+  telemetry::StageStats encode;  // worker: conversion + encode, per frame
 };
 
 class EncodeStage {
@@ -113,10 +113,10 @@ class EncodeStage {
  private:
   struct Job {
     media::FrameSlot* raw;
-    uint32_t out;              // index into slots_
+    uint32_t out;  // index into slots_
     bool force_keyframe;
-    uint32_t bitrate_kbps;     // nonzero: reconfigure first
-    uint32_t width, height;    // the encoded size (a resolution step re-opens the encoder)
+    uint32_t bitrate_kbps;   // nonzero: reconfigure first
+    uint32_t width, height;  // the encoded size (a resolution step re-opens the encoder)
     // Filled by the worker.
     video_codec::EncodeStatus status;
     bool resized;
@@ -146,7 +146,8 @@ class EncodeStage {
   video_codec::H264Encoder encoder_;  // the worker's
   bool open_failed_ = false;          // the worker's
   uint32_t worker_bitrate_kbps_ = 0;  // the worker's: what x264 was last configured with
-  std::unique_ptr<core::WorkerHandoff<Job, kSlots>> worker_;
+  // Room for the slots and the open at start() (a power of two, as the rings need).
+  std::unique_ptr<core::WorkerHandoff<Job, 2 * kSlots>> worker_;
 };
 
 }  // namespace syncd::relay

@@ -30,12 +30,18 @@ const char* relay_drop_name(RelayDrop reason) {
 
 RelayPublisher::RelayPublisher(RelayThread& thread, std::string stream_name, uv_loop_t* loop,
                                EncodeSettings encode)
-    : thread_(thread), stream_name_(std::move(stream_name)), loop_(loop),
+    : thread_(thread),
+      stream_name_(std::move(stream_name)),
+      loop_(loop),
       encode_settings_(encode) {}
 
-RelayPublisher::~RelayPublisher() { stop_encoder(); }
+RelayPublisher::~RelayPublisher() {
+  stop_encoder();
+}
 
-void RelayPublisher::stop() { stop_encoder(); }
+void RelayPublisher::stop() {
+  stop_encoder();
+}
 
 void RelayPublisher::stop_encoder() {
   // The worker finishes what it holds; those access units go to the relay thread (or are

@@ -100,7 +100,7 @@ struct RelaySessionStats {
   std::atomic<uint64_t> packets_recovered_fec{0};
   std::atomic<uint64_t> packets_recovered_rtx{0};
   std::atomic<uint64_t> frames_complete{0};
-  std::atomic<uint64_t> frames_dropped{0};    // the jitter buffer gave up on them
+  std::atomic<uint64_t> frames_dropped{0};  // the jitter buffer gave up on them
   // The same, by jitter::DropReason: incomplete by their deadline, lost whole, evicted.
   std::array<std::atomic<uint64_t>, size_t(jitter::DropReason::kCount)> frames_dropped_by{};
   std::atomic<uint64_t> frames_malformed{0};  // the depacketizer refused them
@@ -232,8 +232,8 @@ class RelaySession final : public RelayHandler {
   std::vector<uint32_t> history_;           // media sequence -> handle, kHistory entries
   std::vector<uint16_t> history_sequence_;  // which sequence each history entry holds
   bool describing_ = false;
-  bool goodbye_pending_ = false;  // the stream closed: BYE once the pacer is empty
-  bool keyframe_wanted_ = false;  // receiver: the main loop asked for a PLI
+  bool goodbye_pending_ = false;      // the stream closed: BYE once the pacer is empty
+  bool keyframe_wanted_ = false;      // receiver: the main loop asked for a PLI
   uint64_t reported_target_bps_ = 0;  // sender: the target the main loop last heard
   uint64_t next_target_report_ns_ = 0;
   StreamDescription description_{};

@@ -39,7 +39,7 @@ struct ToRelay {
     kFrame,         // an access unit to send: slot pinned until it comes back as kFrameDone
     kStreamOpened,  // the relayed stream's description (sender)
     kStreamClosed,
-    kBufferFree,  // the main loop is done with an incoming frame's buffer (receiver)
+    kBufferFree,       // the main loop is done with an incoming frame's buffer (receiver)
     kKeyframeRequest,  // the receiver's decoder waits for an IDR: send the sender a PLI
   };
   Kind kind = Kind::kFrame;
@@ -53,10 +53,10 @@ struct ToRelay {
 // From the relay thread to the main loop.
 struct FromRelay {
   enum class Kind : uint8_t {
-    kFrameDone,    // a kFrame came back: its slot may be unpinned; sent says whether it went
-    kFrameIn,      // a complete access unit in buffer `buffer` (receiver)
-    kDescription,  // the peer described its stream (receiver)
-    kPeerEnded,    // the peer ended its stream or left
+    kFrameDone,        // a kFrame came back: its slot may be unpinned; sent says whether it went
+    kFrameIn,          // a complete access unit in buffer `buffer` (receiver)
+    kDescription,      // the peer described its stream (receiver)
+    kPeerEnded,        // the peer ended its stream or left
     kKeyframeRequest,  // the receiver asked for an IDR (a PLI): the sender's encoder makes one
     kTargetRate,       // the sender's send-rate target changed (target_bps): the encoder follows
   };

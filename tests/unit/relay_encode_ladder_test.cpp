@@ -1,8 +1,8 @@
 // The relay encoder's bitrate and resolution from the bandwidth estimate (src/relay/
 // encode_ladder.h): the share, the clamps, the steps down at once and up after a hold.
-#include "relay/encode_ladder.h"
-
 #include <gtest/gtest.h>
+
+#include "relay/encode_ladder.h"
 
 namespace syncd::relay {
 namespace {
@@ -11,9 +11,9 @@ constexpr uint64_t kSecond = 1'000'000'000;
 
 TEST(EncodeLadder, TheEncoderGetsItsShareWithinItsBounds) {
   EncodeLadder ladder(1920, 1080, 60);
-  EXPECT_EQ(ladder.on_estimate(0, 10'000'000).bitrate_kbps, 8000u);  // 0.8 of it
+  EXPECT_EQ(ladder.on_estimate(0, 10'000'000).bitrate_kbps, 8000u);    // 0.8 of it
   EXPECT_EQ(ladder.on_estimate(0, 100'000'000).bitrate_kbps, 20000u);  // the max
-  EXPECT_EQ(ladder.on_estimate(0, 100'000).bitrate_kbps, 300u);  // the min
+  EXPECT_EQ(ladder.on_estimate(0, 100'000).bitrate_kbps, 300u);        // the min
 }
 
 // 1080p60 needs 0.05 bit/pixel (6.2 Mbit/s) to stay; 720p60 2.8; below that 540p.

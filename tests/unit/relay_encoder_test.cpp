@@ -208,7 +208,7 @@ TEST(EncodeStage, AFullStageRefusesAndStopHandsEverythingBack) {
   size_t taken = 0;
   for (uint64_t s = 1; s <= EncodeStage::kSlots + 1; ++s) taken += h.encode(s) ? 1 : 0;
   EXPECT_EQ(taken, EncodeStage::kSlots);  // the loop has not run: nothing came back yet
-  h.stage->stop();  // the worker finishes them; their results come back now
+  h.stage->stop();                        // the worker finishes them; their results come back now
   EXPECT_EQ(h.results.size(), EncodeStage::kSlots);
   EXPECT_FALSE(h.stage->in_use());
   EXPECT_EQ(h.pool->slots_in_use(), 0u);

@@ -156,7 +156,8 @@ TEST(ContentHasher, PiecesInOrderGiveTheWholeFramesHash) {
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t(i * 131 + (i >> 9));
   const uint64_t whole = syncd::core::content_hash(bytes.data(), bytes.size());
   // Window sizes like syncd's reads: odd, tiny, larger than the stripe, and the whole.
-  for (size_t window : {size_t{1}, size_t{63}, size_t{4096}, size_t{256 * 1024 + 7}, bytes.size()}) {
+  for (size_t window :
+       {size_t{1}, size_t{63}, size_t{4096}, size_t{256 * 1024 + 7}, bytes.size()}) {
     syncd::core::ContentHasher h;
     for (size_t at = 0; at < bytes.size(); at += window)
       h.update(bytes.data() + at, std::min(window, bytes.size() - at));

@@ -11,12 +11,14 @@ namespace syncd::media {
 
 TestPublisher::TestPublisher(uv_loop_t* loop) {
   if (!loop) return;
-  worker_ = std::make_unique<core::WorkerHandoff<HashJob, 8>>(&hash_on_worker, &verdict_on_loop,
-                                                              this);
+  worker_ =
+      std::make_unique<core::WorkerHandoff<HashJob, 8>>(&hash_on_worker, &verdict_on_loop, this);
   if (worker_->start(loop) != 0) worker_.reset();
 }
 
-TestPublisher::~TestPublisher() { stop(); }
+TestPublisher::~TestPublisher() {
+  stop();
+}
 
 void TestPublisher::stop() {
   if (worker_) worker_->stop();  // runs the last verdicts, releasing their slots
