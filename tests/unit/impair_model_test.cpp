@@ -233,6 +233,33 @@ TEST(ImpairModel, RateCapWithTailDrop) {
   EXPECT_EQ(under.counters().dropped_rate, 0u);
 }
 
+// A path whose capacity changes mid-run (--fwd-rate-schedule): offered 2 MB/s, delivered at
+// 1 MB/s, then 0.25 MB/s after the cap drops, then everything once the cap is lifted.
+TEST(ImpairModel, TheRateCapCanChangeDuringARun) {
+  ChainConfig config;
+  config.rate_kbps = 8000;
+  ImpairmentChain chain(config, 5);
+  const size_t bytes = 1000;
+  auto deliver = [&](uint64_t from, uint64_t to) {
+    uint64_t delivered = 0;
+    for (uint64_t t = from; t < to; t += 500'000) delivered += chain.on_packet(t, bytes).copies;
+    return delivered;
+  };
+  const uint64_t kSecond = 1'000'000'000;
+  EXPECT_NEAR(double(deliver(0, kSecond)), 1000, 120);  // 1 MB/s (and the queue's 100 ms)
+  chain.set_rate(2000);
+  EXPECT_EQ(chain.config().queue_limit_bytes, 25'000u);          // 100 ms at the new rate
+  EXPECT_NEAR(double(deliver(kSecond, 3 * kSecond)), 500, 130);  // 0.25 MB/s for 2 s
+  chain.set_rate(0);
+  EXPECT_EQ(deliver(3 * kSecond, 4 * kSecond), 2000u);  // no cap: all of it
+  // A chain made without a cap takes one later.
+  ImpairmentChain uncapped(ChainConfig{}, 5);
+  uncapped.set_rate(800);
+  uint64_t delivered = 0;
+  for (uint64_t t = 0; t < kSecond; t += 500'000) delivered += uncapped.on_packet(t, bytes).copies;
+  EXPECT_NEAR(double(delivered), 100 + 10, 15);  // 0.1 MB/s and 100 ms of queue
+}
+
 // The token bucket lets a burst of bucket_bytes through at once, then paces.
 TEST(ImpairModel, TokenBucketBurst) {
   ChainConfig config;

@@ -58,6 +58,9 @@ struct Options {
   double burst_loss[2] = {0, 0};
   double burst_length[2] = {0, 0};
   std::string jitter_dist[2] = {"uniform", "uniform"};
+  // --fwd-rate-schedule "S:KBPS,...": the rate cap becomes KBPS S seconds after start.
+  std::string rate_schedule_text[2];
+  std::vector<std::pair<double, double>> rate_schedule[2];
 };
 
 const char* const kDirectionName[2] = {"fwd", "rev"};
@@ -177,6 +180,12 @@ class Proxy {
     if (options_.duration_s > 0) {
       uv_timer_start(&stop_timer_, on_stop_timer, uint64_t(options_.duration_s * 1000), 0);
     }
+    uv_timer_init(loop_, &schedule_timer_);
+    schedule_timer_.data = this;
+    schedule_start_ns_ = now_ns();
+    if (!options_.rate_schedule[0].empty() || !options_.rate_schedule[1].empty()) {
+      uv_timer_start(&schedule_timer_, on_schedule_timer, 0, 50);
+    }
     sockaddr_storage bound{};
     int length = sizeof(bound);
     uv_udp_getsockname(&listen_socket_, reinterpret_cast<sockaddr*>(&bound), &length);
@@ -198,8 +207,9 @@ class Proxy {
           reinterpret_cast<uv_handle_t*>(&target_socket_),
           reinterpret_cast<uv_handle_t*>(&timer_poll_),
           reinterpret_cast<uv_handle_t*>(&stats_timer_),
-          reinterpret_cast<uv_handle_t*>(&stop_timer_), reinterpret_cast<uv_handle_t*>(&sigint_),
-          reinterpret_cast<uv_handle_t*>(&sigterm_)}) {
+          reinterpret_cast<uv_handle_t*>(&stop_timer_),
+          reinterpret_cast<uv_handle_t*>(&schedule_timer_),
+          reinterpret_cast<uv_handle_t*>(&sigint_), reinterpret_cast<uv_handle_t*>(&sigterm_)}) {
       uv_close(handle, nullptr);
     }
   }
@@ -388,6 +398,21 @@ class Proxy {
     static_cast<Proxy*>(timer->data)->print_second(false);
   }
   static void on_stop_timer(uv_timer_t* timer) { static_cast<Proxy*>(timer->data)->stop(); }
+  static void on_schedule_timer(uv_timer_t* timer) {
+    auto* self = static_cast<Proxy*>(timer->data);
+    const double elapsed_s = double(now_ns() - self->schedule_start_ns_) / 1e9;
+    for (int d = 0; d < 2; ++d) {
+      const auto& steps = self->options_.rate_schedule[d];
+      while (self->schedule_next_[d] < steps.size() &&
+             steps[self->schedule_next_[d]].first <= elapsed_s) {
+        const double kbps = steps[self->schedule_next_[d]++].second;
+        self->chains_[d].set_rate(kbps);
+        // On stderr: stdout's lines are the per-second counters and the summary.
+        std::fprintf(stderr, "sync-impair: %s rate cap %.0f kbit/s at %.2f s\n",
+                     d == 0 ? "fwd" : "rev", kbps, elapsed_s);
+      }
+    }
+  }
   static void on_signal(uv_signal_t* signal, int) { static_cast<Proxy*>(signal->data)->stop(); }
 
   const Options& options_;
@@ -408,6 +433,9 @@ class Proxy {
   uv_poll_t timer_poll_{};
   uv_timer_t stats_timer_{};
   uv_timer_t stop_timer_{};
+  uv_timer_t schedule_timer_{};
+  uint64_t schedule_start_ns_ = 0;
+  size_t schedule_next_[2] = {0, 0};
   uv_signal_t sigint_{};
   uv_signal_t sigterm_{};
   std::vector<uint8_t> receive_buffer_ = std::vector<uint8_t>(kMaxDatagram);
@@ -416,6 +444,26 @@ class Proxy {
   std::priority_queue<Scheduled, std::vector<Scheduled>, std::greater<>> schedule_;
   uint64_t next_order_ = 0;
 };
+
+bool parse_rate_schedule(const std::string& text, std::vector<std::pair<double, double>>& out) {
+  out.clear();
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string step = text.substr(at, comma - at);
+    const size_t colon = step.find(':');
+    if (colon == std::string::npos) return false;
+    char* end = nullptr;
+    const double seconds = std::strtod(step.c_str(), &end);
+    if (end != step.c_str() + colon || seconds < 0) return false;
+    const double kbps = std::strtod(step.c_str() + colon + 1, &end);
+    if (*end != '\0' || kbps < 0) return false;
+    if (!out.empty() && seconds < out.back().first) return false;
+    out.emplace_back(seconds, kbps);
+    at = comma + 1;
+  }
+  return !out.empty();
+}
 
 void add_chain_options(CLI::App& app, Options& options, int d) {
   const std::string p = std::string("--") + kDirectionName[d] + "-";
@@ -452,6 +500,10 @@ void add_chain_options(CLI::App& app, Options& options, int d) {
       ->check(CLI::Range(0.0, 100.0));
   app.add_option(p + "rate", c.rate_kbps, "rate cap, kbit/s (0: none)" + what)
       ->check(CLI::Range(0.0, 1e8));
+  app.add_option(p + "rate-schedule", options.rate_schedule_text[d],
+                 "rate cap changes during the run, \"S:KBPS,S:KBPS,...\" (seconds after start, "
+                 "ascending; KBPS 0: none)" +
+                     what);
   app.add_option(p + "bucket", c.bucket_bytes, "token bucket depth, bytes (default 1500)");
   app.add_option(p + "queue", c.queue_limit_bytes,
                  "queue limit before tail drop, bytes (default 100 ms at the rate)");
@@ -481,6 +533,10 @@ int main(int argc, char** argv) {
                                                      std::max(1.0, options.burst_length[d]))) {
           throw CLI::ValidationError("burst-loss", "needs 0 < loss < 100 and length >= 1");
         }
+      }
+      if (!options.rate_schedule_text[d].empty() &&
+          !parse_rate_schedule(options.rate_schedule_text[d], options.rate_schedule[d])) {
+        throw CLI::ValidationError("rate-schedule", "needs \"S:KBPS,...\" with S ascending");
       }
       if (options.jitter_dist[d] == "normal") {
         options.chain[d].jitter_distribution = impair::JitterDistribution::kNormal;

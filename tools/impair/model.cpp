@@ -85,16 +85,21 @@ ImpairmentChain::ImpairmentChain(const ChainConfig& config, uint64_t seed)
       duplicate_random_(seed ^ 0x300),
       delay_random_(seed ^ 0x400),
       reorder_random_(seed ^ 0x500) {
-  if (config_.rate_kbps > 0) {
-    bytes_per_ns_ = config_.rate_kbps * 1000 / 8 / 1e9;
-    if (config_.bucket_bytes == 0) config_.bucket_bytes = 1500;
-    if (config_.queue_limit_bytes == 0) {
-      config_.queue_limit_bytes =
-          std::max<size_t>(3000, static_cast<size_t>(config_.rate_kbps * 1000 / 8 / 10));
-    }
-    tokens_ = static_cast<double>(config_.bucket_bytes);
-    queue_.resize(kMaxQueuedPackets);
+  queue_limit_given_ = config_.queue_limit_bytes != 0;
+  if (config_.bucket_bytes == 0) config_.bucket_bytes = 1500;
+  tokens_ = static_cast<double>(config_.bucket_bytes);
+  set_rate(config_.rate_kbps);
+}
+
+void ImpairmentChain::set_rate(double rate_kbps) {
+  config_.rate_kbps = rate_kbps;
+  bytes_per_ns_ = rate_kbps > 0 ? rate_kbps * 1000 / 8 / 1e9 : 0;
+  if (rate_kbps <= 0) return;
+  if (!queue_limit_given_) {
+    config_.queue_limit_bytes =
+        std::max<size_t>(3000, static_cast<size_t>(rate_kbps * 1000 / 8 / 10));
   }
+  if (queue_.empty()) queue_.resize(kMaxQueuedPackets);
 }
 
 bool ImpairmentChain::rate_depart(uint64_t t, size_t bytes, uint64_t* departure_ns) {

@@ -97,6 +97,11 @@ class ImpairmentChain {
   const ChainCounters& counters() const { return counters_; }
   const ChainConfig& config() const { return config_; }
 
+  // A new rate cap from now on (0: none), for a path whose capacity changes during a run
+  // (--fwd-rate-schedule): packets already queued keep their departures; the queue becomes 100
+  // ms at the new rate unless the configuration gave its size. May allocate (the first cap).
+  void set_rate(double rate_kbps);
+
  private:
   // splitmix64-seeded xoshiro256** generator: small, fast and the same on every platform (the
   // standard library's distributions are not), so a seed reproduces a run anywhere.
@@ -122,6 +127,7 @@ class ImpairmentChain {
   bool ge_bad_ = false;
   // Token bucket (bytes, as of last_departure_ns_) and the queue's departures, FIFO.
   double bytes_per_ns_ = 0;
+  bool queue_limit_given_ = false;  // queue_limit_bytes came from the configuration
   double tokens_ = 0;
   uint64_t last_departure_ns_ = 0;
   size_t queued_bytes_ = 0;
