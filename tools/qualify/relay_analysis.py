@@ -19,11 +19,19 @@ Figures:
     and the overhead (FEC and RTX packets per media packet);
   - CPU: the relay thread's CPU per frame and as a share of a core, on each side, and each
     process's; memory: each syncd's resident-memory slope over minutes 1..N.
+  - adaptive bitrate (arm relay-abr, raw frames the sender encodes): per 0.25 s the path's cap
+    (sync-impair's schedule), the sender's send-rate target, the encoder's bitrate and picture
+    size, the rate the sender's socket sent; the time after the cap drops until the target is
+    under it and until the consumer is back at >= 59 fps for 3 s running, and after the cap
+    returns until the encoder is back at full size; frames lost during the drop.
 Contract (profile random): >= 59.5 unique fps, 0 low-rate seconds, 0 frames lost, 0 corrupt,
 p50 transport <= one-way + 1 interval, the largest gap around every re-key <= 2 intervals
 (less the sender's own lateness),
 memory slope <= 10 KiB/min on both sides (judged from 3 samples past minute 1). Profile burst
-reports its figures; its contract is 0 corrupt frames and both syncd up to the end.
+reports its figures; its contract is 0 corrupt frames and both syncd up to the end. Profile abr
+is judged on 0 corrupt frames (every decoded frame's column marker), both syncd up to the end,
+the target under the cap within 5 s of the drop, and full size again within 30 s of the cap's
+return.
 """
 from pathlib import Path
 
@@ -58,6 +66,70 @@ def _cpu(samples, role, key):
     if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
         return None
     return pts[-1][1] - pts[0][1], pts[-1][0] - pts[0][0]
+
+
+ABR_TARGET_WITHIN_S = 5.0
+ABR_FULL_SIZE_WITHIN_S = 30.0
+
+
+def _schedule(text):
+    """[(seconds, kbit/s)] from sync-impair's --fwd-rate-schedule text."""
+    steps = []
+    for part in (text or "").split(","):
+        if ":" in part:
+            t, k = part.split(":")
+            steps.append((float(t), float(k)))
+    return steps
+
+
+def analyze_abr(arm_dir, meta, rx_bins, fps):
+    """The adaptive-bitrate figures of a relay-abr arm (abr.jsonl, the cap's schedule)."""
+    rows = A.load_jsonl(arm_dir / "abr.jsonl")
+    t_zero = meta.get("impair_start_ns")
+    steps = _schedule(meta.get("rate_schedule"))
+    if not rows or t_zero is None or len(steps) < 3:
+        return None
+    series = {"t_s": [], "cap_mbps": [], "target_mbps": [], "encoder_mbps": [], "height": [],
+              "sent_mbps": []}
+    last = None
+    for r in rows:
+        t = (r["t_ns"] - t_zero) / 1e9
+        sender = r.get("sender") or {}
+        enc = r.get("encoder") or {}
+        cap = [k for (s0, k) in steps if s0 <= t]
+        sent = None
+        if last and r.get("bytes_sent") is not None and last.get("bytes_sent") is not None:
+            dt = (r["t_ns"] - last["t_ns"]) / 1e9
+            sent = (r["bytes_sent"] - last["bytes_sent"]) * 8 / dt / 1e6 if dt > 0 else None
+        last = r
+        series["t_s"].append(t)
+        series["cap_mbps"].append(cap[-1] / 1000 if cap and cap[-1] else None)
+        series["target_mbps"].append((sender.get("target_bps") or 0) / 1e6)
+        series["encoder_mbps"].append((enc.get("bitrate_kbps") or 0) / 1000)
+        series["height"].append(enc.get("height"))
+        series["sent_mbps"].append(sent)
+    drop_s, drop_kbps = steps[1]
+    back_s = steps[2][0]
+    t = np.array(series["t_s"])
+    target = np.array(series["target_mbps"])
+    height = np.array([h or 0 for h in series["height"]])
+    under = np.nonzero((t >= drop_s) & (t < back_s) & (target * 1000 <= drop_kbps))[0]
+    full = np.nonzero((t >= back_s) & (height >= meta.get("height", 0)))[0]
+    abr = {"cap_drop_s": drop_s, "cap_kbps": drop_kbps, "cap_back_s": back_s,
+           "target_under_cap_after_s": float(t[under[0]] - drop_s) if len(under) else None,
+           "full_size_again_after_s": float(t[full[0]] - back_s) if len(full) else None,
+           "lowest_height": int(height[height > 0].min()) if (height > 0).any() else None,
+           "_series": series}
+    # The consumer: seconds since the drop until 3 complete seconds running at >= 59 fps (the
+    # bins are whole seconds of CLOCK_MONOTONIC, the schedule's zero is t_zero on that clock).
+    if rx_bins:
+        abr["_rx_seconds"] = [(b["second"] + 0.5 - t_zero / 1e9, b["frames"]) for b in rx_bins]
+        good = {int(b["second"]) for b in rx_bins if b["frames"] >= fps - 1}
+        drop_at = t_zero / 1e9 + drop_s
+        starts = sorted(s0 for s0 in good if s0 >= drop_at
+                        and all(s0 + k in good for k in range(3)))
+        abr["consumer_back_at_59_after_s"] = (starts[0] - drop_at) if starts else None
+    return abr
 
 
 def analyze_relay_arm(arm_dir):
@@ -221,7 +293,22 @@ def analyze_relay_arm(arm_dir):
             c[f"{role}_memory_slope_within_limit"] = abs(slope) <= A.SLOPE_LIMIT_KIB_PER_MIN
     result["_telemetry"] = samples
 
+    if meta.get("source") == "raw":
+        result["abr"] = analyze_abr(arm_dir, meta, (result.get("receiver") or {}).get(
+            "per_second"), fps)
+        test = (stream_rx.get("publishers") or {}).get("test") or {}
+        if result.get("receiver"):
+            result["receiver"]["frames_marker_verified"] = test.get("marker_verified")
     exits_ok = meta.get("sender_exit_code") == 0 and meta.get("receiver_exit_code") == 0
+    if meta.get("profile") == "abr":
+        abr = result.get("abr") or {}
+        c = {k: v for k, v in c.items() if k in ("zero_corrupt", "receiver_frames_recorded")}
+        c["target_under_the_cap_within_5_s"] = (
+            abr.get("target_under_cap_after_s") is not None
+            and abr["target_under_cap_after_s"] <= ABR_TARGET_WITHIN_S)
+        c["full_size_again_within_30_s"] = (
+            abr.get("full_size_again_after_s") is not None
+            and abr["full_size_again_after_s"] <= ABR_FULL_SIZE_WITHIN_S)
     if meta.get("profile") == "burst":
         # Reported, not judged: what 5 % burst loss costs; but never a corrupt frame.
         c = {k: v for k, v in c.items() if k in ("zero_corrupt", "receiver_frames_recorded")}
@@ -286,6 +373,46 @@ def plot_relay_arm(result, out_dir):
     files["timeline"] = f"{name}-timeline.png"
     fig.savefig(out_dir / files["timeline"], dpi=100)
     plt.close(fig)
+
+    abr = result.get("abr") or {}
+    series = abr.get("_series")
+    if series:
+        fig, axes = plt.subplots(3, 1, figsize=(10, 9), sharex=True)
+        ax = axes[0]
+        ax.step(series["t_s"], [c if c is not None else np.nan for c in series["cap_mbps"]],
+                where="post", color="black", linewidth=1.2, label="path cap (sync-impair)")
+        ax.plot(series["t_s"], series["target_mbps"], label="sender's target (estimate)")
+        ax.plot(series["t_s"], series["encoder_mbps"], label="encoder bitrate")
+        ax.plot(series["t_s"], [v if v is not None else np.nan for v in series["sent_mbps"]],
+                linewidth=0.7, alpha=0.8, label="sent (media + FEC + RTX)")
+        ax.set_ylabel("Mbit/s")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"{name}: {result['size']}@{result['nominal_fps']:g} raw -> H.264, path "
+                     f"capped {abr['cap_kbps'] / 1000:g} Mbit/s from {abr['cap_drop_s']:g} s to "
+                     f"{abr['cap_back_s']:g} s", fontsize=9)
+        ax.legend(loc="upper right", fontsize=7)
+        ax = axes[1]
+        secs = abr.get("_rx_seconds") or []
+        if secs:
+            ax.step([x for x, _ in secs], [n for _, n in secs], where="mid",
+                    label="delivered (remote consumer)")
+        ax.axhline(result["nominal_fps"], color="grey", linestyle=":", linewidth=0.8)
+        ax.axhline(A.LOW_RATE, color="red", linestyle="--", linewidth=0.8, label="low-rate (<50)")
+        ax.set_ylim(0, result["nominal_fps"] * 1.25)
+        ax.set_ylabel("unique frames / s")
+        ax.legend(loc="lower right", fontsize=7)
+        ax = axes[2]
+        ax.step(series["t_s"], [h if h else np.nan for h in series["height"]], where="post")
+        ax.set_ylabel("encoded height, px")
+        ax.set_xlabel("seconds since the path's schedule started")
+        for a in axes:
+            a.grid(True, alpha=0.3)
+            a.axvline(abr["cap_drop_s"], color="red", linewidth=0.6, alpha=0.6)
+            a.axvline(abr["cap_back_s"], color="green", linewidth=0.6, alpha=0.6)
+        fig.tight_layout()
+        files["abr"] = f"{name}-abr.png"
+        fig.savefig(out_dir / files["abr"], dpi=100)
+        plt.close(fig)
 
     samples = result.get("_telemetry") or []
     if samples:
@@ -361,6 +488,13 @@ def summary_rows(arms):
     row("RSS slope KiB/min, sender / receiver",
         lambda a: f"{A._fmt(a['memory']['sender']['slope_kib_per_min'])} / "
                   f"{A._fmt(a['memory']['receiver']['slope_kib_per_min'])}")
+    row("ABR: target under the cap after the drop, s / consumer >= 59 fps again after, s",
+        lambda a: f"{A._fmt(a['abr']['target_under_cap_after_s'])} / "
+                  f"{A._fmt(a['abr']['consumer_back_at_59_after_s'])}")
+    row("ABR: lowest encoded height / full size again after the cap's return, s",
+        lambda a: f"{a['abr']['lowest_height']} / {A._fmt(a['abr']['full_size_again_after_s'])}")
+    row("frames checked by their column marker (decoded at the receiver)",
+        lambda a: a["receiver"]["frames_marker_verified"])
     row("contract met", lambda a: "yes" if a["contract_met"] else
         "NO: " + ", ".join(k for k, v in a["contract"].items() if not v))
     return lines

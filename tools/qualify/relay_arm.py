@@ -10,6 +10,11 @@ publisher checks every access unit's bytes against the hash the sender computed.
 Profiles (sync-impair, both directions):
   random   1 % random loss, 20 +/- 5 ms (uniform) delay each way       (arms relay, relay-soak)
   burst    5 % Gilbert-Elliott loss in mean bursts of 4 packets, the same delay  (relay-burst)
+  abr      the same delay and no random loss; the sender's path capped at 20 Mbit/s, 4 Mbit/s
+           from 20 s, 20 Mbit/s again from 40 s (relay-abr). The source is raw: sync-producer's
+           RGBA pattern with the column marker, which the sending syncd encodes (adaptive
+           bitrate follows the estimate) and the receiving syncd decodes; its test publisher
+           checks every frame's marker.
 
 What one arm records under OUT/ARM/, besides what every arm records (producer_events.csv,
 arm.json):
@@ -22,6 +27,8 @@ arm.json):
   key_switches.jsonl  every change of the sender's send epoch (polled every 0.2 s): when each
                     re-key took effect, for the frame gaps around it
   impair.json       sync-impair's totals (datagrams dropped by reason, per direction)
+  abr.jsonl         (relay-abr) every 0.25 s: the sender's send-rate target and REMB, its
+                    socket's bytes sent, and its encoder's bitrate and picture size
   stats_final_sender.json / stats_final_receiver.json
 """
 import json
@@ -45,8 +52,12 @@ CLIP_FRAMES = 600  # 10 s at 60 fps, sent in rotation
 ONE_WAY_MS = 20
 JITTER_MS = 5
 
+ABR_POLL_S = 0.25
+ABR_SCHEDULE = "0:20000,20:4000,40:20000"  # seconds after sync-impair starts : kbit/s
+
 PROFILES = {
     "random": ["--fwd-loss", "1", "--rev-loss", "1"],
+    "abr": ["--fwd-rate-schedule", ABR_SCHEDULE],
     "burst": ["--fwd-burst-loss", "5", "--fwd-burst-length", "4", "--rev-burst-loss", "5",
               "--rev-burst-length", "4"],
 }
@@ -56,11 +67,13 @@ DELAY = ["--fwd-delay", str(ONE_WAY_MS), "--fwd-jitter", str(JITTER_MS), "--rev-
 NETNS_RECEIVER = "sync-a"  # scripts/netns-pair.sh's namespaces and addresses
 NETNS_RECEIVER_ADDRESS = "10.77.0.1"
 
-# name: sync-impair profile (the lengths are run.py's ARMS)
+# name: (sync-impair profile, source: an H.264 clip or raw frames the sender encodes); the
+# lengths are run.py's ARMS
 RELAY_ARMS = {
-    "relay": "random",
-    "relay-soak": "random",
-    "relay-burst": "burst",
+    "relay": ("random", "clip"),
+    "relay-soak": ("random", "clip"),
+    "relay-burst": ("burst", "clip"),
+    "relay-abr": ("abr", "raw"),
 }
 
 
@@ -119,7 +132,7 @@ def fingerprint(syncd, cert):
 
 def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
     """One relay arm. runner is run.py's module (EventsPoller, LiveLine, helpers)."""
-    profile = RELAY_ARMS[name]
+    profile, source = RELAY_ARMS[name]
     arm_dir = out_dir / name
     arm_dir.mkdir(parents=True, exist_ok=True)
     width, height = (int(v) for v in args.size.lower().split("x"))
@@ -140,12 +153,16 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
         "profile": profile, "impair_args": impair_args, "one_way_ms": ONE_WAY_MS,
         "jitter_ms": JITTER_MS, "rekey_interval_s": args.rekey_interval,
         "bitrate_kbps": args.bitrate, "notes": [], "capabilities": caps,
-        "netns": bool(args.netns),
+        "netns": bool(args.netns), "source": source,
     }
-    print(f"   making the {width}x{height} clip ({CLIP_FRAMES} frames at {args.bitrate} kbit/s)",
-          file=sys.stderr, flush=True)
-    clip = out_dir / f"relay-clip-{width}x{height}-{args.bitrate}k.264"
-    meta["clip"] = {"path": str(clip), **make_clip(clip, width, height, args.fps, args.bitrate)}
+    if source == "clip":
+        print(f"   making the {width}x{height} clip ({CLIP_FRAMES} frames at {args.bitrate} "
+              f"kbit/s)", file=sys.stderr, flush=True)
+        clip = out_dir / f"relay-clip-{width}x{height}-{args.bitrate}k.264"
+        meta["clip"] = {"path": str(clip), **make_clip(clip, width, height, args.fps,
+                                                       args.bitrate)}
+    else:
+        meta["rate_schedule"] = ABR_SCHEDULE
 
     keys_dir = tempfile.TemporaryDirectory(prefix="sync-relay-qual-")
     cert_tx = os.path.join(keys_dir.name, "sender.pem")
@@ -158,6 +175,7 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
     live = runner.LiveLine(sys.stderr.isatty() and not args.quiet)
     telemetry_file = open(arm_dir / "telemetry.jsonl", "w")
     switches_file = open(arm_dir / "key_switches.jsonl", "w")
+    abr_file = open(arm_dir / "abr.jsonl", "w") if source == "raw" else None
     pollers = {}
     try:
         # The receiver is not pinned: sync-impair and the receiver share whatever the sender
@@ -178,6 +196,7 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
         impair = Child("sync-impair", impair_argv)
         children.append(impair)
         impair_port = bench_common.port_from_line(impair.first_stdout_line(10), "sync-impair")
+        meta["impair_start_ns"] = monotonic_ns()  # the rate schedule's zero, near enough
 
         tx_argv = runner.pinned(runner.SYNCD_CORE, [
             str(paths["syncd"]), "--port", "0", "--status-line", "off", "--publisher", "test",
@@ -226,8 +245,10 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
         t0 = monotonic_ns()
         meta["start_ns"] = t0
         sample(t0)
+        media_args = (["--format", "h264", "--h264", str(clip)] if source == "clip" else
+                      ["--format", "rgba8", "--camera-marker"])
         producer_argv = [str(paths["producer"]), "--url", f"ws://127.0.0.1:{tx_port}/ws",
-                         "--stream", STREAM, "--format", "h264", "--h264", str(clip),
+                         "--stream", STREAM, *media_args,
                          "--width", str(width), "--height", str(height), "--fps",
                          str(args.fps), "--seconds", str(seconds),
                          "--events", str(arm_dir / "producer_events.csv"), "--quiet"]
@@ -241,9 +262,21 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
         next_events = time.monotonic() + EVENTS_POLL_S
         next_sample = time.monotonic() + TELEMETRY_S
         next_keys = time.monotonic()
+        next_abr = time.monotonic()
         send_epoch = None
         while producer.proc.poll() is None:
             now = time.monotonic()
+            if abr_file and now >= next_abr:
+                stats = relay_stats("sender") or {}
+                r = stats.get("relay") or {}
+                stream = runner.find_stream(stats, STREAM) or {}
+                relay_pub = (stream.get("publishers") or {}).get("relay") or {}
+                abr_file.write(json.dumps({
+                    "t_ns": monotonic_ns(), "sender": r.get("sender"),
+                    "bytes_sent": (r.get("socket") or {}).get("bytes_sent"),
+                    "encoder": relay_pub.get("encoder")}) + "\n")
+                abr_file.flush()
+                next_abr += ABR_POLL_S
             if now >= next_keys:
                 r = (relay_stats("sender") or {}).get("relay") or {}
                 epoch = (r.get("keys") or {}).get("send_epoch")
@@ -313,6 +346,8 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
         live.finish()
         telemetry_file.close()
         switches_file.close()
+        if abr_file:
+            abr_file.close()
         for p in pollers.values():
             p.close()
         for child in reversed(children):

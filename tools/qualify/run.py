@@ -13,6 +13,9 @@ Arms (docs/qualification.md):
                   --rekey-interval s, for 60 s (tools/qualify/relay_arm.py says what it records)
   relay-soak      the same for 1800 s
   relay-burst     the relay arm at 5 % Gilbert-Elliott burst loss
+  relay-abr       raw RGBA frames encoded by the sending syncd, decoded by the receiving one,
+                  through a path capped at 20 Mbit/s, then 4 from 20 s, then 20 from 40 s: the
+                  adaptive bitrate's run, 70 s
 
 What one arm records, under OUT/ARM/ (all times CLOCK_MONOTONIC ns, one clock for every process):
   producer_events.csv   sequence,send_start_ns,send_end_ns     (sync-producer --events)
@@ -71,6 +74,7 @@ ARMS = {
     "relay": (60, 0, "relay"),
     "relay-soak": (1800, 0, "relay"),
     "relay-burst": (60, 0, "relay"),
+    "relay-abr": (70, 0, "relay"),
 }
 CAMERA_NAME = "Sync Camera Qualification"
 
