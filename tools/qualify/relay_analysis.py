@@ -132,6 +132,52 @@ def analyze_abr(arm_dir, meta, rx_bins, fps):
     return abr
 
 
+def _event_columns(path):
+    cols = A.read_csv_columns(path, ["sequence", "receive_start_ns", "accept_ns",
+                                     "publish_done_ns"])
+    if cols is None:
+        return None
+    _, first = np.unique(cols["sequence"], return_index=True)  # a sequence's first event
+    return {k: v[first] for k, v in cols.items()}
+
+
+def analyze_glass_to_glass(arm_dir, encode_mean_ms, decode_mean_ms):
+    """Per frame, on one clock: the producer's send start (the frame's timestamp) to the moment
+    the receiving syncd had handed it to its publishers (a shared-memory reader can read it
+    then), and the stages between. Medians of stages do not add up to the median total."""
+    producer = A.read_csv_columns(arm_dir / "producer_events.csv", ["sequence", "send_start_ns"])
+    tx = _event_columns(arm_dir / "sender_events.csv")
+    rx = _event_columns(arm_dir / "receiver_events.csv")
+    if producer is None or tx is None or rx is None:
+        return None
+    seq, i_p, i_rx = np.intersect1d(producer["sequence"], rx["sequence"], return_indices=True)
+    _, j_tx, j_rx = np.intersect1d(tx["sequence"], seq, return_indices=True)
+    if len(seq) == 0 or len(j_tx) == 0:
+        return None
+    start = producer["send_start_ns"][i_p][j_rx]
+    tx_accept = tx["accept_ns"][j_tx]
+    rx_complete = rx["receive_start_ns"][i_rx][j_rx]
+    rx_accept = rx["accept_ns"][i_rx][j_rx]
+    rx_published = rx["publish_done_ns"][i_rx][j_rx]
+    total = rx_published - start
+    med = lambda a: float(np.median(a) / 1e6)  # noqa: E731
+    sender_to_receiver = med(rx_complete - tx_accept)
+    complete_to_accept = med(rx_accept - rx_complete)
+    # The receiver's "complete" is the arrival of a frame's last packet; the jitter buffer
+    # holds it to its playout time, then the decoder (or the copy) fills the lease.
+    stages = {
+        "ingest (producer send -> sender accept)": med(tx_accept - start),
+        "encode (x264 on the worker, mean)": encode_mean_ms,
+        "packetize, protect, pace, transit, repair": sender_to_receiver - (encode_mean_ms or 0),
+        "jitter buffer, hand-over to the loop": complete_to_accept - (decode_mean_ms or 0),
+        "decode into the lease (mean)": decode_mean_ms,
+        "publish (to every publisher)": med(rx_published - rx_accept),
+    }
+    return {"frames": int(len(total)), "ms": A.percentiles_ms(total), "stages_median_ms": stages,
+            "sender_to_receiver_median_ms": sender_to_receiver,
+            "decode_mean_ms": decode_mean_ms, "_total_ns": total}
+
+
 def analyze_relay_arm(arm_dir):
     arm_dir = Path(arm_dir)
     meta = A.load_json(arm_dir / "arm.json") or {}
@@ -294,11 +340,29 @@ def analyze_relay_arm(arm_dir):
     result["_telemetry"] = samples
 
     if meta.get("source") == "raw":
-        result["abr"] = analyze_abr(arm_dir, meta, (result.get("receiver") or {}).get(
-            "per_second"), fps)
+        if meta.get("profile") == "abr":
+            result["abr"] = analyze_abr(arm_dir, meta, (result.get("receiver") or {}).get(
+                "per_second"), fps)
         test = (stream_rx.get("publishers") or {}).get("test") or {}
         if result.get("receiver"):
             result["receiver"]["frames_marker_verified"] = test.get("marker_verified")
+        # The last sample taken while the stream was open (the final /stats comes after the
+        # sender's stream closed).
+        encoder, decoder = {}, {}
+        for x in A.load_jsonl(arm_dir / "telemetry.jsonl"):
+            pub = (((x.get("sender") or {}).get("stream") or {}).get("publishers") or {})
+            encoder = (pub.get("relay") or {}).get("encoder") or encoder
+            rr = ((x.get("receiver") or {}).get("relay") or {}).get("receiver") or {}
+            decoder = (rr.get("source") or {}).get("decoder") or decoder
+        mean_ms = lambda st: st.get("mean_us") / 1000 if st and st.get("mean_us") else None  # noqa
+        result["glass_to_glass"] = analyze_glass_to_glass(
+            arm_dir, mean_ms(encoder.get("encode")), mean_ms(decoder.get("decode")))
+        g = result["glass_to_glass"]
+        if g:
+            g["bound_ms"] = one_way_ms + 2 * interval_ms
+            if meta.get("profile") == "random":
+                c["glass_to_glass_p50_within_one_way_plus_2_intervals"] = (
+                    g["ms"]["p50"] <= g["bound_ms"])
     exits_ok = meta.get("sender_exit_code") == 0 and meta.get("receiver_exit_code") == 0
     if meta.get("profile") == "abr":
         abr = result.get("abr") or {}
@@ -414,6 +478,39 @@ def plot_relay_arm(result, out_dir):
         fig.savefig(out_dir / files["abr"], dpi=100)
         plt.close(fig)
 
+    g = result.get("glass_to_glass") or {}
+    if g.get("stages_median_ms"):
+        fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 6),
+                                      gridspec_kw={"height_ratios": [1, 1.4]})
+        left = 0.0
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for i, (label, ms) in enumerate(g["stages_median_ms"].items()):
+            if ms is None:
+                continue
+            ax.barh([0], [ms], left=left, color=colors[i % len(colors)],
+                    label=f"{label}: {ms:.1f} ms")
+            left += ms
+        ax.axvline(g["ms"]["p50"], color="black", linewidth=1,
+                   label=f"glass to glass p50 {g['ms']['p50']:.1f} ms (p99 "
+                         f"{g['ms']['p99']:.1f})")
+        ax.axvline(g["bound_ms"], color="red", linestyle="--", linewidth=0.8,
+                   label=f"bound: one-way + 2 intervals ({g['bound_ms']:.1f} ms)")
+        ax.set_yticks([])
+        ax.set_xlabel("ms (stage medians, stacked)")
+        ax.set_title(f"{name}: {result['size']}@{result['nominal_fps']:g} glass to glass by "
+                     f"stage, sync-impair {result['impairment']}", fontsize=9)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), fontsize=7, ncol=2)
+        total = np.sort(g["_total_ns"] / 1e6)
+        ax2.plot(total, np.arange(1, len(total) + 1) / len(total))
+        ax2.axvline(g["bound_ms"], color="red", linestyle="--", linewidth=0.8)
+        ax2.set_xlabel("glass to glass, ms (producer send start -> published at the receiver)")
+        ax2.set_ylabel("fraction of frames")
+        ax2.grid(True, alpha=0.3)
+        fig.tight_layout()
+        files["glass"] = f"{name}-glass.png"
+        fig.savefig(out_dir / files["glass"], dpi=100)
+        plt.close(fig)
+
     samples = result.get("_telemetry") or []
     if samples:
         fig, ax = plt.subplots(figsize=(10, 3.5))
@@ -493,6 +590,9 @@ def summary_rows(arms):
                   f"{A._fmt(a['abr']['consumer_back_at_59_after_s'])}")
     row("ABR: lowest encoded height / full size again after the cap's return, s",
         lambda a: f"{a['abr']['lowest_height']} / {A._fmt(a['abr']['full_size_again_after_s'])}")
+    row("glass to glass p50 / p99 / max ms (bound p50)",
+        lambda a: "{p50:.1f} / {p99:.1f} / {max:.1f} ({b:.1f})".format(
+            b=a["glass_to_glass"]["bound_ms"], **a["glass_to_glass"]["ms"]))
     row("frames checked by their column marker (decoded at the receiver)",
         lambda a: a["receiver"]["frames_marker_verified"])
     row("contract met", lambda a: "yes" if a["contract_met"] else

@@ -73,6 +73,7 @@ RELAY_ARMS = {
     "relay": ("random", "clip"),
     "relay-soak": ("random", "clip"),
     "relay-burst": ("burst", "clip"),
+    "relay-raw": ("random", "raw"),
     "relay-abr": ("abr", "raw"),
 }
 

@@ -13,6 +13,8 @@ Arms (docs/qualification.md):
                   --rekey-interval s, for 60 s (tools/qualify/relay_arm.py says what it records)
   relay-soak      the same for 1800 s
   relay-burst     the relay arm at 5 % Gilbert-Elliott burst loss
+  relay-raw       the relay arm with raw RGBA frames the sending syncd encodes and the
+                  receiving one decodes: glass to glass by stage, 60 s
   relay-abr       raw RGBA frames encoded by the sending syncd, decoded by the receiving one,
                   through a path capped at 20 Mbit/s, then 4 from 20 s, then 20 from 40 s: the
                   adaptive bitrate's run, 70 s
@@ -74,6 +76,7 @@ ARMS = {
     "relay": (60, 0, "relay"),
     "relay-soak": (1800, 0, "relay"),
     "relay-burst": (60, 0, "relay"),
+    "relay-raw": (60, 0, "relay"),
     "relay-abr": (70, 0, "relay"),
 }
 CAMERA_NAME = "Sync Camera Qualification"
