@@ -199,10 +199,16 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
         impair_port = bench_common.port_from_line(impair.first_stdout_line(10), "sync-impair")
         meta["impair_start_ns"] = monotonic_ns()  # the rate schedule's zero, near enough
 
-        tx_argv = runner.pinned(runner.SYNCD_CORE, [
+        tx_argv = [
             str(paths["syncd"]), "--port", "0", "--status-line", "off", "--publisher", "test",
             "--relay-to", f"127.0.0.1:{impair_port}", "--relay-cert", cert_tx,
-            "--peer-fingerprint", fp_rx, "--dtls-rekey-interval", str(args.rekey_interval)])
+            "--peer-fingerprint", fp_rx, "--dtls-rekey-interval", str(args.rekey_interval)]
+        # A raw source's sender runs two busy threads, the loop (ingest at up to 500 MB/s) and
+        # the encoder's worker (x264, ~8 ms a 1080p frame with the conversion): pinned to one
+        # core they would share it and the encoder falls behind; unpinned, the scheduler
+        # spreads them (and the producer) over both cores, as on a user's machine.
+        if source == "clip":
+            tx_argv = runner.pinned(runner.SYNCD_CORE, tx_argv)
         tx = Child("sending syncd", tx_argv)
         children.append(tx)
         tx_port = bench_common.port_from_line(tx.first_stdout_line(10), "sending syncd")
