@@ -83,7 +83,10 @@ void RelayPublisher::on_stream_open(const media::Stream& stream) {
   // A longer name is cut at 64 bytes: the peer's stream is named by what fits.
   d.name_bytes = uint8_t(std::min(c.name.size(), kMaxStreamNameBytes));
   std::memcpy(d.name, c.name.data(), d.name_bytes);
-  if (!thread_.send_to_relay(m)) return;  // the relay is stopping; the next open may take it
+  if (!thread_.send_to_relay(m)) {  // the relay is stopping; the next open may take it
+    retire_encoder();
+    return;
+  }
   relayed_stream_id_ = stream.id();
   streams_[stream.id()] = RelayPublisherCounters{};
 }
