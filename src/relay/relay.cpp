@@ -203,9 +203,10 @@ void Relay::write_metrics(telemetry::PrometheusText& out) const {
     out.sample("syncd_relay_frames_received_total", "outcome=\"malformed\"", v(s.frames_malformed));
     if (const DecodeStage* decoder = source_ ? source_->decoder() : nullptr) {
       const media::Stream* stream = source_->stream();
-      decoder->write_metrics(
-          out, stream ? "stream=\"" + telemetry::prometheus_label_value(stream->config().name) + "\""
-                      : std::string());
+      std::string labels;
+      if (stream)
+        labels = "stream=\"" + telemetry::prometheus_label_value(stream->config().name) + "\"";
+      decoder->write_metrics(out, labels);
     }
   }
 }
