@@ -69,6 +69,16 @@ class WorkerHandoff {
     uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
   }
 
+  // Waits until the worker has finished every job in flight and runs Done for each, on the
+  // loop thread, without stopping the worker: for a caller that must finish what it lent out
+  // (a stream about to close) but keeps the worker. Blocks for at most N jobs' work.
+  void flush() {
+    while (in_flight_ > 0) {
+      drain();
+      if (in_flight_ > 0) std::this_thread::yield();
+    }
+  }
+
   size_t in_flight() const { return in_flight_; }
   uint64_t submitted() const { return submitted_; }
 

@@ -12,6 +12,8 @@ const char* drop_reason_name(DropReason r) {
       return "geometry_mismatch";
     case DropReason::kDisconnected:
       return "disconnected";
+    case DropReason::kUndecodable:
+      return "undecodable";
     case DropReason::kCount:
       break;
   }

@@ -23,6 +23,8 @@ enum class DropReason : uint8_t {
   kSizeMismatch,      // payload length differs from the stream's frame size
   kGeometryMismatch,  // header width/height/format differ from the stream's
   kDisconnected,      // producer went away mid-frame, or its stream closed under the frame
+  kUndecodable,       // the relay's decoder made no picture of the access unit (a loss upstream,
+                      // waiting for an IDR, a bitstream error): the receiver counts why
   kCount,
 };
 const char* drop_reason_name(DropReason r);

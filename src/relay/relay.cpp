@@ -64,14 +64,16 @@ std::unique_ptr<Relay> Relay::start(const RelayConfig& config, media::StreamRegi
     relay->publisher_ = publisher.get();
     registry.add_publisher(std::move(publisher));
   } else {
-    relay->source_ = std::make_unique<RelaySource>(registry, *relay->thread_);
+    relay->source_ = std::make_unique<RelaySource>(registry, *relay->thread_, loop);
   }
   return relay;
 }
 
 void Relay::stop() {
-  if (thread_) thread_->stop();  // the frames the session held come back as kFrameDone
+  // The decoder's frames in flight read the relay's buffers: finished before the thread stops.
   if (source_) source_->close();
+  if (thread_) thread_->stop();  // the frames the session held come back as kFrameDone
+  if (source_) source_->stop();
 }
 
 void Relay::on_message(FromRelay& m, void* context) {
@@ -204,6 +206,13 @@ void Relay::write_metrics(telemetry::PrometheusText& out) const {
     out.sample("syncd_relay_frames_received_total", "outcome=\"complete\"", v(s.frames_complete));
     out.sample("syncd_relay_frames_received_total", "outcome=\"dropped\"", v(s.frames_dropped));
     out.sample("syncd_relay_frames_received_total", "outcome=\"malformed\"", v(s.frames_malformed));
+    if (const DecodeStage* decoder = source_ ? source_->decoder() : nullptr) {
+      const media::Stream* stream = source_->stream();
+      std::string labels;
+      if (stream)
+        labels = "stream=\"" + telemetry::prometheus_label_value(stream->config().name) + "\"";
+      decoder->write_metrics(out, labels);
+    }
   }
 }
 

@@ -10,12 +10,57 @@ namespace syncd::relay {
 namespace {
 bool same_stream(const StreamDescription& a, const StreamDescription& b) {
   return a.name_view() == b.name_view() && a.format == b.format && a.width == b.width &&
-         a.height == b.height;
+         a.height == b.height && a.source_format == b.source_format;
 }
 }  // namespace
 
-RelaySource::RelaySource(media::StreamRegistry& registry, RelayThread& thread)
-    : registry_(registry), thread_(thread) {}
+RelaySource::RelaySource(media::StreamRegistry& registry, RelayThread& thread, uv_loop_t* loop)
+    : registry_(registry), thread_(thread), loop_(loop) {}
+
+RelaySource::~RelaySource() {
+  stop();
+}
+
+void RelaySource::free_buffer(uint32_t buffer, void* self) {
+  ToRelay free;
+  free.kind = ToRelay::Kind::kBufferFree;
+  free.buffer = buffer;
+  // The channel is as deep as the relay's buffers are many, so this cannot be refused while
+  // the relay runs; a refusal at stop loses nothing (the relay frees its buffers as it ends).
+  static_cast<RelaySource*>(self)->thread_.send_to_relay(free);
+}
+
+void RelaySource::request_keyframe(void* self) {
+  ToRelay request;
+  request.kind = ToRelay::Kind::kKeyframeRequest;
+  // Refused only when the channel is full or the relay stopped; the stage asks again while it
+  // still waits (every keyframe_request_interval_ns).
+  static_cast<RelaySource*>(self)->thread_.send_to_relay(request);
+}
+
+bool RelaySource::open_decoder(std::string& error) {
+  if (!decoder_) {
+    if (!loop_) {
+      error = "no_decoder";
+      return false;
+    }
+    decoder_ = std::make_unique<DecodeStage>(
+        registry_,
+        DecodeStageHooks{&RelaySource::free_buffer, &RelaySource::request_keyframe, this});
+    std::string why;
+    if (!decoder_->start(loop_, why)) {
+      decoder_.reset();
+      error = "no_decoder";
+      return false;
+    }
+  }
+  std::string why;
+  if (!decoder_->open(*stream_, kOwner, why)) {
+    error = "no_decoder";
+    return false;
+  }
+  return true;
+}
 
 void RelaySource::on_description(const StreamDescription& d) {
   ++counters_.descriptions;
@@ -26,7 +71,9 @@ void RelaySource::on_description(const StreamDescription& d) {
   config.name = std::string(d.name_view());
   config.width = d.width;
   config.height = d.height;
-  config.format = media::PixelFormat(d.format);
+  // A stream encoded by the sender's relay is decoded back to raw frames here, at the described
+  // (source) size whatever size the sender encodes at after a resolution step.
+  config.format = d.source_format != 0 ? media::PixelFormat::kI420 : media::PixelFormat(d.format);
   config.fps = d.fps_millihertz / 1000.0;
   config.slots = kSlots;
   media::OpenError error;
@@ -36,12 +83,38 @@ void RelaySource::on_description(const StreamDescription& d) {
     counters_.open_error = media::open_error_code(error);
     return;
   }
+  if (d.source_format != 0) {
+    std::string error;
+    if (!open_decoder(error)) {
+      registry_.close(stream_);
+      stream_ = nullptr;
+      ++counters_.open_refused;
+      counters_.open_error = error;
+      return;
+    }
+    decoding_ = true;
+  }
   ++counters_.streams_opened;
   counters_.open_error.clear();
 }
 
 void RelaySource::on_frame_in(const FromRelay& m, uint64_t now_ns) {
   ++counters_.frames_in;
+  if (stream_ && decoding_) {
+    AccessUnitIn au;
+    au.data = m.data;
+    au.bytes = m.bytes;
+    au.buffer = m.buffer;
+    au.sequence = m.sequence;
+    au.capture_time_us = m.capture_time_us;
+    au.flags = m.flags;
+    au.start_ns = m.complete_ns;
+    if (m.sender_accept_ns != 0 && m.sender_accept_ns <= m.complete_ns &&
+        m.complete_ns - m.sender_accept_ns < 10'000'000'000ull)
+      counters_.transport.record(m.complete_ns - m.sender_accept_ns);
+    decoder_->submit(au, now_ns);  // the buffer comes back through free_buffer
+    return;
+  }
   if (!stream_) {
     ++counters_.frames_without_stream;
   } else {
@@ -70,12 +143,7 @@ void RelaySource::on_frame_in(const FromRelay& m, uint64_t now_ns) {
         m.complete_ns - m.sender_accept_ns < 10'000'000'000ull)
       counters_.transport.record(m.complete_ns - m.sender_accept_ns);
   }
-  ToRelay free;
-  free.kind = ToRelay::Kind::kBufferFree;
-  free.buffer = m.buffer;
-  // The channel is as deep as the relay's buffers are many, so this cannot be refused while
-  // the relay runs; a refusal at stop loses nothing (the relay frees its buffers as it ends).
-  thread_.send_to_relay(free);
+  free_buffer(m.buffer, this);
 }
 
 void RelaySource::on_peer_ended() {
@@ -83,8 +151,16 @@ void RelaySource::on_peer_ended() {
 }
 
 void RelaySource::close() {
+  // The decoder's frames in flight finish (committed or aborted) before their stream closes.
+  if (decoder_) decoder_->close_stream();
+  decoding_ = false;
   if (stream_) registry_.close(stream_);
   stream_ = nullptr;
+}
+
+void RelaySource::stop() {
+  close();
+  if (decoder_) decoder_->stop();
 }
 
 void RelaySource::write_stats(nlohmann::json& out) const {
@@ -99,6 +175,7 @@ void RelaySource::write_stats(nlohmann::json& out) const {
          {"frames_without_stream", c.frames_without_stream},
          {"frames_refused", c.frames_refused},
          {"transport", telemetry::stage_json(c.transport)}};
+  if (decoder_) decoder_->write_stats(out["decoder"]);
 }
 
 }  // namespace syncd::relay

@@ -8,15 +8,22 @@
 // speed), then the buffer goes back to the relay thread. Every frame is accounted for by the
 // registry (offered = accepted + dropped by reason), and frames with no stream to go to here.
 //
+// A stream the sender's relay encoded from raw frames (StreamDescription::source_format != 0)
+// opens here as I420 under the same name, at the described size, and its access units go
+// through a DecodeStage (relay_decoder.h), which decodes them on its worker into the stream's
+// leases and gives the buffers back when done.
+//
 // Thread: the main loop thread.
 #pragma once
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "media/stream_registry.h"
+#include "relay/relay_decoder.h"
 #include "relay/relay_thread.h"
 #include "telemetry/stage_stats.h"
 
@@ -41,7 +48,10 @@ class RelaySource {
   static constexpr uint64_t kOwner = std::numeric_limits<uint64_t>::max();
   static constexpr uint32_t kSlots = 8;
 
-  RelaySource(media::StreamRegistry& registry, RelayThread& thread);
+  // loop: where a decode stage's worker reports back; without one (nullptr) a stream that needs
+  // decoding is refused (open_error "no_decoder").
+  RelaySource(media::StreamRegistry& registry, RelayThread& thread, uv_loop_t* loop = nullptr);
+  ~RelaySource();
 
   void on_description(const StreamDescription& description);
   // Commits the access unit, then gives its buffer back to the relay thread.
@@ -49,17 +59,28 @@ class RelaySource {
   // The peer ended its stream or left: the local stream closes.
   void on_peer_ended();
   void close();
+  // close(), and the decode stage's worker joined (syncd is stopping). Idempotent.
+  void stop();
 
   const RelaySourceCounters& counters() const { return counters_; }
   const media::Stream* stream() const { return stream_; }
+  // The decode stage, once a stream needed one (nullptr before).
+  const DecodeStage* decoder() const { return decoder_.get(); }
   void write_stats(nlohmann::json& out) const;
 
  private:
   media::StreamRegistry& registry_;
   RelayThread& thread_;
+  uv_loop_t* loop_ = nullptr;
   media::Stream* stream_ = nullptr;
+  bool decoding_ = false;  // stream_ is fed by decoder_
+  std::unique_ptr<DecodeStage> decoder_;
   StreamDescription described_{};
   RelaySourceCounters counters_;
+
+  static void free_buffer(uint32_t buffer, void* self);
+  static void request_keyframe(void* self);
+  bool open_decoder(std::string& error);
 };
 
 }  // namespace syncd::relay

@@ -174,7 +174,7 @@ TEST(RelaySession, AccessUnitsCrossEncryptedAndVerifiedAcrossReKeys) {
   auto verifier = std::make_unique<media::TestPublisher>();
   media::TestPublisher* test = verifier.get();
   receiver_registry.add_publisher(std::move(verifier));
-  RelaySource source(receiver_registry, *pair.receiving);
+  RelaySource source(receiver_registry, *pair.receiving, &pair.loop);
   pair.ends.source = &source;
   const Pair::StopsFirst stops_first{pair};
 
@@ -272,7 +272,7 @@ TEST(RelaySession, ARawStreamIsEncodedOnAWorkerAndCrosses) {
   auto verifier = std::make_unique<media::TestPublisher>();
   media::TestPublisher* test = verifier.get();
   receiver_registry.add_publisher(std::move(verifier));
-  RelaySource source(receiver_registry, *pair.receiving);
+  RelaySource source(receiver_registry, *pair.receiving, &pair.loop);
   pair.ends.source = &source;
   const Pair::StopsFirst stops_first{pair};
 
@@ -429,7 +429,7 @@ struct ReceiverSide {
     session = s.get();
     thread = std::make_unique<RelayThread>(RelayThreadConfig{"127.0.0.1", port, "", 0},
                                            std::move(s), &on_receiver_message, &ends);
-    source = std::make_unique<RelaySource>(registry, *thread);
+    source = std::make_unique<RelaySource>(registry, *thread, &loop);
     ends.source = source.get();
     std::string error;
     EXPECT_TRUE(thread->start(&loop, error)) << error;

@@ -1,0 +1,194 @@
+// The receiver's decode stage (docs/wan.md, "Decoding at the receiver"): a relayed stream that
+// the sender's relay encoded from raw frames (StreamDescription::source_format != 0) is decoded
+// back into raw I420 frames in a local stream, for consumers that want pixels (shared-memory
+// readers, a camera, the test publisher's column-marker check).
+//
+// Per access unit, on the main loop: a lease is begun in the local I420 stream, and {the access
+// unit, the lease's planes} go to the stage's worker (core::WorkerHandoff, kDepth jobs), whose
+// H264Decoder writes the picture straight into the lease. Back on the loop the lease is committed
+// (a picture) or aborted as media::DropReason::kUndecodable, the stage's reason counted. The
+// access unit's bytes are the relay's buffer, lent for the job and given back (buffer_done) when
+// the worker is done: no second copy, as the decoder copies the access unit once already into
+// its padded input; with kDepth (4) of the relay's 8 buffers at most held here, the relay keeps
+// 4 for a burst, and in steady state one is held for the decode time (the `held` figure).
+//
+// Loss: a gap in the relayed sequence (the jitter buffer gave a frame up) or a decode error makes
+// the decoder wait for an IDR. While it waits, every frame is dropped as awaiting_keyframe and a
+// keyframe (a PLI) is asked for, at most once per keyframe_request_interval_ns (200 ms): the
+// sender's IDR needs one round trip plus up to 100 ms of VBV to arrive (docs/codec.md), so a
+// request per dropped frame (60 a second) would only make the sender emit IDR after IDR, each
+// several times a P-frame's size, on a link that is already losing packets.
+//
+// Another size: after an adaptive-bitrate step the sender encodes at 720p or 540p while the local
+// stream keeps its described size (a camera consumer cannot change size mid-stream). The worker
+// then decodes into a scratch picture (allocated once per size change) and scales it into the
+// lease with libyuv's I420Scale (bilinear).
+//
+// Accounting: frames_in == decoded + dropped (by reason) + in_flight, at any moment on the loop.
+//
+// Thread: the main loop thread for every public member; the decoder and scratch picture live on
+// the stage's worker. One instance per relayed stream.
+#pragma once
+
+#include <uv.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "core/worker_handoff.h"
+#include "media/stream_registry.h"
+#include "telemetry/prometheus.h"
+#include "telemetry/stage_stats.h"
+#include "video_codec/h264_decoder.h"
+
+namespace syncd::relay {
+
+// What the stage tells its owner (the RelaySource, or a test). Both run on the loop thread.
+struct DecodeStageHooks {
+  // The access unit in relay buffer `buffer` is no longer read: give it back (kBufferFree).
+  void (*buffer_done)(uint32_t buffer, void* context) = nullptr;
+  // The decoder waits for an IDR: ask the sender for one (kKeyframeRequest). Throttled here.
+  void (*keyframe_wanted)(void* context) = nullptr;
+  void* context = nullptr;
+};
+
+struct DecodeStageConfig {
+  // The least time between two keyframe requests (see above).
+  uint64_t keyframe_request_interval_ns = 200'000'000;
+  video_codec::DecoderConfig decoder;
+};
+
+// One access unit handed to the stage, as the relay thread delivered it (FromRelay::kFrameIn).
+struct AccessUnitIn {
+  const uint8_t* data = nullptr;  // valid until buffer_done(buffer)
+  size_t bytes = 0;
+  uint32_t buffer = 0;
+  uint64_t sequence = 0;
+  uint64_t capture_time_us = 0;
+  uint32_t flags = 0;     // the sender's frame flags; kHasContentHash is cleared here
+  uint64_t start_ns = 0;  // when the relay thread completed the frame
+};
+
+// Why a frame was not decoded into the local stream.
+enum class DecodeDrop : uint8_t {
+  kAwaitingKeyframe,  // the decoder waits for an IDR after a loss or at the start
+  kDecodeError,       // libavcodec refused the bitstream, or the picture came out corrupt
+  kRefused,           // empty, too large, not Annex B, not 8-bit 4:2:0, no picture
+  kPoolFull,          // the local stream had no free slot (the registry counts it too)
+  kWorkerBusy,        // kDepth frames already with the worker
+  kCommitRefused,     // decoded, but the registry refused the commit (its stream closed)
+  kStopped,           // the stage is not running (no stream, or stopped)
+  kCount,
+};
+const char* decode_drop_name(DecodeDrop drop);
+
+struct DecodeStageCounters {
+  uint64_t frames_in = 0;
+  uint64_t decoded = 0;  // committed into the local stream
+  std::array<uint64_t, size_t(DecodeDrop::kCount)> dropped{};
+  uint64_t in_flight = 0;  // with the worker now
+  uint64_t gaps = 0;       // sequence gaps seen (each makes the decoder wait for an IDR)
+  uint64_t keyframes = 0;  // IDRs decoded
+  uint64_t keyframe_requests = 0;
+  uint64_t keyframe_requests_throttled = 0;  // wanted, but within the interval of the last
+  uint64_t scaled = 0;                       // pictures of another size scaled into the lease
+  uint64_t scratch_allocations = 0;          // size changes that (re)allocated the scratch
+  uint32_t picture_width = 0;                // the last decoded picture's size
+  uint32_t picture_height = 0;
+  telemetry::StageStats decode;  // the worker's decode (and scale) of one access unit
+  telemetry::StageStats held;    // submit on the loop -> result back on the loop
+  uint64_t dropped_total() const {
+    uint64_t t = 0;
+    for (uint64_t d : dropped) t += d;
+    return t;
+  }
+};
+
+class DecodeStage {
+ public:
+  static constexpr size_t kDepth = 4;
+
+  DecodeStage(media::StreamRegistry& registry, DecodeStageHooks hooks,
+              DecodeStageConfig config = {});
+  ~DecodeStage();
+  DecodeStage(const DecodeStage&) = delete;
+  DecodeStage& operator=(const DecodeStage&) = delete;
+
+  // Starts the worker (once per stage). False with a sentence in error.
+  bool start(uv_loop_t* loop, std::string& error);
+  // Decodes into `stream` from now on (an open I420 stream of `owner`; frames are written at the
+  // stream's size): the decoder is reopened and waits for an IDR. False (with error) when the
+  // stream is not I420 or the decoder cannot open. Finishes the previous stream first.
+  bool open(const media::Stream& stream, uint64_t owner, std::string& error);
+  // Takes one access unit. Its buffer always comes back through buffer_done: at once when the
+  // frame is dropped here, else when the worker is done with it. Never blocks.
+  void submit(const AccessUnitIn& au, uint64_t now_ns);
+  // Finishes the frames the worker holds (waits for at most kDepth decodes, then commits or
+  // aborts each and gives its buffer back) and forgets the stream. Call before the stream
+  // closes. Idempotent.
+  void close_stream();
+  // close_stream(), then joins the worker. Idempotent; the stage cannot start again.
+  void stop();
+  bool has_stream() const { return stream_id_ != 0; }
+
+  const DecodeStageCounters& counters() const { return counters_; }
+  void write_stats(nlohmann::json& out) const;
+  // Families syncd_relay_decoder_*; `labels` e.g. stream="cam".
+  void write_metrics(telemetry::PrometheusText& out, const std::string& labels) const;
+
+ private:
+  struct Job {
+    uint32_t index;  // into leases_ and buffers_
+    uint32_t width;  // the stream's size
+    uint32_t height;
+    const uint8_t* data;
+    size_t bytes;
+    video_codec::OutputPicture out;  // the lease's planes
+    bool loss_before;                // a gap precedes this frame: note_loss() first
+    uint64_t submitted_ns;
+    uint64_t decode_ns;                // worker
+    video_codec::DecodeResult result;  // worker
+    bool scaled;                       // worker
+    bool scratch_allocated;            // worker
+  };
+  static void decode_on_worker(Job& job, void* self);
+  static void result_on_loop(Job& job, void* self);
+  void decode(Job& job);  // worker
+  void finish(Job& job);  // loop
+  void drop(DecodeDrop reason, uint32_t buffer);
+  void want_keyframe(uint64_t now_ns);
+
+  media::StreamRegistry& registry_;
+  DecodeStageHooks hooks_;
+  DecodeStageConfig config_;
+  uint32_t stream_id_ = 0;
+  uint64_t owner_ = 0;
+  uint32_t width_ = 0;
+  uint32_t height_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
+  uint64_t last_now_ns_ = 0;
+  bool pending_loss_ = false;  // a frame never reached the decoder: note_loss() before the next
+  // Loop thread.
+  std::array<media::SlotLease, kDepth> leases_;
+  std::array<uint32_t, kDepth> buffers_{};
+  std::array<bool, kDepth> busy_{};
+  bool have_sequence_ = false;
+  uint64_t last_sequence_ = 0;
+  bool awaiting_keyframe_ = true;
+  bool requested_ = false;
+  uint64_t last_request_ns_ = 0;
+  DecodeStageCounters counters_;
+  // Worker thread (after start()).
+  video_codec::H264Decoder decoder_;
+  std::vector<uint8_t> scratch_;  // a picture of decode_width_ x decode_height_ when scaling
+  uint32_t decode_width_ = 0;     // the size the decoder now makes (set by open(), idle)
+  uint32_t decode_height_ = 0;
+  std::unique_ptr<core::WorkerHandoff<Job, kDepth>> worker_;
+};
+
+}  // namespace syncd::relay
