@@ -61,8 +61,8 @@ bool EncodeStage::start(uv_loop_t* loop) {
     slots_[i].pixels = memory_.data() + i * slot_bytes_;
     slots_[i].index = uint32_t(i);
   }
-  worker_ =
-      std::make_unique<core::WorkerHandoff<Job, 2 * kSlots>>(&encode_on_worker, &done_on_loop, this);
+  worker_ = std::make_unique<core::WorkerHandoff<Job, 2 * kSlots>>(&encode_on_worker, &done_on_loop,
+                                                                   this);
   if (worker_->start(loop) != 0) {
     worker_.reset();
     return false;
@@ -127,6 +127,8 @@ void EncodeStage::on_estimate(uint64_t now_ns, uint64_t estimate_bps) {
   const EncodeTarget& t = ladder_.on_estimate(now_ns, estimate_bps);
   counters_.width = t.width;  // the next job carries it; the worker re-opens on a change
   counters_.height = t.height;
+  counters_.steps_down = ladder_.steps_down();
+  counters_.steps_up = ladder_.steps_up();
   if (t.bitrate_kbps == counters_.bitrate_kbps) return;
   pending_bitrate_kbps_ = t.bitrate_kbps;
   counters_.bitrate_kbps = t.bitrate_kbps;

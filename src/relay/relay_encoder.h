@@ -63,6 +63,8 @@ struct EncodeStageCounters {
   uint32_t height = 0;
   uint64_t resizes = 0;  // resolution steps the worker made
   uint64_t resize_failures = 0;
+  uint64_t steps_down = 0;  // the ladder's decisions (encode_ladder.h)
+  uint64_t steps_up = 0;
   video_codec::EncodeStatus last_failure = video_codec::EncodeStatus::kOk;
   telemetry::StageStats encode;  // worker: conversion + encode, per frame
 };

@@ -52,6 +52,8 @@ void RelayPublisher::stop_encoder() {
 void RelayPublisher::retire_encoder() {
   if (!encoder_) return;
   encoder_->stop();
+  if (auto it = streams_.find(relayed_stream_id_); it != streams_.end())
+    it->second.encoder = encoder_->counters();
   // The relay may still hold some of its access units: the stage stays until they come back.
   if (encoder_->in_use()) retired_encoders_.push_back(std::move(encoder_));
   encoder_.reset();
@@ -196,6 +198,12 @@ void RelayPublisher::on_keyframe_request() {
   if (encoder_) encoder_->request_keyframe(core::monotonic_ns());
 }
 
+const EncodeStageCounters* RelayPublisher::encoder_counters(uint32_t stream_id) const {
+  if (encoder_ && stream_id == relayed_stream_id_) return &encoder_->counters();
+  const RelayPublisherCounters* c = counters(stream_id);
+  return c && c->encoder ? &*c->encoder : nullptr;
+}
+
 const RelayPublisherCounters* RelayPublisher::counters(uint32_t stream_id) const {
   auto it = streams_.find(stream_id);
   return it == streams_.end() ? nullptr : &it->second;
@@ -213,8 +221,8 @@ void RelayPublisher::write_stream_stats(uint32_t stream_id, nlohmann::json& out)
          {"in_flight", c->in_flight},
          {"dropped", dropped},
          {"keyframe_requests", keyframe_requests_}};
-  if (encoder_ && stream_id == relayed_stream_id_) {
-    const EncodeStageCounters& e = encoder_->counters();
+  if (const EncodeStageCounters* counters = encoder_counters(stream_id)) {
+    const EncodeStageCounters& e = *counters;
     out["encoder"] = {{"submitted", e.submitted},
                       {"encoded", e.encoded},
                       {"keyframes", e.keyframes},
@@ -228,8 +236,8 @@ void RelayPublisher::write_stream_stats(uint32_t stream_id, nlohmann::json& out)
                       {"height", e.height},
                       {"resizes", e.resizes},
                       {"resize_failures", e.resize_failures},
-                      {"steps_down", encoder_->ladder().steps_down()},
-                      {"steps_up", encoder_->ladder().steps_up()},
+                      {"steps_down", e.steps_down},
+                      {"steps_up", e.steps_up},
                       {"encode", telemetry::stage_json(e.encode)}};
   }
 }

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -41,6 +42,8 @@ struct RelayPublisherCounters {
   uint64_t sent = 0;
   uint64_t in_flight = 0;
   std::array<uint64_t, size_t(RelayDrop::kCount)> dropped{};
+  // A raw stream's encoder, as it was when the stream closed (the live one is the stage's).
+  std::optional<EncodeStageCounters> encoder;
   uint64_t dropped_total() const {
     uint64_t t = 0;
     for (uint64_t d : dropped) t += d;
@@ -77,6 +80,8 @@ class RelayPublisher final : public media::Publisher {
   void on_target_rate(uint64_t bits_per_second);
   // The encoder stage of the relayed raw stream, or nullptr.
   const EncodeStage* encoder() const { return encoder_.get(); }
+  // The encoder counters of a stream: the live stage's, or those kept when it closed.
+  const EncodeStageCounters* encoder_counters(uint32_t stream_id) const;
 
   const RelayPublisherCounters* counters(uint32_t stream_id) const;
   uint32_t relayed_stream() const { return relayed_stream_id_; }
@@ -89,6 +94,8 @@ class RelayPublisher final : public media::Publisher {
   // Hands an access unit (a producer's pinned slot, or the encoder's) to the relay thread.
   void send(media::FrameSlot& slot, RelayPublisherCounters& c);
   void stop_encoder();
+  // Stops the stage, keeps its final counters with its stream's, and destroys it once the
+  // relay has given back its access units.
   void retire_encoder();
   // Gives an access unit back to the encoder stage it came from; false for a pool's slot.
   bool release_access_unit(media::FrameSlot* slot);
