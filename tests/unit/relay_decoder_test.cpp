@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "media/frame_header.h"
 #include "media/publishers/test_publisher.h"
 #include "media/stream_registry.h"
+#include "relay/relay_source.h"
 #include "video_codec/h264_encoder.h"
 #include "video_codec_pictures.h"
 
@@ -334,6 +337,74 @@ TEST(RelayDecoder, MeasuresDecodeTimeAt1080p) {
       "held mean %.3f ms\n",
       double(c.decode.total_ns()) / 1e6 / double(c.decode.count()), double(c.decode.max_ns()) / 1e6,
       double(c.held.total_ns()) / 1e6 / double(c.held.count()));
+}
+
+// RelaySource routes a described stream with a source format through the stage: the local
+// stream is I420 at the described size under the same name, and the frames verify. (The relay
+// thread is not started: its buffers are given back into a closed channel, which refuses them.)
+class IdleHandler final : public RelayHandler {
+ public:
+  void on_start(RelayThread&, uint64_t) override {}
+  void on_datagram(std::span<uint8_t>, const sockaddr_storage&, uint64_t) override {}
+  void on_message(ToRelay&, uint64_t) override {}
+  void on_timer(uint64_t) override {}
+  void on_stop(uint64_t) override {}
+};
+void ignore_from_relay(FromRelay&, void*) {}
+
+TEST(RelayDecoder, RelaySourceOpensADescribedEncodedStreamAsI420AndDecodesIntoIt) {
+  uv_loop_t loop{};
+  uv_loop_init(&loop);
+  {
+    media::StreamRegistry registry;
+    auto verifier = std::make_unique<media::TestPublisher>();
+    media::TestPublisher* test = verifier.get();
+    registry.add_publisher(std::move(verifier));
+    RelayThread thread(RelayThreadConfig{}, std::make_unique<IdleHandler>(), &ignore_from_relay,
+                       nullptr);
+    RelaySource source(registry, thread, &loop);
+    StreamDescription d;
+    d.format = uint8_t(media::PixelFormat::kH264);
+    d.source_format = uint8_t(media::PixelFormat::kRgba8);
+    d.width = 640;
+    d.height = 360;
+    d.fps_millihertz = 60'000;
+    d.name_bytes = 3;
+    std::memcpy(d.name, "cam", 3);
+    source.on_description(d);
+    ASSERT_NE(source.stream(), nullptr);
+    EXPECT_EQ(source.stream()->config().format, media::PixelFormat::kI420);
+    EXPECT_EQ(source.stream()->config().name, "cam");
+    ASSERT_NE(source.decoder(), nullptr);
+    Encoding enc(640, 360);
+    std::vector<EncodedFrame> frames;
+    for (uint32_t i = 0; i < 10; ++i) frames.push_back(enc.encode(i));
+    for (uint32_t i = 0; i < 10; ++i) {
+      FromRelay m;
+      m.kind = FromRelay::Kind::kFrameIn;
+      m.data = frames[i].bytes.data();
+      m.bytes = frames[i].bytes.size();
+      m.buffer = i;
+      m.sequence = i;
+      m.flags = media::frame_flag::kColumnMarker | media::frame_flag::kHasContentHash;
+      source.on_frame_in(m, core::monotonic_ns());
+      const uint64_t deadline = core::monotonic_ns() + 5'000'000'000ull;
+      while (source.decoder()->counters().in_flight > 0 && core::monotonic_ns() < deadline) {
+        uv_run(&loop, UV_RUN_NOWAIT);
+        usleep(100);
+      }
+    }
+    EXPECT_EQ(source.decoder()->counters().decoded, 10u);
+    EXPECT_EQ(test->verdicts(source.stream()->id())->marker_verified, 10u);
+    EXPECT_EQ(source.counters().frames_in, 10u);
+    nlohmann::json stats;
+    source.write_stats(stats);
+    EXPECT_EQ(stats["decoder"]["decoded"], 10u);
+    source.stop();
+    EXPECT_EQ(source.stream(), nullptr);
+  }
+  uv_run(&loop, UV_RUN_NOWAIT);
+  uv_loop_close(&loop);
 }
 
 }  // namespace
