@@ -21,6 +21,8 @@ import unittest
 
 from harness import PRODUCER, SYNCD, Syncd, last_json
 
+SANITIZED = os.environ.get("SYNC_SANITIZE", "")
+
 IMPAIR = os.environ.get("SYNC_IMPAIR", "../../build/release/tools/impair/sync-impair")
 MAKE_CLIP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "h264",
                          "make_clip.py")
@@ -93,8 +95,9 @@ class Relay(unittest.TestCase):
     def test_a_raw_stream_is_encoded_decoded_and_every_marker_checked(self):
         """A page's raw frames (RGBA with the column marker) go into the sending syncd, which
         encodes them; the receiving syncd decodes them into an I420 stream of the same name and
-        size, where its test publisher reads every frame's marker."""
-        seconds = 4
+        size, where its test publisher reads every frame's marker. (The 720p60 figures are the
+        qualification arm's, test_relay_qualification.py.)"""
+        seconds, width, height = 4, 640, 360
         with self.receiver() as rx:
             impair = Impair(relay_port(rx), "--seed", "12", "--fwd-loss", "1", "--fwd-delay",
                             str(ONE_WAY_MS), "--fwd-jitter", "5", "--rev-delay", str(ONE_WAY_MS),
@@ -104,27 +107,42 @@ class Relay(unittest.TestCase):
                     tx.wait_for(lambda: tx.stats()["relay"]["state"] == "connected")
                     proc = subprocess.run([PRODUCER, "--url", tx.url, "--quiet", "--stream",
                                            "canvas", "--format", "rgba8", "--camera-marker",
-                                           "--width", str(W), "--height", str(H), "--fps",
-                                           str(FPS), "--seconds", str(seconds)],
+                                           "--width", str(width), "--height", str(height),
+                                           "--fps", str(FPS), "--seconds", str(seconds)],
                                           capture_output=True, text=True, timeout=120)
                     self.assertEqual(proc.returncode, 0, proc.stderr)
                     sent = last_json(proc.stdout)["frames_sent"]
-                    encoder = tx.stream_stats("canvas")["publishers"]["relay"]["encoder"]
-                    stream = rx.wait_for(lambda: (lambda st: st if st and st["publishers"]["test"][
-                        "delivered"] >= sent else None)(rx.stream_stats("canvas")))
+                    # The sender's BYE closes the receiver's stream once its last frame is in.
+                    rx.wait_for(lambda: (lambda src: src["stream"] is None and
+                                         src["streams_opened"])(
+                        rx.stats()["relay"]["receiver"]["source"]), timeout=30)
+                    relayed = tx.stream_stats("canvas")["publishers"]["relay"]
+                    stream = rx.stream_stats("canvas")
                     receiver = rx.stats()["relay"]["receiver"]
             finally:
                 impair.close()
-        print(f"\n  sent {sent}; encoder {encoder}\n  receiver stream {stream}", file=sys.stderr)
-        self.assertEqual(encoder["encoded"], sent)
-        self.assertEqual(encoder["failed"], 0)
-        # 1 % loss was repaired: every frame decoded, nothing held back for a keyframe.
-        self.assertEqual(stream["format"], "i420")
-        self.assertEqual((stream["width"], stream["height"]), (W, H))
+        print(f"\n  sent {sent}; relayed {relayed}\n  receiver stream {stream}\n  decoder "
+              f"{receiver['source'].get('decoder')}", file=sys.stderr)
+        encoder = relayed["encoder"]
         test = stream["publishers"]["test"]
-        self.assertEqual(test["delivered"], sent)
-        self.assertEqual(test["marker_verified"], sent)
+        self.assertEqual(stream["format"], "i420")
+        self.assertEqual((stream["width"], stream["height"]), (width, height))
+        # Every frame accounted for at the sender, and every frame decoded at the receiver shows
+        # its own marker: nothing corrupt, nothing reordered.
+        self.assertEqual(relayed["offered"], sent)
+        self.assertEqual(relayed["offered"], relayed["sent"] + sum(relayed["dropped"].values()))
+        self.assertEqual(encoder["failed"], 0)
+        self.assertEqual(test["marker_verified"], test["delivered"])
         self.assertEqual(stream["frames_verify_failed"], 0)
+        self.assertEqual(test["sequence_reordered"], 0)
+        if SANITIZED:
+            # Under a sanitizer the encoder and decoder run several times slower: the stream
+            # is checked, not its rate.
+            self.assertGreaterEqual(test["delivered"], sent // 2)
+            return
+        # 1 % loss was repaired: every frame encoded, relayed and decoded.
+        self.assertEqual(encoder["encoded"], sent)
+        self.assertEqual(test["delivered"], sent)
         self.assertEqual(receiver["frames_dropped"], 0)
 
     def test_a_clip_crosses_an_impaired_path_verified_across_re_keys(self):
