@@ -21,7 +21,7 @@ inline constexpr uint32_t kHasContentHash = 1u << 0;  // content_hash holds XXH3
 // The pixels carry the sequence's column marker (media/column_marker.h), which survives lossy
 // coding: the relay's decoder keeps this flag and clears kHasContentHash.
 inline constexpr uint32_t kColumnMarker = 1u << 1;
-}
+}  // namespace frame_flag
 
 // Wire layout (offsets in bytes, all little-endian):
 //   0 magic u32 | 4 version u16 | 6 header_bytes u16 | 8 stream_id u32 | 12 flags u32

@@ -22,11 +22,7 @@ const char* drop_reason_name(DropReason r) {
 
 Stream::Stream(uint32_t id, StreamConfig config, const FrameLayout& layout, uint64_t owner,
                FramePool* pool)
-    : id_(id),
-      config_(std::move(config)),
-      owner_(owner),
-      layout_(layout),
-      pool_(pool) {}
+    : id_(id), config_(std::move(config)), owner_(owner), layout_(layout), pool_(pool) {}
 
 Stream::~Stream() {
   close();

@@ -13,8 +13,8 @@
 
 namespace syncd::video_codec {
 using media::draw_column_marker;
-using media::read_column_marker;
 using media::kMarkerWidth;
+using media::read_column_marker;
 namespace {
 
 using testing::ConvertedFrame;

@@ -13,10 +13,10 @@
 
 namespace syncd::video_codec {
 using media::draw_column_marker;
-using media::read_column_marker;
 using media::kMarkerBits;
 using media::kMarkerColumn;
 using media::kMarkerWidth;
+using media::read_column_marker;
 namespace {
 
 using testing::I420Frame;

@@ -13,8 +13,8 @@
 
 namespace syncd::video_codec::testing {
 using media::draw_column_marker;
-using media::read_column_marker;
 using media::kMarkerWidth;
+using media::read_column_marker;
 
 struct I420Frame {
   uint32_t width = 0;

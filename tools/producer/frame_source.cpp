@@ -153,8 +153,8 @@ void FrameSource::prepare(uint64_t sequence, uint64_t capture_time_us, WireFrame
 
   media::FrameHeader header;
   header.stream_id = stream_id_;
-  header.flags = media::frame_flag::kHasContentHash |
-                 (camera_marker_ ? media::frame_flag::kColumnMarker : 0u);
+  header.flags =
+      media::frame_flag::kHasContentHash | (camera_marker_ ? media::frame_flag::kColumnMarker : 0u);
   header.sequence = sequence;
   header.capture_time_us = capture_time_us;
   header.width = geometry_.width;
