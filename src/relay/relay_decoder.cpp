@@ -77,7 +77,6 @@ bool DecodeStage::open(const media::Stream& stream, uint64_t owner, std::string&
   height_ = c.height;
   decode_width_ = c.width;
   decode_height_ = c.height;
-  have_sequence_ = false;
   pending_loss_ = false;
   awaiting_keyframe_ = false;
   requested_ = false;
@@ -120,14 +119,13 @@ void DecodeStage::submit(const AccessUnitIn& au, uint64_t now_ns) {
     drop(DecodeDrop::kStopped, au.buffer);
     return;
   }
-  // A frame the jitter buffer gave up on broke the chain of references: nothing decodes cleanly
-  // until an IDR. Any discontinuity counts (a restarted sender starts its sequence again).
-  if (have_sequence_ && au.sequence != last_sequence_ + 1) {
+  // An access unit the relay lost (the jitter buffer gave it up, a restarted sender) broke the
+  // chain of references: nothing decodes cleanly until an IDR. The relay says so; a gap in the
+  // producer's sequence alone is not a loss (the sender drops raw frames before its encoder).
+  if (au.loss_before) {
     ++counters_.gaps;
     pending_loss_ = true;
   }
-  have_sequence_ = true;
-  last_sequence_ = au.sequence;
   if (pending_loss_) awaiting_keyframe_ = true;
   if (awaiting_keyframe_) want_keyframe(now_ns);
 

@@ -12,12 +12,13 @@
 // its padded input; with kDepth (4) of the relay's 8 buffers at most held here, the relay keeps
 // 4 for a burst, and in steady state one is held for the decode time (the `held` figure).
 //
-// Loss: a gap in the relayed sequence (the jitter buffer gave a frame up) or a decode error makes
-// the decoder wait for an IDR. While it waits, every frame is dropped as awaiting_keyframe and a
-// keyframe (a PLI) is asked for, at most once per keyframe_request_interval_ns (200 ms): the
-// sender's IDR needs one round trip plus up to 100 ms of VBV to arrive (docs/codec.md), so a
-// request per dropped frame (60 a second) would only make the sender emit IDR after IDR, each
-// several times a P-frame's size, on a link that is already losing packets.
+// Loss: an access unit the relay lost (FromRelay::loss_before: the jitter buffer gave one up, or
+// the sender restarted) or a decode error makes the decoder wait for an IDR. While it waits, every
+// frame is dropped as awaiting_keyframe and a keyframe (a PLI) is asked for, at most once per
+// keyframe_request_interval_ns (200 ms): the sender's IDR needs one round trip plus up to 100 ms of
+// VBV to arrive (docs/codec.md), so a request per dropped frame (60 a second) would only make the
+// sender emit IDR after IDR, each several times a P-frame's size, on a link that is already losing
+// packets.
 //
 // Another size: after an adaptive-bitrate step the sender encodes at 720p or 540p while the local
 // stream keeps its described size (a camera consumer cannot change size mid-stream). The worker
@@ -69,8 +70,9 @@ struct AccessUnitIn {
   uint32_t buffer = 0;
   uint64_t sequence = 0;
   uint64_t capture_time_us = 0;
-  uint32_t flags = 0;     // the sender's frame flags; kHasContentHash is cleared here
-  uint64_t start_ns = 0;  // when the relay thread completed the frame
+  uint32_t flags = 0;        // the sender's frame flags; kHasContentHash is cleared here
+  uint64_t start_ns = 0;     // when the relay thread completed the frame
+  bool loss_before = false;  // the relay lost an access unit before this one (FromRelay)
 };
 
 // Why a frame was not decoded into the local stream.
@@ -91,7 +93,7 @@ struct DecodeStageCounters {
   uint64_t decoded = 0;  // committed into the local stream
   std::array<uint64_t, size_t(DecodeDrop::kCount)> dropped{};
   uint64_t in_flight = 0;  // with the worker now
-  uint64_t gaps = 0;       // sequence gaps seen (each makes the decoder wait for an IDR)
+  uint64_t gaps = 0;       // losses the relay signalled (each makes the decoder wait for an IDR)
   uint64_t keyframes = 0;  // IDRs decoded
   uint64_t keyframe_requests = 0;
   uint64_t keyframe_requests_throttled = 0;  // wanted, but within the interval of the last
@@ -177,8 +179,6 @@ class DecodeStage {
   std::array<media::SlotLease, kDepth> leases_;
   std::array<uint32_t, kDepth> buffers_{};
   std::array<bool, kDepth> busy_{};
-  bool have_sequence_ = false;
-  uint64_t last_sequence_ = 0;
   bool awaiting_keyframe_ = true;
   bool requested_ = false;
   uint64_t last_request_ns_ = 0;

@@ -104,6 +104,7 @@ class RelaySession::ReceiverSink final : public jitter::FrameSink {
   void on_drop(const jitter::DropEvent& drop) override {
     ++session_.counters_.frames_dropped;
     ++session_.counters_.frames_dropped_by[size_t(drop.reason)];
+    session_.lost_since_delivery_ = true;
     session_.free_frame_packets(drop.packets);
   }
 
@@ -886,6 +887,7 @@ void RelaySession::restart_sender(uint32_t ssrc, uint64_t now_ns) {
   }
   peer_media_ssrc_ = ssrc;
   fec_decoder_.reset(ssrc);
+  lost_since_delivery_ = true;  // a new sender's stream: its own chain of references
 }
 
 void RelaySession::accept_media(const rtp::RtpPacketView& view, std::span<const uint8_t> packet,
@@ -920,6 +922,7 @@ void RelaySession::deliver_frame(const jitter::FrameEvent& frame) {
   while (b < frame_buffer_lent_.size() && frame_buffer_lent_[b]) ++b;
   if (b == frame_buffer_lent_.size() || frame_buffers_[b].empty()) {
     ++counters_.frames_no_buffer;
+    lost_since_delivery_ = true;
     free_frame_packets(frame.packets);
     return;
   }
@@ -946,6 +949,7 @@ void RelaySession::deliver_frame(const jitter::FrameEvent& frame) {
   free_frame_packets(frame.packets);
   if (!ok) {
     ++counters_.frames_malformed;
+    lost_since_delivery_ = true;
     return;
   }
   ++counters_.frames_complete;
@@ -960,8 +964,14 @@ void RelaySession::deliver_frame(const jitter::FrameEvent& frame) {
   m.flags = have_info ? info.flags : 0;
   m.sender_accept_ns = info.sender_accept_ns;
   m.complete_ns = frame.completion_ns;
+  m.loss_before = lost_since_delivery_;
   frame_buffer_lent_[b] = true;
-  if (!thread_->send_to_main(m)) frame_buffer_lent_[b] = false;
+  if (thread_->send_to_main(m)) {
+    lost_since_delivery_ = false;
+  } else {
+    frame_buffer_lent_[b] = false;
+    lost_since_delivery_ = true;
+  }
 }
 
 void RelaySession::send_receiver_feedback(uint64_t now_ns, bool due_only) {

@@ -234,6 +234,7 @@ class RelaySession final : public RelayHandler {
   bool describing_ = false;
   bool goodbye_pending_ = false;      // the stream closed: BYE once the pacer is empty
   bool keyframe_wanted_ = false;      // receiver: the main loop asked for a PLI
+  bool lost_since_delivery_ = false;  // receiver: an access unit lost since the last delivered
   uint64_t reported_target_bps_ = 0;  // sender: the target the main loop last heard
   uint64_t next_target_report_ns_ = 0;
   StreamDescription description_{};

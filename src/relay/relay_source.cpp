@@ -109,6 +109,7 @@ void RelaySource::on_frame_in(const FromRelay& m, uint64_t now_ns) {
     au.capture_time_us = m.capture_time_us;
     au.flags = m.flags;
     au.start_ns = m.complete_ns;
+    au.loss_before = m.loss_before;
     if (m.sender_accept_ns != 0 && m.sender_accept_ns <= m.complete_ns &&
         m.complete_ns - m.sender_accept_ns < 10'000'000'000ull)
       counters_.transport.record(m.complete_ns - m.sender_accept_ns);

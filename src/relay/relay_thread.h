@@ -72,8 +72,13 @@ struct FromRelay {
   uint64_t capture_time_us = 0;
   uint32_t flags = 0;
   uint64_t sender_accept_ns = 0;
-  uint64_t complete_ns = 0;       // relay thread's CLOCK_MONOTONIC when the frame was complete
-  uint64_t target_bps = 0;        // kTargetRate
+  uint64_t complete_ns = 0;  // relay thread's CLOCK_MONOTONIC when the frame was complete
+  uint64_t target_bps = 0;   // kTargetRate
+  // kFrameIn: the relay lost an access unit of this stream since the one before this (the
+  // jitter buffer gave one up, or it could not be handed over, or the sender restarted), so a
+  // decoder's chain of references is broken. A gap in `sequence` alone is not that: a sender
+  // drops raw frames before its encoder, which never sees them.
+  bool loss_before = false;
   StreamDescription description;  // kDescription
 };
 

@@ -111,8 +111,9 @@ struct Receiver {
   }
 
   // Hands the frame over (as relay buffer `buffer`) without waiting for its result.
-  void hand(const EncodedFrame& f, uint64_t sequence, uint32_t buffer) {
+  void hand(const EncodedFrame& f, uint64_t sequence, uint32_t buffer, bool loss_before = false) {
     AccessUnitIn au;
+    au.loss_before = loss_before;
     au.data = f.bytes.data();
     au.bytes = f.bytes.size();
     au.buffer = buffer;
@@ -124,8 +125,8 @@ struct Receiver {
     stage->submit(au, now_ns);
   }
   // Hands the frame over and runs the loop until its result is back.
-  void feed(const EncodedFrame& f, uint64_t sequence) {
-    hand(f, sequence, uint32_t(sequence));
+  void feed(const EncodedFrame& f, uint64_t sequence, bool loss_before = false) {
+    hand(f, sequence, uint32_t(sequence), loss_before);
     const uint64_t deadline = core::monotonic_ns() + 5'000'000'000ull;
     while (stage->counters().in_flight > 0 && core::monotonic_ns() < deadline) {
       uv_run(&loop, UV_RUN_NOWAIT);
@@ -167,6 +168,26 @@ TEST(RelayDecoder, DecodesEveryFrameIntoLeasesWithItsMarker) {
   rx.expect_accounted();
 }
 
+// The sender drops raw frames before its encoder (a full pool, a late frame): the producer's
+// sequence skips, but the encoded stream is whole, and the relay signals no loss. Every frame
+// decodes; nothing waits for an IDR.
+TEST(RelayDecoder, ASequenceGapWithoutARelayLossDecodesOn) {
+  Receiver rx;
+  Encoding enc(640, 360);
+  for (uint32_t i = 0; i < 20; ++i) {
+    const uint64_t sequence = i < 10 ? i : i + 3;  // three raw frames never encoded
+    rx.feed(enc.encode(uint32_t(sequence)), sequence);
+  }
+  const DecodeStageCounters& c = rx.stage->counters();
+  EXPECT_EQ(c.decoded, 20u);
+  EXPECT_EQ(c.gaps, 0u);
+  EXPECT_EQ(rx.dropped(DecodeDrop::kAwaitingKeyframe), 0u);
+  EXPECT_EQ(rx.hooks.keyframe_requests, 0);
+  EXPECT_EQ(rx.verdicts().marker_verified, 20u);
+  EXPECT_EQ(rx.verdicts().sequence_gaps, 3u);  // the consumer still sees what never came
+  rx.expect_accounted();
+}
+
 TEST(RelayDecoder, SkippedPFrameWaitsForAnIdrAndAsksForOneThrottled) {
   Receiver rx;
   Encoding enc(640, 360);
@@ -176,9 +197,10 @@ TEST(RelayDecoder, SkippedPFrameWaitsForAnIdrAndAsksForOneThrottled) {
   ASSERT_TRUE(frames[40].keyframe);
   ASSERT_FALSE(frames[10].keyframe);
   for (uint32_t i = 0; i < 10; ++i) rx.feed(frames[i], i);
-  // Frame 10 is lost on the way (the jitter buffer gave it up): 11..39 cannot decode.
+  // Frame 10 is lost on the way (the jitter buffer gave it up, and the relay says so on the
+  // next access unit): 11..39 cannot decode.
   const uint64_t first_wait_ns = rx.now_ns;
-  for (uint32_t i = 11; i < 40; ++i) rx.feed(frames[i], i);
+  for (uint32_t i = 11; i < 40; ++i) rx.feed(frames[i], i, i == 11);
   const uint64_t waited_ns = rx.now_ns - first_wait_ns;  // 29 frames: ~483 ms
   const DecodeStageCounters& c = rx.stage->counters();
   EXPECT_EQ(c.gaps, 1u);
