@@ -358,8 +358,17 @@ def analyze_relay_arm(arm_dir):
         result["glass_to_glass"] = analyze_glass_to_glass(
             arm_dir, mean_ms(encoder.get("encode")), mean_ms(decoder.get("decode")))
         # Sender accept -> receiver complete includes the encoder here: the transport bound is
-        # part 1's, for encoded sources; a raw source is judged glass to glass.
+        # part 1's, for encoded sources; a raw source is judged glass to glass. Its losses are
+        # judged where they happen: none in transport, and at most 0.1 % never relayed (raw
+        # frames the sender dropped, by reason, when its encoder's core stalled).
         c.pop("transport_p50_within_one_way_plus_interval", None)
+        rx = result.get("receiver") or {}
+        if "lost_in_transport" in rx and sent:
+            c.pop("zero_frames_lost", None)
+            c["zero_frames_lost_in_transport"] = rx["lost_in_transport"] == 0 and not r.get(
+                "frames_dropped")
+            c["at_most_0_1_percent_never_relayed"] = (
+                sum(rx["lost_before_the_relay"].values()) <= sent // 1000)
         g = result["glass_to_glass"]
         if g:
             g["bound_ms"] = one_way_ms + 2 * interval_ms

@@ -252,8 +252,11 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
         t0 = monotonic_ns()
         meta["start_ns"] = t0
         sample(t0)
+        # A raw stream asks for 8 slots, as a page relaying its canvas should: the encoder
+        # holds a pinned frame for its ~6-11 ms, and with 4 slots (3 pins) a stall of the
+        # encoder's core for two frame intervals already refuses a pin.
         media_args = (["--format", "h264", "--h264", str(clip)] if source == "clip" else
-                      ["--format", "rgba8", "--camera-marker"])
+                      ["--format", "rgba8", "--camera-marker", "--slots", "8"])
         producer_argv = [str(paths["producer"]), "--url", f"ws://127.0.0.1:{tx_port}/ws",
                          "--stream", STREAM, *media_args,
                          "--width", str(width), "--height", str(height), "--fps",
