@@ -154,10 +154,13 @@ class Relay(unittest.TestCase):
             try:
                 with self.sender(impair.port, "--dtls-rekey-interval", "3") as tx:
                     tx.wait_for(lambda: tx.stats()["relay"]["state"] == "connected")
+                    # 8 slots: the relay publisher pins each access unit until the relay thread
+                    # has packetized it; with 4 (3 pins) a relay thread slowed by a sanitizer
+                    # refused a pin now and then (pin_refused: frames never relayed).
                     proc = subprocess.run([PRODUCER, "--url", tx.url, "--quiet", "--stream", "cam",
                                            "--format", "h264", "--h264", self.clip, "--width",
                                            str(W), "--height", str(H), "--fps", str(FPS),
-                                           "--seconds", str(seconds)],
+                                           "--seconds", str(seconds), "--slots", "8"],
                                           capture_output=True, text=True, timeout=120)
                     self.assertEqual(proc.returncode, 0, proc.stderr)
                     sent = last_json(proc.stdout)["frames_sent"]
