@@ -61,6 +61,9 @@ int main(int argc, char** argv) {
   app.add_option("--source", source, "Built-in producer: pattern[:WIDTHxHEIGHT@FPS]");
   app.add_option("--allow-origin", origins,
                  "Extra browser Origin allowed to open /ws (repeatable; loopback always is)");
+  app.add_flag("--cors-loopback", cfg.cors_loopback,
+               "Let pages on other loopback origins (a dev server on :5173) read responses: "
+               "import /web/sync.js, receive streams (CORS; --allow-origin values always may)");
   app.add_option("--allow-host", cfg.allowed_hosts,
                  "Extra Host name (NAME or NAME:PORT) requests may use (repeatable; loopback and "
                  "the --host address always are)")

@@ -17,19 +17,32 @@ constexpr size_t kReadBufferBytes = 64 * 1024;
 
 const char* status_text(int status) {
   switch (status) {
-    case 101: return "Switching Protocols";
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 421: return "Misdirected Request";
-    case 426: return "Upgrade Required";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
+    case 101:
+      return "Switching Protocols";
+    case 200:
+      return "OK";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 421:
+      return "Misdirected Request";
+    case 426:
+      return "Upgrade Required";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
   }
   return "Error";
 }
@@ -46,9 +59,9 @@ Connection::Connection(ConnectionHost& host, uint64_t id)
   tcp_.data = this;
   created_ns_ = core::monotonic_ns();
   last_receive_ns_ = created_ns_;
-  writer_ = std::make_unique<SocketWriter>(reinterpret_cast<uv_stream_t*>(&tcp_),
-                                           host.output_budget(), host.config().writer,
-                                           static_cast<WriterListener&>(*this));
+  writer_ =
+      std::make_unique<SocketWriter>(reinterpret_cast<uv_stream_t*>(&tcp_), host.output_budget(),
+                                     host.config().writer, static_cast<WriterListener&>(*this));
 }
 
 Connection::~Connection() = default;
@@ -64,8 +77,7 @@ void Connection::start() {
 void Connection::start_reading() {
   if (reading_ || closing_) return;
   reading_ = true;
-  uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), &Connection::on_alloc,
-                &Connection::on_read);
+  uv_read_start(reinterpret_cast<uv_stream_t*>(&tcp_), &Connection::on_alloc, &Connection::on_read);
 }
 
 void Connection::stop_reading() {
@@ -144,8 +156,7 @@ void Connection::on_alloc(uv_handle_t* handle, size_t /*suggested*/, uv_buf_t* b
   self->direct_read_ = nullptr;
   if (self->phase_ == Phase::kWebSocket) {
     const uint64_t remaining = self->decoder_.data_payload_remaining();
-    const uint64_t want =
-        std::min<uint64_t>(remaining, self->host_.config().read_window_bytes);
+    const uint64_t want = std::min<uint64_t>(remaining, self->host_.config().read_window_bytes);
     size_t n = 0;
     if (uint8_t* dst = self->ingest_.direct_window(want, self->host_.discard_buffer(), n)) {
       self->direct_read_ = dst;
@@ -241,8 +252,7 @@ void Connection::resume_reading() {
 
 void Connection::feed_websocket(uint8_t* data, size_t size) {
   const size_t used = decoder_.consume(data, size, *this);
-  if (used < size && paused_for_output_ && !closing_ && !decoder_.failed() &&
-      !decoder_.closed()) {
+  if (used < size && paused_for_output_ && !closing_ && !decoder_.failed() && !decoder_.closed()) {
     held_ = data + used;
     held_size_ = size - used;
   }
@@ -281,14 +291,14 @@ void Connection::send_http(int status, std::string_view content_type, std::strin
   if (closing_ || phase_ != Phase::kHttp) return;
   if (status / 100 < 6) ++host_.counters().http_responses[status / 100];
   char head[256];
-  const int n = std::snprintf(
-      head, sizeof head,
-      "HTTP/1.1 %d %s\r\nContent-Type: %.*s\r\nContent-Length: %zu\r\n"
-      "Cache-Control: no-store\r\nConnection: close\r\n",
-      status, status_text(status), int(content_type.size()), content_type.data(), body.size());
+  const int n = std::snprintf(head, sizeof head,
+                              "HTTP/1.1 %d %s\r\nContent-Type: %.*s\r\nContent-Length: %zu\r\n"
+                              "Cache-Control: no-store\r\nConnection: close\r\n",
+                              status, status_text(status), int(content_type.size()),
+                              content_type.data(), body.size());
   phase_ = Phase::kClosing;
-  if (writer_->send_copy({std::string_view(head, size_t(std::max(n, 0))), extra_headers, "\r\n",
-                          body}) != SendStatus::kQueued) {
+  if (writer_->send_copy({std::string_view(head, size_t(std::max(n, 0))), response_headers_,
+                          extra_headers, "\r\n", body}) != SendStatus::kQueued) {
     ++host_.counters().slow_consumer_closes;
     destroy();
     return;
@@ -317,7 +327,7 @@ void Connection::upgrade_to_websocket(std::string_view response, char* rest, siz
 void Connection::start_streaming(std::string_view response_head) {
   if (closing_ || phase_ != Phase::kHttp) return;
   ++host_.counters().http_responses[2];
-  if (writer_->send_copy({response_head}) != SendStatus::kQueued) {
+  if (writer_->send_copy({response_head, response_headers_, "\r\n"}) != SendStatus::kQueued) {
     destroy();
     return;
   }
@@ -382,8 +392,7 @@ void Connection::on_write_complete(int status) {
     if (writer_->writes_in_flight() == 0) destroy();
     return;
   }
-  if (paused_for_output_ &&
-      writer_->queued_bytes() <= host_.config().writer.max_queued_bytes / 4) {
+  if (paused_for_output_ && writer_->queued_bytes() <= host_.config().writer.max_queued_bytes / 4) {
     paused_for_output_ = false;
     if (held_size_ > 0) {
       uint8_t* data = held_;

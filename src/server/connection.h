@@ -87,11 +87,16 @@ class Connection final : public ws::DecoderSink, private WriterListener {
   // long-lived path).
   void send_http(int status, std::string_view content_type, std::string_view body,
                  std::string_view extra_headers = {});
+  // HTTP: header lines ("Name: value\r\n" each) every response of this connection carries
+  // (its CORS headers, set once the request's Origin is known).
+  void set_response_headers(std::string headers) { response_headers_ = std::move(headers); }
   // HTTP: the 101 response has been built; the connection speaks WebSocket from here on. `rest`
   // is what the client sent after its request head.
   void upgrade_to_websocket(std::string_view response, char* rest, size_t rest_size);
   // HTTP: a response head of an endless body that services write with writer(); the client's
-  // bytes are read and ignored so that its EOF is seen.
+  // bytes are read and ignored so that its EOF is seen. `response_head` is the status line and
+  // header lines, without the blank line that ends the head (added here, after
+  // set_response_headers' lines).
   void start_streaming(std::string_view response_head);
 
   // WebSocket: control messages. Dropped unless this is an open WebSocket. A reply that does
@@ -157,7 +162,8 @@ class Connection final : public ws::DecoderSink, private WriterListener {
   http::RequestParser http_;
   ws::FrameDecoder decoder_;
   ws::Opcode message_opcode_ = ws::Opcode::kContinuation;
-  std::string text_;  // text message being assembled (control plane)
+  std::string text_;              // text message being assembled (control plane)
+  std::string response_headers_;  // set_response_headers
   FrameIngest ingest_;
   std::unique_ptr<SocketWriter> writer_;
   uint8_t* direct_read_ = nullptr;  // where on_alloc pointed the last read, if into a slot
@@ -165,7 +171,7 @@ class Connection final : public ws::DecoderSink, private WriterListener {
   // no read reuses while reading is stopped).
   uint8_t* held_ = nullptr;
   size_t held_size_ = 0;
-  size_t receive_low_water_ = 1;    // the socket's SO_RCVLOWAT, as last set
+  size_t receive_low_water_ = 1;  // the socket's SO_RCVLOWAT, as last set
 };
 
 }  // namespace syncd::server

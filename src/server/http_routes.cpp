@@ -94,9 +94,19 @@ HttpRoutes::HttpRoutes(Services services) : s_(std::move(services)) {
   };
 }
 
-void HttpRoutes::handle(Connection& c, const http::Request& request, char* rest,
-                        size_t rest_size) {
+void HttpRoutes::handle(Connection& c, const http::Request& request, char* rest, size_t rest_size) {
   if (!check_host(c, request)) return;
+  // CORS (docs/security.md): responses to a page of a CORS origin may be read by it. Other
+  // origins still act where origin_allowed says so, but cannot read what comes back.
+  if (request.has_header("origin") &&
+      http::cors_origin_allowed(request.header("origin"), s_.config.allowed_origins,
+                                s_.config.cors_loopback))
+    c.set_response_headers("Access-Control-Allow-Origin: " + std::string(request.header("origin")) +
+                           "\r\nVary: Origin\r\n");
+  if (request.method == "OPTIONS") {
+    preflight(c, request);
+    return;
+  }
   const std::string_view path = request.path();
   std::string allow;
   for (const Route& route : routes_) {
@@ -153,6 +163,36 @@ bool HttpRoutes::check_origin(Connection& c, const http::Request& r) {
   return false;
 }
 
+void HttpRoutes::preflight(Connection& c, const http::Request& r) {
+  // The methods and request headers a page may use cross-origin: reading (GET), granting
+  // credit and WHEP offers (POST, Content-Type), ending a session (DELETE), and a bearer
+  // ticket (Authorization). Sync-Client stays out: it is how a native client without an Origin
+  // proves it is not a page, so no page may send it.
+  const std::string_view method = r.header("access-control-request-method");
+  bool headers_ok = true;
+  std::string_view asked = r.header("access-control-request-headers");
+  while (!asked.empty()) {
+    const size_t comma = asked.find(',');
+    const std::string_view name = trim(asked.substr(0, comma));
+    asked = comma == std::string_view::npos ? std::string_view() : asked.substr(comma + 1);
+    if (!name.empty() && !ieq(name, "content-type") && !ieq(name, "authorization"))
+      headers_ok = false;
+  }
+  const bool cors = r.has_header("origin") &&
+                    http::cors_origin_allowed(r.header("origin"), s_.config.allowed_origins,
+                                              s_.config.cors_loopback);
+  if (!cors || !(method == "GET" || method == "POST" || method == "DELETE") || !headers_ok) {
+    ++s_.counters.cors_preflight_refused;
+    c.send_http(403, "text/plain", "cross-origin request not allowed\n");
+    return;
+  }
+  ++s_.counters.cors_preflights;
+  c.send_http(204, "text/plain", "",
+              "Access-Control-Allow-Methods: GET, POST, DELETE\r\n"
+              "Access-Control-Allow-Headers: Authorization, Content-Type\r\n"
+              "Access-Control-Max-Age: 600\r\n");
+}
+
 void HttpRoutes::healthz(Connection& c, const http::Request&, char*, size_t) {
   c.send_http(200, "text/plain", "ok");
 }
@@ -175,8 +215,8 @@ void HttpRoutes::frame_events(Connection& c, const http::Request& r, char*, size
   uint64_t lost = 0, next = 0;
   const std::string body = s_.registry.frame_events().csv_since(since, kEventsPage, lost, next);
   c.send_http(200, "text/csv", body,
-              "X-Events-Next: " + std::to_string(next) + "\r\nX-Events-Lost: " +
-                  std::to_string(lost) + "\r\n");
+              "X-Events-Next: " + std::to_string(next) +
+                  "\r\nX-Events-Lost: " + std::to_string(lost) + "\r\n");
 }
 
 void HttpRoutes::stream_receive(Connection& c, const http::Request& r, char*, size_t) {
@@ -213,7 +253,7 @@ void HttpRoutes::stream_receive(Connection& c, const http::Request& r, char*, si
   c.start_streaming(
       "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.sync.frames\r\n"
       "Cache-Control: no-store\r\nConnection: close\r\nX-Sync-Receiver: " +
-      std::to_string(receiver) + "\r\nAccess-Control-Expose-Headers: X-Sync-Receiver\r\n\r\n");
+      std::to_string(receiver) + "\r\nAccess-Control-Expose-Headers: X-Sync-Receiver\r\n");
 }
 
 void HttpRoutes::stream_credit(Connection& c, const http::Request& r, char*, size_t) {

@@ -70,6 +70,9 @@ class HttpRoutes {
   // Each answers the refusal itself and returns false when the request must go no further.
   bool check_host(Connection& c, const http::Request& r);
   bool check_origin(Connection& c, const http::Request& r);
+  // An OPTIONS request: a CORS preflight, approved for a CORS origin asking for a method and
+  // headers syncd takes cross-origin, refused otherwise.
+  void preflight(Connection& c, const http::Request& r);
 
   Services s_;
   std::vector<Route> routes_;

@@ -450,6 +450,8 @@ std::string Server::stats_json() {
       {"http_not_found", c.http_not_found},
       {"origin_refused", c.origin_refused},
       {"origin_missing_refused", c.origin_missing_refused},
+      {"cors_preflights", c.cors_preflights},
+      {"cors_preflight_refused", c.cors_preflight_refused},
       {"http_host_refused", c.http_host_refused},
       {"http_host_invalid", c.http_host_invalid},
       {"http_framing_refused", c.http_framing_refused},
@@ -517,8 +519,9 @@ std::string Server::metrics_text() {
   out.family("syncd_http_errors_total", "counter", "HTTP requests refused, by status.");
   out.sample("syncd_http_errors_total", "status=\"400\"",
              c.http_bad_requests + c.http_host_invalid + c.http_framing_refused);
-  out.sample("syncd_http_errors_total", "status=\"403\"",
-             c.origin_refused + c.origin_missing_refused + c.tickets_refused);
+  out.sample(
+      "syncd_http_errors_total", "status=\"403\"",
+      c.origin_refused + c.origin_missing_refused + c.tickets_refused + c.cors_preflight_refused);
   out.sample("syncd_http_errors_total", "status=\"404\"", c.http_not_found);
   out.sample("syncd_http_errors_total", "status=\"405\"", c.http_method_not_allowed);
   out.sample("syncd_http_errors_total", "status=\"421\"", c.http_host_refused);
@@ -530,6 +533,7 @@ std::string Server::metrics_text() {
   out.sample("syncd_http_refused_total", "reason=\"host_invalid\"", c.http_host_invalid);
   out.sample("syncd_http_refused_total", "reason=\"origin_not_allowed\"", c.origin_refused);
   out.sample("syncd_http_refused_total", "reason=\"origin_missing\"", c.origin_missing_refused);
+  out.sample("syncd_http_refused_total", "reason=\"cors_preflight\"", c.cors_preflight_refused);
   out.sample("syncd_http_refused_total", "reason=\"framing\"", c.http_framing_refused);
   out.family("syncd_ws_protocol_errors_total", "counter",
              "WebSocket connections failed by syncd, by close code.");

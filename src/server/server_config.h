@@ -31,6 +31,8 @@ struct ServerConfig {
   std::optional<relay::RelayConfig> relay;        // --relay-to / --relay-listen (docs/wan.md)
   std::vector<std::string> allowed_origins;       // exact Origin values allowed besides loopback
   std::vector<std::string> allowed_hosts;  // Host names allowed besides loopback (--allow-host)
+  // CORS headers for loopback origins too, not only --allow-origin values (--cors-loopback).
+  bool cors_loopback = false;
   // Lowered at start to fit the descriptor limit (raised to its hard value), less a reserve.
   size_t max_connections = 1024;
   size_t max_header_bytes = 8192;
@@ -72,6 +74,9 @@ struct ServerCounters {
   uint64_t http_host_invalid = 0;        // 400: Host missing (HTTP/1.1), repeated or malformed
   uint64_t http_framing_refused = 0;     // 400: smuggling-prone framing or a body
   uint64_t origin_missing_refused = 0;   // 403: POST with neither Origin nor Sync-Client
+  uint64_t cors_preflights = 0;          // 204: OPTIONS approved for a CORS origin
+  uint64_t cors_preflight_refused = 0;   // 403: OPTIONS from an origin without CORS, or asking
+                                         // a method or header syncd does not take cross-origin
   uint64_t tickets_refused = 0;          // 403 on /streams/
   uint64_t version_refused = 0;          // 426
   uint64_t ws_protocol_errors = 0;       // closes we initiated for 1002/1007/1009

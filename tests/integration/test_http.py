@@ -120,6 +120,40 @@ class AllowedOrigin(unittest.TestCase):
             self.assertTrue(reply.startswith(b"HTTP/1.1 403"))
             self.assertEqual(syncd.stop(), 0)
 
+    def test_cors_headers_only_for_cors_origins(self):
+        def get(port, origin):
+            req = b"GET /web/sync.js HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: " + origin + b"\r\n\r\n"
+            return raw_http(port, req)
+
+        # Without --cors-loopback a loopback dev server's page may act but not read responses.
+        with Syncd() as plain:
+            reply = get(plain.port, b"http://localhost:5173")
+            self.assertTrue(reply.startswith(b"HTTP/1.1 200"), reply[:80])
+            self.assertNotIn(b"Access-Control-Allow-Origin", reply)
+        with Syncd("--allow-origin", "https://noisedeck.app", "--cors-loopback") as syncd:
+            for origin in [b"https://noisedeck.app", b"http://localhost:5173"]:
+                reply = get(syncd.port, origin)
+                self.assertIn(b"Access-Control-Allow-Origin: " + origin + b"\r\n", reply)
+                self.assertIn(b"Vary: Origin\r\n", reply)
+            self.assertNotIn(b"Access-Control-Allow-Origin", get(syncd.port, b"https://other.app"))
+            # Preflight: approved for a CORS origin and the methods and headers syncd takes,
+            # refused (403, counted) for anything else; Sync-Client never passes a preflight.
+            def preflight(origin, method=b"POST", headers=b"content-type"):
+                return raw_http(syncd.port, b"OPTIONS /whep HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: " + origin +
+                                b"\r\nAccess-Control-Request-Method: " + method +
+                                b"\r\nAccess-Control-Request-Headers: " + headers + b"\r\n\r\n")
+            reply = preflight(b"http://localhost:5173", headers=b"Authorization, Content-Type")
+            self.assertTrue(reply.startswith(b"HTTP/1.1 204"), reply[:80])
+            self.assertIn(b"Access-Control-Allow-Methods: GET, POST, DELETE", reply)
+            self.assertIn(b"Access-Control-Allow-Origin: http://localhost:5173", reply)
+            for refused in [preflight(b"https://other.app"), preflight(b"https://noisedeck.app", method=b"PUT"),
+                            preflight(b"https://noisedeck.app", headers=b"sync-client")]:
+                self.assertTrue(refused.startswith(b"HTTP/1.1 403"), refused[:80])
+                self.assertNotIn(b"Access-Control-Allow-Methods", refused)
+            counters = syncd.stats()["server"]
+            self.assertEqual(counters["cors_preflights"], 1)
+            self.assertEqual(counters["cors_preflight_refused"], 3)
+
 
 class ConnectionLimit(unittest.TestCase):
     def test_over_limit_is_refused_and_counted(self):

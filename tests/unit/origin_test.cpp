@@ -176,3 +176,21 @@ TEST(Host, AllowedAreLoopbackTheBoundAddressOrListed) {
   EXPECT_FALSE(allowed("box.lan:8081", "127.0.0.1", listed));
   EXPECT_FALSE(allowed("box.lan", "127.0.0.1", listed));
 }
+
+TEST(Origin, CorsIsForListedOriginsAndLoopbackOnlyWhenAskedFor) {
+  using syncd::http::cors_origin_allowed;
+  const std::vector<std::string> listed = {"https://noisedeck.app"};
+  EXPECT_TRUE(cors_origin_allowed("https://noisedeck.app", listed, false));
+  EXPECT_FALSE(cors_origin_allowed("https://noisedeck.app:8443", listed, false));
+  EXPECT_FALSE(cors_origin_allowed("http://noisedeck.app", listed, true));
+  // Loopback pages may act (origin_allowed) but read responses only with --cors-loopback.
+  EXPECT_TRUE(origin_allowed("http://localhost:5173", listed));
+  EXPECT_FALSE(cors_origin_allowed("http://localhost:5173", listed, false));
+  EXPECT_TRUE(cors_origin_allowed("http://localhost:5173", listed, true));
+  EXPECT_TRUE(cors_origin_allowed("http://127.0.0.1:5173", {}, true));
+  EXPECT_TRUE(cors_origin_allowed("https://[::1]:3000", {}, true));
+  EXPECT_FALSE(cors_origin_allowed("http://evil.example", listed, true));
+  EXPECT_FALSE(cors_origin_allowed("null", listed, true));
+  EXPECT_FALSE(cors_origin_allowed("chrome-extension://localhost", {}, true));
+  EXPECT_FALSE(cors_origin_allowed("http://localhost:5173/", {}, true));  // not serialized
+}

@@ -186,4 +186,13 @@ bool origin_allowed(std::string_view origin, const std::vector<std::string>& all
   return (o->scheme == "http" || o->scheme == "https") && is_loopback(o->authority);
 }
 
+bool cors_origin_allowed(std::string_view origin, const std::vector<std::string>& allowed,
+                         bool loopback_dev) {
+  const auto o = parse_origin(origin);
+  if (!o) return false;
+  for (const std::string& a : allowed)
+    if (origin == a) return true;
+  return loopback_dev && (o->scheme == "http" || o->scheme == "https") && is_loopback(o->authority);
+}
+
 }  // namespace syncd::http

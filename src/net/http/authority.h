@@ -53,4 +53,13 @@ bool host_allowed(const Authority& a, std::string_view bound_host,
 // host, or a serialized origin equal to one of `allowed` (--allow-origin values).
 bool origin_allowed(std::string_view origin, const std::vector<std::string>& allowed);
 
+// Whether responses to a page of this Origin carry CORS headers (docs/security.md, "CORS"):
+// an origin listed in `allowed` (--allow-origin), or, only when `loopback_dev` (--cors-loopback,
+// for a dev server on another loopback port), a serialized http(s) origin on a loopback host.
+// Being allowed to act (origin_allowed) is not enough to read responses: loopback pages may
+// open /ws, but reading a stream's bytes or importing /web/sync.js from another origin needs
+// the user's opt-in.
+bool cors_origin_allowed(std::string_view origin, const std::vector<std::string>& allowed,
+                         bool loopback_dev);
+
 }  // namespace syncd::http
