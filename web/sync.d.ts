@@ -25,15 +25,58 @@ export interface FrameLayout { format: PixelFormat; width: number; height: numbe
 /** null for an unknown format or a size that does not suit it (zero, odd sides for 4:2:0). */
 export function frameLayout(format: PixelFormat | number, width: number, height: number): FrameLayout | null;
 
-/** An error from syncd (`code` is the server's stable code) or from HTTP (`status`). */
+/** Codes syncd sends in an `error` message (docs/protocol.md, "Errors"). */
+export type ServerErrorCode =
+  | 'bad_json' | 'bad_message' | 'unknown_type' | 'protocol_unsupported' | 'hello_required'
+  | 'stream_name_taken' | 'bad_geometry' | 'bad_slots' | 'stream_limit' | 'connection_stream_limit' | 'no_memory'
+  | 'too_many_tickets' | 'ticket_unavailable' | 'unknown_stream' | 'not_stream_owner'
+  | 'bad_frame_header' | 'frame_size_mismatch' | 'geometry_mismatch'
+  | 'unknown_receiver' | 'unknown_topic' | 'topic_unavailable'
+  | 'audio_busy' | 'audio_in_use' | 'audio_unavailable';
+
+/** Codes the client itself gives an error, by what happened. */
+export type ClientErrorCode =
+  /** connect(): nothing answers at syncd's address (not running, wrong port). */
+  | 'syncd_unreachable'
+  /** connect(): syncd answered but refused this page: its Origin (or Host) is not allowed; start
+   * syncd with `--allow-origin <the page's origin>`. */
+  | 'origin_refused'
+  /** No reply (or no welcome) in time. */
+  | 'timeout'
+  /** An AbortSignal fired. */
+  | 'aborted'
+  /** close() was called before syncd welcomed the connection. */
+  | 'closed'
+  /** The control connection went down (pending requests reject with it). */
+  | 'disconnected'
+  /** A request while not connected. */
+  | 'not_connected'
+  | 'connect_failed'
+  /** receive(): HTTP 403, the ticket is missing, unknown, expired, spent, or for another stream. */
+  | 'forbidden'
+  /** receive(): HTTP 404, no such stream (it closed, or never opened). */
+  | 'not_found'
+  /** receive(): another HTTP status (`status` holds it). */
+  | 'http_error'
+  /** receive(): the stream's connection failed, or a cross-origin page without CORS. */
+  | 'network'
+  /** receive(): the stream ended inside a record (the publisher or syncd went away mid-frame). */
+  | 'truncated'
+  | 'bad_record' | 'bad_reply' | 'bad_frame_header' | 'bad_audio_packet' | 'not_open' | 'no_context'
+  /** Frame.drawTo of a 4:2:0 frame without WebCodecs. */
+  | 'unsupported_format'
+  /** Frame.drawTo on a canvas with neither a 2D nor a WebGL context. */
+  | 'unsupported_canvas'
+  | 'webgl_failed';
+
+export type SyncErrorCode = ServerErrorCode | ClientErrorCode;
+
+/** An error from syncd (`code` is the server's stable code), from HTTP (`status`), or the
+ * client's own (ClientErrorCode). */
 export class SyncError extends Error {
-  constructor(code: string, message?: string, options?: { status?: number; details?: unknown; cause?: unknown });
+  constructor(code: SyncErrorCode, message?: string, options?: { status?: number; details?: unknown; cause?: unknown });
   readonly name: 'SyncError';
-  /** Server error code (`stream_name_taken`, `unknown_receiver`, ...) or a client one:
-   * `forbidden` (HTTP 403), `not_found` (404), `http_error`, `network`, `truncated`,
-   * `bad_record`, `disconnected`, `not_connected`, `timeout`, `aborted`, `unsupported_format`
-   * (Frame.drawTo of a 4:2:0 frame without WebCodecs). */
-  code: string;
+  code: SyncErrorCode;
   /** HTTP status, for errors of the HTTP stream. */
   status?: number;
   /** The server's error message object, when it came from syncd. */
@@ -140,6 +183,11 @@ export interface StreamOpened {
   fps: number; slots: number; frame_bytes: number; header_bytes: number;
 }
 
+/** Receivers a ticket admits (1-16, default 1: a reload needs a use of its own) and how long it
+ * lives (1-3600 s, default 60). */
+export interface TicketOptions { uses?: number; ttlSeconds?: number }
+
+/** syncd's `ticket` reply as sent (wire names). */
 export interface Ticket { type: 'ticket'; stream: number; name: string; ticket: string; uses: number; expires_in_s: number }
 
 export interface PoseEvent { type: 'pose'; seq: number; t_ns: number; q: [number, number, number, number]; ypr: [number, number, number]; discontinuityCount: number }
@@ -154,6 +202,42 @@ export interface ConnectOptions {
   /** A WebSocket implementation (Node: the `ws` package); default globalThis.WebSocket. */
   WebSocket?: unknown;
   requestTimeoutMs?: number;
+  /** connect() settles within this (default 10000): welcomed, or rejected with
+   * `syncd_unreachable`, `origin_refused`, `timeout`, ... Reconnecting starts only after a
+   * first welcome. */
+  timeoutMs?: number;
+  /** Aborting it rejects a connect under way (`aborted`) or closes an open connection. */
+  signal?: AbortSignal;
+}
+
+/** The event Sync objects dispatch (they are EventTargets); `detail` is what happened. */
+export class SyncEvent<T = unknown> extends Event {
+  constructor(type: string, detail: T);
+  readonly detail: T;
+}
+
+/** Events of a SyncConnection, by type: the `detail` of each. */
+export interface SyncConnectionEvents {
+  open: { welcome: Welcome; reconnected: boolean };
+  disconnect: SyncError;
+  error: SyncError;
+  'credit-error': SyncError;
+  'frame-error': SyncError;
+  reconnecting: { attempt: number; delayMs: number; error: SyncError };
+  pose: PoseEvent;
+  'pose.status': PoseStatusEvent;
+  message: { type: string; [field: string]: unknown };
+  binary: ArrayBuffer;
+  /** Closed for good: after close() (no detail) or a failed connect (its error). */
+  close: SyncError | undefined;
+}
+
+/** syncd's /stats document (docs/protocol.md, "Stats"): top-level sections; each holds counters
+ * and nested objects described there. */
+export interface SyncdStats {
+  server: Record<string, unknown>;
+  streams?: Array<{ name: string; open: boolean; [field: string]: unknown }>;
+  [section: string]: unknown;
 }
 
 export interface ConnectionCounters {
@@ -163,7 +247,7 @@ export interface ConnectionCounters {
 
 type Unsubscribe = (() => void) & { ready: Promise<unknown> };
 
-export class SyncConnection {
+export class SyncConnection extends EventTarget {
   constructor(url?: string, options?: ConnectOptions);
   readonly url: string;
   readonly httpBase: string;
@@ -172,24 +256,22 @@ export class SyncConnection {
   state: 'connecting' | 'open' | 'reconnecting' | 'closed';
   readonly connected: boolean;
   readonly bufferedAmount: number;
-  on(type: 'open', fn: (e: { welcome: Welcome; reconnected: boolean }) => void): () => void;
-  on(type: 'disconnect' | 'error' | 'credit-error' | 'frame-error', fn: (e: SyncError) => void): () => void;
-  on(type: 'reconnecting', fn: (e: { attempt: number; delayMs: number; error: SyncError }) => void): () => void;
-  on(type: 'pose', fn: (e: PoseEvent) => void): () => void;
-  on(type: 'pose.status', fn: (e: PoseStatusEvent) => void): () => void;
-  on(type: 'message' | 'binary' | 'close', fn: (e: any) => void): () => void;
-  once(type: string, fn: (...a: any[]) => void): () => void;
-  off(type: string, fn: (...a: any[]) => void): void;
+  /** addEventListener shorthand: `fn` gets the event's detail; returns the remover. */
+  on<K extends keyof SyncConnectionEvents>(type: K, fn: (detail: SyncConnectionEvents[K]) => void): () => void;
+  once<K extends keyof SyncConnectionEvents>(type: K, fn: (detail: SyncConnectionEvents[K]) => void): () => void;
+  off<K extends keyof SyncConnectionEvents>(type: K, fn: (detail: SyncConnectionEvents[K]) => void): void;
+  addEventListener<K extends keyof SyncConnectionEvents>(type: K, listener: (ev: SyncEvent<SyncConnectionEvents[K]>) => void, options?: boolean | AddEventListenerOptions): void;
+  addEventListener(type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | AddEventListenerOptions): void;
   send(message: object): boolean;
   sendBinary(data: ArrayBuffer | ArrayBufferView): boolean;
   request<T = any>(message: { type: string }, replyTypes: string | string[], o?: { timeoutMs?: number }): Promise<T>;
-  stats(): Promise<any>;
+  stats(): Promise<SyncdStats>;
   /** Round-trip time of a control ping, ms. */
   ping(): Promise<number>;
   counters(): ConnectionCounters;
   openStream(c: { name: string; width: number; height: number; format?: PixelFormat; fps?: number; slots?: number }): Promise<StreamOpened>;
   closeStream(stream: number): Promise<{ type: 'stream.closed'; stream: number }>;
-  createTicket(stream: number | CanvasPublisher, o?: { uses?: number; ttl_s?: number }): Promise<Ticket>;
+  createTicket(stream: number | CanvasPublisher, o?: TicketOptions): Promise<Ticket>;
   grantCredit(receiver: number | string, frames?: number): boolean;
   subscribe(topic: 'pose', callback: (e: PoseEvent | PoseStatusEvent) => void): Unsubscribe;
   recenterPose(): boolean;
@@ -246,13 +328,13 @@ export interface PublisherStats {
   height: number;
 }
 
-export interface CanvasPublisher {
+export interface CanvasPublisher extends EventTarget {
   readonly name: string;
   readonly streamId: number | null;
   readonly readback: 'webgl2' | '2d';
   capture(): boolean;
   stats(): PublisherStats;
-  createTicket(o?: { uses?: number; ttl_s?: number }): Promise<Ticket>;
+  createTicket(o?: TicketOptions): Promise<Ticket>;
   stop(o?: { close?: boolean }): Promise<void>;
   on(type: 'open', fn: (e: StreamOpened) => void): () => void;
   on(type: 'frame', fn: (sequence: number) => void): () => void;
@@ -260,7 +342,7 @@ export interface CanvasPublisher {
 }
 
 export function publishCanvas(canvas: HTMLCanvasElement | OffscreenCanvas, options?: PublishOptions): Promise<CanvasPublisher>;
-export function createTicket(stream: number, options?: { uses?: number; ttl_s?: number; connection?: SyncConnection }): Promise<Ticket>;
+export function createTicket(stream: number | CanvasPublisher, options?: TicketOptions & { connection?: SyncConnection }): Promise<Ticket>;
 export function subscribe(topic: 'pose', callback: (e: PoseEvent | PoseStatusEvent) => void, options?: { connection?: SyncConnection }): Unsubscribe;
 export function readAudio(options?: { maxFrames?: number; minFrames?: number; timeoutMs?: number; connection?: SyncConnection }): Promise<AudioPacket>;
 
@@ -275,6 +357,9 @@ export interface ReceiveOptions {
   autoCredit?: boolean;
 }
 
+/** A received frame. receive() makes them; a page may also make one around its own pixels
+ * (`header` as parseRecordHeader returns it) to use drawTo. */
+export const Frame: { new (header: Omit<RecordHeader, 'payloadBytes'>, pixels: Uint8Array): Frame };
 export interface Frame {
   sequence: number;
   width: number;
@@ -294,6 +379,8 @@ export interface Frame {
   marker(): { sequence: number; valid: boolean };
   /** nv12 and i420 are drawn through WebCodecs' VideoFrame (SyncError 'unsupported_format'
    * without it). */
+  /** Resizes the canvas to the frame and draws it: 2D, or WebGL / WebGL2 when the canvas has
+   * such a context (the page's GL state is changed). */
   drawTo(canvas: HTMLCanvasElement | OffscreenCanvas): void;
 }
 

@@ -367,32 +367,55 @@ function nowUs() {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Tiny event emitter (EventTarget's Event objects are heavier than these events need).
+// Events: connections and publishers are EventTargets. Every event is a SyncEvent whose `detail`
+// is what happened; `on(type, fn)` is shorthand for addEventListener that hands `fn` the detail
+// and returns the function that removes it.
 
-class Emitter {
-  #handlers = new Map();
+/** The event Sync objects dispatch; `detail` carries the event's data. */
+export class SyncEvent extends Event {
+  constructor(type, detail) {
+    super(type);
+    this.detail = detail;
+  }
+}
+
+class Emitter extends EventTarget {
+  #wrapped = new Map(); // fn -> Map(type -> listener), so off(type, fn) finds what on() added
+  #listeners = new Map(); // type -> count: no event object is made for a type nobody hears
+  addEventListener(type, listener, options) {
+    super.addEventListener(type, listener, options);
+    if (listener) this.#listeners.set(type, (this.#listeners.get(type) ?? 0) + 1);
+  }
+  removeEventListener(type, listener, options) {
+    super.removeEventListener(type, listener, options);
+    const n = this.#listeners.get(type) ?? 0;
+    if (listener && n > 0) this.#listeners.set(type, n - 1);
+  }
   on(type, fn) {
-    if (!this.#handlers.has(type)) this.#handlers.set(type, new Set());
-    this.#handlers.get(type).add(fn);
+    const listener = (ev) => fn(ev.detail);
+    let byType = this.#wrapped.get(fn);
+    if (!byType) this.#wrapped.set(fn, (byType = new Map()));
+    byType.set(type, listener);
+    this.addEventListener(type, listener);
     return () => this.off(type, fn);
   }
   once(type, fn) {
-    const off = this.on(type, (...a) => { off(); fn(...a); });
+    const off = this.on(type, (detail) => { off(); fn(detail); });
     return off;
   }
   off(type, fn) {
-    this.#handlers.get(type)?.delete(fn);
+    const byType = this.#wrapped.get(fn);
+    const listener = byType?.get(type);
+    if (!listener) return;
+    byType.delete(type);
+    if (byType.size === 0) this.#wrapped.delete(fn);
+    this.removeEventListener(type, listener);
   }
-  emit(type, ...args) {
-    const set = this.#handlers.get(type);
-    if (!set) return;
-    for (const fn of [...set]) {
-      try {
-        fn(...args);
-      } catch (e) {
-        setTimeout(() => { throw e; });
-      }
-    }
+  emit(type, detail) {
+    // Counted listeners can over-count once-listeners added with addEventListener directly;
+    // that only costs an event object nobody hears.
+    if (!this.#listeners.get(type)) return;
+    this.dispatchEvent(new SyncEvent(type, detail));
   }
 }
 
@@ -403,7 +426,10 @@ let defaultConnection = null;
 
 /**
  * Connects to syncd's control WebSocket, does hello/welcome and resolves with a SyncConnection.
- * Reconnects with exponential backoff on loss (re-running hello) until close().
+ * Settles within `timeoutMs` (default 10000): rejected with a SyncError whose code says why
+ * (`syncd_unreachable`, `origin_refused`, `timeout`, `aborted`, `closed`,
+ * `protocol_unsupported`). Once welcomed, it reconnects with exponential backoff on loss
+ * (re-running hello) until close() or `signal` aborts.
  */
 export function connect(url, options = {}) {
   const conn = new SyncConnection(url, options);
@@ -412,7 +438,7 @@ export function connect(url, options = {}) {
 }
 
 export class SyncConnection extends Emitter {
-  constructor(url, { client = 'sync.js', reconnect = true, backoff = {}, WebSocket: WS, requestTimeoutMs = 10000 } = {}) {
+  constructor(url, { client = 'sync.js', reconnect = true, backoff = {}, WebSocket: WS, requestTimeoutMs = 10000, timeoutMs = 10000, signal } = {}) {
     super();
     const loc = globalThis.location;
     this.url = wsUrl(url ?? (loc ? loc.host : '127.0.0.1:54997'));
@@ -433,11 +459,54 @@ export class SyncConnection extends Emitter {
     this._closed = false;
     this._pingId = 0;
     this._counters = { connects: 0, reconnects: 0, disconnects: 0, messagesIn: 0, messagesOut: 0, errors: 0, lastRttMs: null };
+    this._lastDown = null; // why the last attempt ended, for the connect failure's code
     this.ready = new Promise((resolve, reject) => {
       this._readyResolve = resolve;
       this._readyReject = reject;
     });
+    // ready never stays pending: it settles at the welcome, or fails at the deadline, on
+    // abort, or at close().
+    this.ready.catch(() => {}); // a failed connect is reported through ready, not as unhandled
+    this._connectTimer = setTimeout(() => this._failConnect('timeout'), timeoutMs);
+    this._signal = signal ?? null;
+    if (signal) {
+      this._onAbort = () => {
+        if (this.welcome) this.close();
+        else this._failConnect('aborted');
+      };
+      if (signal.aborted) {
+        queueMicrotask(this._onAbort);
+      } else {
+        signal.addEventListener('abort', this._onAbort, { once: true });
+      }
+    }
     this._open();
+  }
+
+  // The first connect failed for good: settle ready with the reason, stop trying.
+  async _failConnect(why) {
+    if (this.welcome || this._closed) return;
+    this._closed = true;
+    clearTimeout(this._connectTimer);
+    if (this._timer) clearTimeout(this._timer);
+    this._timer = null;
+    const ws = this._ws;
+    this._ws = null;
+    ws?.close();
+    this.state = 'closed';
+    let error;
+    if (why === 'aborted') {
+      error = new SyncError('aborted', 'connect aborted', { cause: this._signal?.reason });
+    } else if (why === 'closed') {
+      error = new SyncError('closed', 'connection closed before syncd welcomed it');
+    } else if (why === 'protocol_unsupported') {
+      error = this._lastDown;
+    } else {
+      error = await diagnoseConnectFailure(this.httpBase, this._lastDown, why);
+    }
+    if (defaultConnection === this) defaultConnection = null;
+    this._readyReject(error);
+    this.emit('close', error);
   }
 
   get connected() {
@@ -460,7 +529,9 @@ export class SyncConnection extends Emitter {
     }
     ws.binaryType = 'arraybuffer';
     this._ws = ws;
+    let opened = false;
     ws.onopen = () => {
+      opened = true;
       this._sendNow(messages.hello(this.client));
     };
     ws.onmessage = (ev) => this._onMessage(ev.data);
@@ -468,11 +539,12 @@ export class SyncConnection extends Emitter {
     ws.onclose = (ev) => {
       if (this._ws !== ws) return;
       this._ws = null;
-      this._onDown(new SyncError('disconnected', `control connection closed (${ev.code}${ev.reason ? ' ' + ev.reason : ''})`, { details: { code: ev.code, reason: ev.reason } }));
+      this._onDown(new SyncError('disconnected', `control connection closed (${ev.code}${ev.reason ? ' ' + ev.reason : ''})`, { details: { code: ev.code, reason: ev.reason, opened } }));
     };
   }
 
   _onDown(error) {
+    this._lastDown = error;
     const wasOpen = this.state === 'open';
     this.state = this._closed ? 'closed' : 'reconnecting';
     if (wasOpen) {
@@ -485,10 +557,13 @@ export class SyncConnection extends Emitter {
       this.emit('close');
       return;
     }
-    if (!this.reconnect && !wasOpen && !this.welcome) {
-      this.state = 'closed';
-      this._readyReject(error);
-      return;
+    if (!this.welcome) {
+      // Not welcomed yet: without reconnect the first failure is final; with it, try again
+      // until the connect deadline (the backoff below).
+      if (!this.reconnect) {
+        this._failConnect('down');
+        return;
+      }
     }
     if (!this.reconnect) {
       this.state = 'closed';
@@ -524,6 +599,7 @@ export class SyncConnection extends Emitter {
         this._attempt = 0;
         ++this._counters.connects;
         if (!first) ++this._counters.reconnects;
+        clearTimeout(this._connectTimer);
         for (const topic of this._topics.keys()) this._subscribeNow(topic);
         if (first) this._readyResolve(this);
         this.emit('open', { welcome: m, reconnected: !first });
@@ -566,9 +642,8 @@ export class SyncConnection extends Emitter {
     }
     // A hello that failed (protocol_unsupported) while connecting.
     if (!this.welcome && this.state === 'connecting' && m.code === 'protocol_unsupported') {
-      this._closed = true;
-      this._readyReject(err);
-      this._ws?.close();
+      this._lastDown = err;
+      this._failConnect('protocol_unsupported');
       return;
     }
     // Replies come in request order, so an error answers the oldest pending request of its
@@ -675,9 +750,10 @@ export class SyncConnection extends Emitter {
   }
 
   /** A ticket for a stream this connection owns: `{ticket, stream, name, uses, expires_in_s}`. */
-  createTicket(stream, { uses, ttl_s } = {}) {
+  createTicket(stream, { uses, ttlSeconds, ttl_s } = {}) {
     const id = typeof stream === 'object' && stream ? stream.streamId : stream;
-    return this.request(messages.ticketCreate(id, { uses, ttl_s }), 'ticket');
+    // ttl_s: the wire's name, still taken from callers written before the camelCase option.
+    return this.request(messages.ticketCreate(id, { uses, ttl_s: ttlSeconds ?? ttl_s }), 'ticket');
   }
 
   /** Grants `frames` credit to a receiver; fire and forget (syncd replies only on error). */
@@ -758,8 +834,14 @@ export class SyncConnection extends Emitter {
     return receive(name, ticket, { ...options, connection: this });
   }
 
-  /** Closes for good (no reconnect). */
+  /** Closes for good (no reconnect). A connect still under way rejects with `closed`. */
   close() {
+    if (!this.welcome) {
+      this._failConnect('closed');
+      return;
+    }
+    if (this._closed) return;
+    this._signal?.removeEventListener('abort', this._onAbort);
     this._closed = true;
     if (this._timer) clearTimeout(this._timer);
     this._timer = null;
@@ -771,6 +853,38 @@ export class SyncConnection extends Emitter {
     }
     if (defaultConnection === this) defaultConnection = null;
   }
+}
+
+/**
+ * Why a connect failed, told apart as far as a page can: nothing answers at syncd's address
+ * (`syncd_unreachable`), or syncd answers HTTP but refused this page's WebSocket
+ * (`origin_refused`: its Origin or Host is not allowed; a browser does not show a refused
+ * upgrade's status, so the page asks /healthz the way a `<img>` would, which needs no CORS).
+ */
+async function diagnoseConnectFailure(base, lastDown, why) {
+  const timedOut = why === 'timeout';
+  const reachable = async (mode) => {
+    try {
+      await fetch(`${base}/healthz`, { mode, cache: 'no-store', signal: AbortSignal.timeout?.(2000) });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const inBrowser = typeof globalThis.document !== 'undefined';
+  if (typeof fetch === 'function' && inBrowser && lastDown) {
+    if (!(await reachable('no-cors'))) {
+      return new SyncError('syncd_unreachable', `syncd does not answer at ${base}`, { cause: lastDown });
+    }
+    if (lastDown.code === 'disconnected' && !lastDown.details?.opened) {
+      return new SyncError('origin_refused', `syncd at ${base} refused this page (${globalThis.location?.origin}): start it with --allow-origin ${globalThis.location?.origin}`, { cause: lastDown });
+    }
+  }
+  if (lastDown && lastDown.details?.code === 1006 && !lastDown.details?.opened && !inBrowser) {
+    return new SyncError('syncd_unreachable', `no WebSocket at ${base}: ${lastDown.message}`, { cause: lastDown });
+  }
+  if (timedOut) return new SyncError('timeout', `syncd did not welcome this client in time${lastDown ? ` (${lastDown.message})` : ''}`, { cause: lastDown ?? undefined });
+  return lastDown ?? new SyncError('syncd_unreachable', `cannot connect to ${base}`);
 }
 
 function connectionFrom(options) {
@@ -1126,7 +1240,7 @@ export function receive(name, ticket, options = {}) {
   return new FrameStream(name, ticket, options);
 }
 
-class Frame {
+export class Frame {
   constructor(h, pixels) {
     this.sequence = h.sequence;
     this.width = h.width;
@@ -1152,14 +1266,18 @@ class Frame {
   }
 
   /**
-   * Draws into a canvas (2D context; the canvas is resized to the frame). nv12 and i420 frames go
-   * through WebCodecs' VideoFrame, which converts them to RGB; without it they cannot be drawn
-   * (SyncError 'unsupported_format').
+   * Draws into a canvas, resized to the frame: through its 2D context, or, when the canvas
+   * already has a WebGL or WebGL2 context, as a texture on a full-canvas quad. nv12 and i420
+   * frames go through WebCodecs' VideoFrame, which converts them to RGB; without it they cannot
+   * be drawn (SyncError 'unsupported_format').
    */
   drawTo(canvas) {
     if (canvas.width !== this.width) canvas.width = this.width;
     if (canvas.height !== this.height) canvas.height = this.height;
+    // A canvas has one kind of context for life: '2d' is null when it is a WebGL canvas.
     const ctx = canvas.getContext('2d');
+    const gl = ctx ? null : canvas.getContext('webgl2') ?? canvas.getContext('webgl');
+    if (!ctx && !gl) throw new SyncError('unsupported_canvas', 'the canvas has neither a 2D nor a WebGL context (a bitmaprenderer?)');
     if (this.format === 'nv12' || this.format === 'i420') {
       if (typeof VideoFrame !== 'function') {
         throw new SyncError('unsupported_format', `drawing ${this.format} needs WebCodecs (VideoFrame)`);
@@ -1172,10 +1290,16 @@ class Frame {
         layout: this.planes.map((p) => ({ offset: p.offset, stride: p.stride })),
       });
       try {
-        ctx.drawImage(frame, 0, 0);
+        if (gl) drawTexture(gl, this.width, this.height, false, (g) => g.texImage2D(g.TEXTURE_2D, 0, g.RGBA, g.RGBA, g.UNSIGNED_BYTE, frame));
+        else ctx.drawImage(frame, 0, 0);
       } finally {
         frame.close();
       }
+      return;
+    }
+    if (gl) {
+      const data = this.pixels.subarray(0, this.width * this.height * 4);
+      drawTexture(gl, this.width, this.height, this.format === 'bgra8', (g) => g.texImage2D(g.TEXTURE_2D, 0, g.RGBA, this.width, this.height, 0, g.RGBA, g.UNSIGNED_BYTE, data));
       return;
     }
     let data = this.pixels;
@@ -1183,6 +1307,54 @@ class Frame {
     const clamped = new Uint8ClampedArray(data.buffer, data.byteOffset, this.width * this.height * 4);
     ctx.putImageData(new ImageData(clamped, this.width, this.height), 0, 0);
   }
+}
+
+// One program, texture and quad per WebGL context, made on its first drawTo.
+const glDrawers = new WeakMap();
+function glDrawer(gl) {
+  let d = glDrawers.get(gl);
+  if (d && !gl.isContextLost()) return d;
+  const shader = (type, src) => {
+    const sh = gl.createShader(type);
+    gl.shaderSource(sh, src);
+    gl.compileShader(sh);
+    if (!gl.getShaderParameter(sh, gl.COMPILE_STATUS)) throw new SyncError('webgl_failed', gl.getShaderInfoLog(sh) ?? 'shader');
+    return sh;
+  };
+  const program = gl.createProgram();
+  // Rows arrive top-down; GL's texture origin is the bottom row, so v runs downwards here.
+  gl.attachShader(program, shader(gl.VERTEX_SHADER, 'attribute vec2 p; varying vec2 uv; void main() { uv = vec2(p.x * 0.5 + 0.5, 0.5 - p.y * 0.5); gl_Position = vec4(p, 0.0, 1.0); }'));
+  gl.attachShader(program, shader(gl.FRAGMENT_SHADER, 'precision mediump float; varying vec2 uv; uniform sampler2D t; uniform bool bgra; void main() { vec4 c = texture2D(t, uv); gl_FragColor = bgra ? c.bgra : c; }'));
+  gl.linkProgram(program);
+  if (!gl.getProgramParameter(program, gl.LINK_STATUS)) throw new SyncError('webgl_failed', gl.getProgramInfoLog(program) ?? 'link');
+  const quad = gl.createBuffer();
+  gl.bindBuffer(gl.ARRAY_BUFFER, quad);
+  gl.bufferData(gl.ARRAY_BUFFER, new Float32Array([-1, -1, 1, -1, -1, 1, 1, 1]), gl.STATIC_DRAW);
+  const texture = gl.createTexture();
+  gl.bindTexture(gl.TEXTURE_2D, texture);
+  // NPOT textures in WebGL1 need clamping and no mipmaps.
+  for (const [k, v] of [[gl.TEXTURE_MIN_FILTER, gl.LINEAR], [gl.TEXTURE_MAG_FILTER, gl.LINEAR], [gl.TEXTURE_WRAP_S, gl.CLAMP_TO_EDGE], [gl.TEXTURE_WRAP_T, gl.CLAMP_TO_EDGE]]) gl.texParameteri(gl.TEXTURE_2D, k, v);
+  d = { program, quad, texture, p: gl.getAttribLocation(program, 'p'), bgra: gl.getUniformLocation(program, 'bgra') };
+  glDrawers.set(gl, d);
+  return d;
+}
+
+// Uploads with `upload(gl)` into the drawer's texture and draws it over the whole canvas. The
+// page's own GL state (program, buffers, texture unit 0, viewport) is changed; a page that
+// mixes its own drawing with drawTo sets its state again after.
+function drawTexture(gl, width, height, bgra, upload) {
+  const d = glDrawer(gl);
+  gl.useProgram(d.program);
+  gl.activeTexture(gl.TEXTURE0);
+  gl.bindTexture(gl.TEXTURE_2D, d.texture);
+  gl.pixelStorei(gl.UNPACK_ALIGNMENT, 1);
+  upload(gl);
+  gl.bindBuffer(gl.ARRAY_BUFFER, d.quad);
+  gl.enableVertexAttribArray(d.p);
+  gl.vertexAttribPointer(d.p, 2, gl.FLOAT, false, 0, 0);
+  gl.uniform1i(d.bgra, bgra ? 1 : 0);
+  gl.viewport(0, 0, width, height);
+  gl.drawArrays(gl.TRIANGLE_STRIP, 0, 4);
 }
 
 const bgraScratch = new WeakMap();

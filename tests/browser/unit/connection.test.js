@@ -136,3 +136,63 @@ test('backoff grows while the server is away, pending requests fail typed', asyn
   assert.equal(conn.state, 'closed');
   void port;
 });
+
+// connect() always settles: nothing listening, a server that never welcomes, an abort, and
+// close() before the welcome each reject with a code that says what happened.
+test('connect settles with a typed code: unreachable, timeout, aborted, closed', async () => {
+  const net = await import('node:net');
+  const free = await new Promise((resolve) => {
+    const srv = net.createServer().listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
+  });
+  const t0 = Date.now();
+  await assert.rejects(connect(`ws://127.0.0.1:${free}/ws`, { WebSocket, timeoutMs: 1500, backoff: { initialMs: 50, maxMs: 100 } }),
+    (e) => e instanceof SyncError && e.code === 'syncd_unreachable');
+  assert.ok(Date.now() - t0 < 5000, 'settled near its deadline');
+  await assert.rejects(connect(`ws://127.0.0.1:${free}/ws`, { WebSocket, reconnect: false }),
+    (e) => e.code === 'syncd_unreachable');
+
+  // Accepts the WebSocket, never answers hello.
+  const mute = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise((r) => mute.on('listening', r));
+  const muteUrl = `ws://127.0.0.1:${mute.address().port}/ws`;
+  try {
+    await assert.rejects(connect(muteUrl, { WebSocket, timeoutMs: 300 }), (e) => e.code === 'timeout');
+    const ac = new AbortController();
+    const aborted = connect(muteUrl, { WebSocket, signal: ac.signal });
+    setTimeout(() => ac.abort(), 50);
+    await assert.rejects(aborted, (e) => e.code === 'aborted');
+    const conn = new SyncConnection(muteUrl, { WebSocket });
+    const closed = new Promise((r) => conn.addEventListener('close', (ev) => r(ev.detail)));
+    conn.close();
+    await assert.rejects(conn.ready, (e) => e.code === 'closed');
+    assert.equal((await closed).code, 'closed');
+    assert.equal(conn.state, 'closed');
+  } finally {
+    mute.close();
+  }
+});
+
+test('events are EventTarget events whose detail is what on() hands its callback', async () => {
+  const f = await fakeSyncd();
+  const conn = new SyncConnection(f.url, { WebSocket });
+  try {
+    const viaTarget = new Promise((r) => conn.addEventListener('open', (ev) => r(ev)));
+    const viaOn = new Promise((r) => conn.on('open', r));
+    await conn.ready;
+    const ev = await viaTarget;
+    assert.ok(ev instanceof Event);
+    assert.equal(ev.type, 'open');
+    assert.equal(ev.detail.welcome.server, 'fake');
+    assert.equal((await viaOn).welcome.server, 'fake');
+    // off() removes what on() added.
+    let n = 0;
+    const fn = () => ++n;
+    conn.on('pose', fn);
+    conn.off('pose', fn);
+    conn.emit('pose', {});
+    assert.equal(n, 0);
+  } finally {
+    conn.close();
+    f.wss.close();
+  }
+});

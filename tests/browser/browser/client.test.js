@@ -1,0 +1,150 @@
+// The client module in real Chromium, where a page author meets it: Frame.drawTo on 2D, WebGL
+// and WebGL2 canvases (rows the right way up, bgra8 swapped); connect() settling with a code that
+// says what went wrong; and CORS: a page on another loopback origin (a dev server on :5173)
+// imports /web/sync.js and connects only when syncd runs with --cors-loopback.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { startSyncd, launch, webRoot } from '../lib/harness.js';
+
+let syncd, browser;
+before(async () => {
+  syncd = await startSyncd();
+  browser = await launch(syncd);
+});
+after(async () => {
+  await browser?.close();
+  assert.equal(await syncd?.stop(), 0);
+});
+
+test('Frame.drawTo draws the right way up on 2D, WebGL and WebGL2 canvases', async () => {
+  const page = await browser.newPage(`${syncd.base}/`);
+  try {
+    const results = await page.evaluate(async () => {
+      const { Frame } = await import('/web/sync.js');
+      const w = 64, h = 32;
+      const out = [];
+      for (const kind of ['2d', 'webgl', 'webgl2']) {
+        for (const format of [1, 2]) { // rgba8, bgra8
+          // Top half red, bottom half green (bytes in the frame's own channel order).
+          const px = new Uint8Array(w * h * 4);
+          for (let y = 0; y < h; ++y) {
+            for (let x = 0; x < w; ++x) {
+              const i = (y * w + x) * 4;
+              const [r, g, b] = y < h / 2 ? [255, 0, 0] : [0, 255, 0];
+              if (format === 1) px.set([r, g, b, 255], i);
+              else px.set([b, g, r, 255], i);
+            }
+          }
+          const canvas = document.createElement('canvas');
+          const gl = kind === '2d' ? null : canvas.getContext(kind, { preserveDrawingBuffer: true });
+          if (kind !== '2d' && !gl) { out.push({ kind, format, skipped: 'no context' }); continue; }
+          const frame = new Frame({ sequence: 1, width: w, height: h, format, flags: 0, contentHash: null, captureTimeUs: 0, publishTimeNs: 0, droppedBefore: 0 }, px);
+          let error = null;
+          try { frame.drawTo(canvas); } catch (e) { error = String(e); }
+          const at = (x, y) => {
+            if (!gl) return [...canvas.getContext('2d').getImageData(x, y, 1, 1).data];
+            const p = new Uint8Array(4);
+            gl.readPixels(x, h - 1 - y, 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, p); // GL rows are bottom-up
+            return [...p];
+          };
+          out.push({ kind, format, error, top: error ? null : at(5, 2), bottom: error ? null : at(5, h - 3) });
+        }
+      }
+      return out;
+    });
+    for (const r of results) {
+      const what = `${r.kind} format ${r.format}`;
+      assert.equal(r.skipped, undefined, `${what}: ${r.skipped}`);
+      assert.equal(r.error, null, what);
+      assert.deepEqual(r.top.slice(0, 3), [255, 0, 0], `${what}: top row red`);
+      assert.deepEqual(r.bottom.slice(0, 3), [0, 255, 0], `${what}: bottom row green`);
+    }
+  } finally {
+    await page.close();
+  }
+});
+
+test('connect() settles: syncd down is syncd_unreachable, a refused page is origin_refused', async () => {
+  const page = await browser.newPage(`${syncd.base}/`);
+  try {
+    // A port where nothing listens (syncd stopped on it).
+    const down = await startSyncd();
+    const downPort = down.port;
+    assert.equal(await down.stop(), 0);
+    const r = await page.evaluate(async (port) => {
+      const { connect } = await import('/web/sync.js');
+      const t0 = performance.now();
+      try {
+        await connect(`127.0.0.1:${port}`, { timeoutMs: 2000 });
+        return { ok: true };
+      } catch (e) {
+        return { code: e.code, name: e.name, ms: performance.now() - t0 };
+      }
+    }, downPort);
+    assert.equal(r.name, 'SyncError');
+    assert.equal(r.code, 'syncd_unreachable');
+    assert.ok(r.ms < 8000, `settled in ${r.ms} ms`);
+  } finally {
+    await page.close();
+  }
+  // A page on a public origin syncd does not allow (Chromium's Local Network Access checks off,
+  // so the request reaches syncd and it is syncd that refuses).
+  const lna = await launch(null, { extraArgs: ['--disable-features=LocalNetworkAccessChecks'] });
+  try {
+    await lna.context.route('http://evil.example/**', (route) => route.fulfill({ status: 200, contentType: 'text/html', body: '<!doctype html><title>x</title>' }));
+    await lna.context.route('http://evil.example/sync.js', async (route) => {
+      await route.fulfill({ status: 200, contentType: 'text/javascript', body: await readFile(path.join(webRoot, 'sync.js'), 'utf8') });
+    });
+    const page = await lna.newPage('http://evil.example/');
+    const r = await page.evaluate(async (port) => {
+      const { connect } = await import('/sync.js');
+      try {
+        await connect(`127.0.0.1:${port}`, { timeoutMs: 3000, reconnect: false });
+        return { ok: true };
+      } catch (e) {
+        return { code: e.code, message: e.message };
+      }
+    }, syncd.port);
+    assert.equal(r.code, 'origin_refused', JSON.stringify(r));
+  } finally {
+    await lna.close();
+  }
+});
+
+test('CORS: a page on a loopback dev origin imports sync.js and connects only with --cors-loopback', async () => {
+  // A real dev server on another loopback port (as `vite` on :5173 would be).
+  const http = await import('node:http');
+  const devServer = http.createServer((req, res) => { res.writeHead(200, { 'content-type': 'text/html' }); res.end('<!doctype html><title>dev</title>'); });
+  await new Promise((r) => devServer.listen(0, '127.0.0.1', r));
+  const DEV = `http://localhost:${devServer.address().port}`;
+  const tryImport = async (target) => {
+    const page = await browser.newPage(`${DEV}/`);
+    try {
+      return await page.evaluate(async (base) => {
+        try {
+          const { connect } = await import(`${base}/web/sync.js`);
+          const conn = await connect(base.replace('http://', ''), { timeoutMs: 5000 });
+          const server = conn.welcome.server;
+          conn.close();
+          return { ok: true, server };
+        } catch (e) {
+          return { ok: false, error: String(e) };
+        }
+      }, target.base);
+    } finally {
+      await page.close();
+    }
+  };
+  const dev = await startSyncd(['--cors-loopback']);
+  try {
+    const refused = await tryImport(syncd);
+    assert.equal(refused.ok, false, 'without --cors-loopback the module import is blocked');
+    const allowed = await tryImport(dev);
+    assert.equal(allowed.ok, true, allowed.error);
+  } finally {
+    assert.equal(await dev.stop(), 0);
+    devServer.close();
+  }
+});
