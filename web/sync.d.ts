@@ -149,6 +149,7 @@ export const messages: Readonly<{
   streamClose(stream: number): { type: 'stream.close'; stream: number };
   ticketCreate(stream: number, o?: { uses?: number; ttl_s?: number }): { type: 'ticket.create'; stream: number; uses?: number; ttl_s?: number };
   credit(receiver: number | string, frames?: number): { type: 'credit'; receiver: number | string; frames: number };
+  streamReport(stream: number, c: { offered: number; sent: number; inFlight?: number; dropped?: Record<string, number> }): { type: 'stream.report'; stream: number; offered: number; sent: number; in_flight: number; dropped: Record<string, number> };
   stats(): { type: 'stats' };
   ping(id: unknown): { type: 'ping'; id: unknown };
   subscribe(topic: string): { type: 'subscribe'; topic: string };

@@ -290,6 +290,8 @@ export const messages = Object.freeze({
     return m;
   },
   credit: (receiver, frames = 1) => ({ type: 'credit', receiver, frames }),
+  /** The source's own counters for a stream it owns (no reply; shown in /stats `source`). */
+  streamReport: (stream, { offered, sent, inFlight = 0, dropped = {} }) => ({ type: 'stream.report', stream, offered, sent, in_flight: inFlight, dropped }),
   stats: () => ({ type: 'stats' }),
   ping: (id) => ({ type: 'ping', id }),
   subscribe: (topic) => ({ type: 'subscribe', topic }),
@@ -1018,6 +1020,9 @@ class CanvasPublisher extends Emitter {
     if (this._stopped) return;
     this.streamId = reply.stream;
     this.opened = reply;
+    // Once a second syncd hears the page's own counters, so /stats and the dashboard show the
+    // frames the page captured and dropped before they reached syncd.
+    if (this._reportTimer === undefined) this._reportTimer = setInterval(() => this._report(), 1000);
     this.emit('open', reply);
   }
 
@@ -1193,8 +1198,16 @@ class CanvasPublisher extends Emitter {
   }
 
   /** Stops capturing and closes the stream (receivers' HTTP streams then end). */
+  _report() {
+    if (this.streamId === null) return;
+    const c = this.counters;
+    this.connection.send(messages.streamReport(this.streamId, { offered: c.offered, sent: c.sent, inFlight: c.inFlight, dropped: c.dropped }));
+  }
+
   async stop({ close = true } = {}) {
     if (this._stopped) return;
+    this._report();
+    clearInterval(this._reportTimer);
     this._stopped = true;
     if (this._raf !== null && typeof cancelAnimationFrame === 'function') cancelAnimationFrame(this._raf);
     if (this._timer !== null) clearTimeout(this._timer);

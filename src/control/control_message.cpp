@@ -135,6 +135,31 @@ ParseResult parse_object(const json& j) {
     return ControlMessage{Subscribe{topic->get<std::string>(), type == "subscribe"}};
   }
   if (type == "pose.recenter") return ControlMessage{PoseRecenter{}};
+  if (type == "stream.report") {
+    StreamReport r;
+    uint64_t stream = 0;
+    constexpr uint64_t kMax = uint64_t(1) << 53;  // what a page's Number counts exactly
+    if (!read_uint(j, "stream", 1, UINT32_MAX, true, stream, why)) return bad(type, why);
+    if (!read_uint(j, "offered", 0, kMax, true, r.offered, why)) return bad(type, why);
+    if (!read_uint(j, "sent", 0, kMax, true, r.sent, why)) return bad(type, why);
+    if (!read_uint(j, "in_flight", 0, kMax, false, r.in_flight, why)) return bad(type, why);
+    r.stream = uint32_t(stream);
+    if (auto d = j.find("dropped"); d != j.end()) {
+      if (!d->is_object() || d->size() > 8)
+        return bad(type, "'dropped' must be an object of at most 8 reasons");
+      for (const auto& [reason, n] : d->items()) {
+        const bool name_ok = !reason.empty() && reason.size() <= 32 &&
+                             std::all_of(reason.begin(), reason.end(), [](char c) {
+                               return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+                             });
+        if (!name_ok) return bad(type, "a 'dropped' reason must be 1-32 of [a-z0-9_]");
+        if (!n.is_number_unsigned() || n.get<uint64_t>() > kMax)
+          return bad(type, "a 'dropped' count must be an integer in [0, 2^53]");
+        r.dropped.emplace_back(reason, n.get<uint64_t>());
+      }
+    }
+    return ControlMessage{std::move(r)};
+  }
   return ControlError{error_code::kUnknownType, "unknown message type '" + type + "'", type};
 }
 

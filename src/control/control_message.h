@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "media/stream.h"
 
@@ -34,7 +36,7 @@ inline constexpr const char* kUnknownReceiver = "unknown_receiver";
 inline constexpr const char* kUnknownTopic = "unknown_topic";
 inline constexpr const char* kTopicUnavailable = "topic_unavailable";  // no --headtracker
 inline constexpr const char* kTicketUnavailable = "ticket_unavailable";
-inline constexpr const char* kTooManyTickets = "too_many_tickets";  // per connection
+inline constexpr const char* kTooManyTickets = "too_many_tickets";     // per connection
 inline constexpr const char* kAudioBusy = "audio_busy";                // a read is in flight
 inline constexpr const char* kAudioUnavailable = "audio_unavailable";  // no --audio-source
 inline constexpr const char* kAudioInUse = "audio_in_use";             // another connection reads
@@ -82,9 +84,18 @@ struct Subscribe {
   bool subscribe = true;
 };
 struct PoseRecenter {};
+// A source's own counters for a stream it owns (docs/protocol.md, "stream.report").
+struct StreamReport {
+  uint32_t stream = 0;
+  uint64_t offered = 0;
+  uint64_t sent = 0;
+  uint64_t in_flight = 0;
+  std::vector<std::pair<std::string, uint64_t>> dropped;  // at most 8 reasons
+};
 
-using ControlMessage = std::variant<Hello, StreamOpen, StreamClose, StatsRequest, Ping, AudioRead,
-                                    AudioInfo, TicketCreate, Credit, Subscribe, PoseRecenter>;
+using ControlMessage =
+    std::variant<Hello, StreamOpen, StreamClose, StatsRequest, Ping, AudioRead, AudioInfo,
+                 TicketCreate, Credit, Subscribe, PoseRecenter, StreamReport>;
 
 struct ControlError {
   const char* code = "";

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "media/frame_header.h"
 #include "media/frame_pool.h"
@@ -61,6 +63,19 @@ struct StreamStages {
   telemetry::StageStats publish;     // fan-out to every publisher
 };
 
+// What a stream's source says about its frames before they reached syncd (a page's canvas
+// publisher: frames it captured, sent, dropped by its own reasons), as it last reported them
+// (docs/protocol.md, "stream.report"). Cumulative counters; syncd only shows them, so the
+// dashboard's numbers agree with the page's own.
+struct SourceReport {
+  static constexpr size_t kMaxReasons = 8;
+  uint64_t offered = 0;
+  uint64_t sent = 0;
+  uint64_t in_flight = 0;
+  std::vector<std::pair<std::string, uint64_t>> dropped;  // reason -> frames, <= kMaxReasons
+  uint64_t received_ns = 0;                               // CLOCK_MONOTONIC; 0: never reported
+};
+
 class Stream {
  public:
   Stream(uint32_t id, StreamConfig config, const FrameLayout& layout, uint64_t owner,
@@ -92,6 +107,9 @@ class Stream {
   const telemetry::RateBins& rate() const { return rate_; }
   StreamStages& stages() { return stages_; }
   const StreamStages& stages() const { return stages_; }
+  // Loop thread. Control plane: the report is copied (a few short strings, once a second).
+  void set_source_report(SourceReport report) { source_report_ = std::move(report); }
+  const SourceReport& source_report() const { return source_report_; }
   uint64_t last_accept_start_ns = 0;  // receive start of the previous accepted frame
   uint64_t last_publish_ns = 0;       // when the publishers last handed back a frame
 
@@ -113,6 +131,7 @@ class Stream {
   uint64_t highest_sequence_ = 0;
   telemetry::RateBins rate_;
   StreamStages stages_;
+  SourceReport source_report_;
 };
 
 }  // namespace syncd::media

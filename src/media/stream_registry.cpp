@@ -313,6 +313,20 @@ void StreamRegistry::write_stats(nlohmann::json& out) const {
       p->write_stream_summary(s->id(), j);
     }
     j["publishers"] = std::move(pubs);
+    if (const SourceReport& r = s->source_report(); r.received_ns != 0) {
+      nlohmann::json dropped_at_source = nlohmann::json::object();
+      uint64_t total = 0;
+      for (const auto& [reason, n] : r.dropped) {
+        dropped_at_source[reason] = n;
+        total += n;
+      }
+      j["source"] = {{"offered", r.offered},
+                     {"sent", r.sent},
+                     {"in_flight", r.in_flight},
+                     {"dropped", std::move(dropped_at_source)},
+                     {"dropped_total", total},
+                     {"report_age_ms", (core::monotonic_ns() - r.received_ns) / 1'000'000}};
+    }
     list.push_back(std::move(j));
   }
   out["streams"] = std::move(list);

@@ -115,6 +115,21 @@ void StreamControl::register_control(ControlRouter& router) {
                     .dump());
   });
 
+  // No reply: a source reports once a second and needs no answer; errors say what was wrong.
+  router.add<control::StreamReport>("video.ingest", [this](Connection& c, const ControlMessage& m) {
+    const auto& r = std::get<control::StreamReport>(m);
+    media::Stream* s = registry_.find(r.stream);
+    if (!s) {
+      c.send_error(error_code::kUnknownStream, "no open stream with that id");
+      return;
+    }
+    if (s->owner() != c.id()) {
+      c.send_error(error_code::kNotStreamOwner, "only the stream's source reports on it");
+      return;
+    }
+    s->set_source_report({r.offered, r.sent, r.in_flight, r.dropped, core::monotonic_ns()});
+  });
+
   router.add<control::StatsRequest>("stats", [this](Connection& c, const ControlMessage&) {
     const uint64_t now = core::monotonic_ns();
     if (stats_reply_.empty() || now - stats_built_ns_ > kStatsCacheNs) {

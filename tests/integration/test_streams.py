@@ -111,6 +111,33 @@ class HttpStreams(unittest.TestCase):
             self.assertGreaterEqual(syncd.stats()["server"]["tickets_refused"], 2)
             self.assertEqual(syncd.stop(), 0)
 
+    def test_source_report_shows_in_stats_for_the_owner_only(self):
+        async def scenario(syncd):
+            ws, sid, _ = await source(syncd.url, "reported")
+            report = {"type": "stream.report", "stream": sid, "offered": 293, "sent": 179,
+                      "in_flight": 0, "dropped": {"backpressure": 110, "readback_busy": 4}}
+            await ws.send(json.dumps(report))
+            # No reply on success; a bad report and a foreign one are refused with a code.
+            await ws.send(json.dumps({**report, "dropped": {"Not A Reason": 1}}))
+            self.assertEqual(json.loads(await ws.recv())["code"], "bad_message")
+            other = await websockets.connect(syncd.url)
+            await other.send(json.dumps({"type": "hello", "protocol": 1}))
+            await other.recv()
+            await other.send(json.dumps({**report, "offered": 1}))
+            self.assertEqual(json.loads(await other.recv())["code"], "not_stream_owner")
+            await other.send(json.dumps({**report, "stream": sid + 100}))
+            self.assertEqual(json.loads(await other.recv())["code"], "unknown_stream")
+            await other.close()
+            src = syncd.stream_stats("reported")["source"]
+            self.assertEqual((src["offered"], src["sent"], src["dropped_total"]), (293, 179, 114))
+            self.assertEqual(src["dropped"], {"backpressure": 110, "readback_busy": 4})
+            self.assertEqual(src["offered"], src["sent"] + src["dropped_total"] + src["in_flight"])
+            await ws.close()
+
+        with Syncd() as syncd:
+            asyncio.run(scenario(syncd))
+            self.assertEqual(syncd.stop(), 0)
+
     def test_frames_credit_and_newest_wins(self):
         async def scenario(syncd):
             ws, sid, ticket = await source(syncd.url, "credit")

@@ -115,3 +115,36 @@ TEST(ControlMessage, NestingIsBoundedAtParse) {
   const ParseResult too_deep = parse_control_message(nested(32));
   EXPECT_TRUE(as_error(too_deep));
 }
+
+TEST(ControlMessage, StreamReportCarriesTheSourcesCounters) {
+  auto r = parse_control_message(
+      R"({"type":"stream.report","stream":3,"offered":293,"sent":179,"in_flight":0,)"
+      R"("dropped":{"backpressure":110,"readback_busy":4}})");
+  ASSERT_TRUE(as<StreamReport>(r));
+  const StreamReport& s = *as<StreamReport>(r);
+  EXPECT_EQ(s.stream, 3u);
+  EXPECT_EQ(s.offered, 293u);
+  EXPECT_EQ(s.sent, 179u);
+  ASSERT_EQ(s.dropped.size(), 2u);
+  uint64_t total = 0;
+  for (const auto& [reason, n] : s.dropped) total += n;
+  EXPECT_EQ(total, 114u);
+  const char* refused[] = {
+      R"({"type":"stream.report","offered":1,"sent":1})",                        // no stream
+      R"({"type":"stream.report","stream":1,"sent":1})",                         // no offered
+      R"({"type":"stream.report","stream":1,"offered":-1,"sent":0})",            // negative
+      R"({"type":"stream.report","stream":1,"offered":1,"sent":0,"dropped":[]})",  // not object
+      R"({"type":"stream.report","stream":1,"offered":1,"sent":0,"dropped":{"Bad Name":1}})",
+      R"({"type":"stream.report","stream":1,"offered":1,"sent":0,"dropped":{"x":1.5}})",
+      R"({"type":"stream.report","stream":1,"offered":1,"sent":0,"dropped":{"x":-1}})",
+      R"({"type":"stream.report","stream":1,"offered":9007199254740993,"sent":0})",  // > 2^53
+      R"({"type":"stream.report","stream":1,"offered":1,"sent":0,"dropped":)"
+      R"({"a":1,"b":1,"c":1,"d":1,"e":1,"f":1,"g":1,"h":1,"i":1}})",  // 9 reasons
+  };
+  for (const char* text : refused) {
+    const ParseResult parsed = parse_control_message(text);
+    const ControlError* e = as_error(parsed);
+    ASSERT_TRUE(e) << text;
+    EXPECT_STREQ(e->code, error_code::kBadMessage) << text;
+  }
+}
