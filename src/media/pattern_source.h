@@ -29,6 +29,7 @@ bool parse_pattern_spec(std::string_view spec, PatternConfig& out, std::string& 
 class PatternSource {
  public:
   static constexpr uint64_t kOwner = 0;  // connection ids start at 1
+  static_assert(media::owned_by_syncd(kOwner));
 
   PatternSource(StreamRegistry& registry, PatternConfig config);
   // Opens the stream; false (with the error code) when the registry refuses it.

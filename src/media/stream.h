@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -62,6 +63,12 @@ struct StreamStages {
   telemetry::StageStats hash;        // ingest hashing the frame's pixels as they land
   telemetry::StageStats publish;     // fan-out to every publisher
 };
+
+// Owners that are syncd's own sources, not connections (connection ids start at 1 and never
+// reach the top): the built-in pattern (0) and the relay's received streams (UINT64_MAX).
+constexpr bool owned_by_syncd(uint64_t owner) {
+  return owner == 0 || owner == std::numeric_limits<uint64_t>::max();
+}
 
 // What a stream's source says about its frames before they reached syncd (a page's canvas
 // publisher: frames it captured, sent, dropped by its own reasons), as it last reported them

@@ -46,6 +46,7 @@ class RelaySource {
  public:
   // No connection has this owner id: the relay's stream cannot be fed or closed by a client.
   static constexpr uint64_t kOwner = std::numeric_limits<uint64_t>::max();
+  static_assert(media::owned_by_syncd(kOwner));
   static constexpr uint32_t kSlots = 8;
 
   // loop: where a decode stage's worker reports back; without one (nullptr) a stream that needs

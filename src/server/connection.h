@@ -113,6 +113,11 @@ class Connection final : public ws::DecoderSink, private WriterListener {
   // Control-protocol session state.
   bool hello_done() const { return hello_done_; }
   void set_hello_done() { hello_done_ = true; }
+  // The WebSocket came from a page syncd served (its Origin is syncd's own origin) or from a
+  // native client (no Origin): such a connection may ticket the streams syncd itself sources
+  // (docs/security.md, "Tickets"). Set at the upgrade.
+  bool own_page_or_native() const { return own_page_or_native_; }
+  void set_own_page_or_native(bool v) { own_page_or_native_ = v; }
 
  private:
   enum class Phase { kHttp, kWebSocket, kStreaming, kClosing };
@@ -153,6 +158,7 @@ class Connection final : public ws::DecoderSink, private WriterListener {
   bool paused_for_output_ = false;
   bool paused_for_turn_ = false;
   bool hello_done_ = false;
+  bool own_page_or_native_ = false;
   uint64_t created_ns_ = 0;
   uint64_t last_receive_ns_ = 0;
   uint64_t last_ping_ns_ = 0;

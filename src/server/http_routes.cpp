@@ -315,6 +315,15 @@ void HttpRoutes::websocket(Connection& c, const http::Request& request, char* re
   // Browsers always send Origin; native tools usually do not. A page from a foreign site must
   // not drive a local daemon.
   if (!check_origin(c, request)) return;
+  // Same origin: "http://" + the Host the page used (the Host check has passed). Origin values
+  // are lower-case by serialization; Host may not be.
+  const std::string_view origin = request.header("origin");
+  const std::string_view host = request.header("host");
+  const std::string_view scheme = "http://";
+  c.set_own_page_or_native(!request.has_header("origin") ||
+                           (origin.size() == scheme.size() + host.size() &&
+                            origin.substr(0, scheme.size()) == scheme &&
+                            ieq(origin.substr(scheme.size()), host)));
   const std::string accept = ws::accept_key(key);
   if (accept.empty()) {  // SHA-1 refused by the crypto provider configuration
     c.send_http(500, "text/plain", "cannot compute Sec-WebSocket-Accept\n");

@@ -88,7 +88,12 @@ void StreamControl::register_control(ControlRouter& router) {
       c.send_error(error_code::kUnknownStream, "no open stream with that id");
       return;
     }
-    if (s->owner() != c.id()) {
+    // A page's stream is ticketed by that page only. Streams syncd itself sources (the pattern,
+    // a relay's received stream) are ticketed by syncd's own pages (the dashboard) and native
+    // clients, never by another origin's page.
+    const bool may_ticket =
+        s->owner() == c.id() || (media::owned_by_syncd(s->owner()) && c.own_page_or_native());
+    if (!may_ticket) {
       c.send_error(error_code::kNotStreamOwner, "only the stream's source hands out tickets");
       return;
     }

@@ -138,6 +138,35 @@ class HttpStreams(unittest.TestCase):
             asyncio.run(scenario(syncd))
             self.assertEqual(syncd.stop(), 0)
 
+    def test_syncd_sourced_streams_are_ticketed_by_its_own_pages_and_native_clients(self):
+        async def ticket_from(syncd, origin):
+            headers = {"Origin": origin} if origin else {}
+            ws = await websockets.connect(syncd.url, extra_headers=headers)
+            await ws.send(json.dumps({"type": "hello", "protocol": 1}))
+            await ws.recv()
+            sid = syncd.stream_stats("pattern")["id"]
+            await ws.send(json.dumps({"type": "ticket.create", "stream": sid, "uses": 2}))
+            reply = json.loads(await ws.recv())
+            if reply.get("type") == "ticket":
+                # A ticket lives while the connection that made it does.
+                r = Receiver(syncd.port, "pattern", reply["ticket"])
+                reply["status"] = r.status
+                r.close()
+            await ws.close()
+            return reply
+
+        with Syncd("--source", "pattern:64x32@30") as syncd:
+            syncd.wait_for(lambda: syncd.stream_stats("pattern"))
+            own = asyncio.run(ticket_from(syncd, f"http://127.0.0.1:{syncd.port}"))
+            self.assertEqual(own["type"], "ticket", own)
+            self.assertEqual(own["status"], 200)
+            native = asyncio.run(ticket_from(syncd, None))
+            self.assertEqual(native["type"], "ticket", native)
+            # A page on another loopback origin may act, but not ticket syncd's own streams.
+            dev = asyncio.run(ticket_from(syncd, "http://localhost:5173"))
+            self.assertEqual(dev.get("code"), "not_stream_owner", dev)
+            self.assertEqual(syncd.stop(), 0)
+
     def test_frames_credit_and_newest_wins(self):
         async def scenario(syncd):
             ws, sid, ticket = await source(syncd.url, "credit")
