@@ -1066,8 +1066,12 @@ class CanvasPublisher extends Emitter {
     ++this.counters.droppedTotal;
   }
 
-  _congested() {
-    return this.connection.bufferedAmount > this.maxBufferedFrames * this._message.byteLength;
+  // A capture is admitted while the socket holds at most maxBufferedFrames frames; a completed
+  // readback is sent with one frame of slack above that, so the socket stays full (the page's
+  // WebSocket is the bottleneck: an idle socket while a readback runs is throughput lost) and a
+  // readback is rarely thrown away (pre_send) after the GPU copied it.
+  _congested(slackFrames = 0) {
+    return this.connection.bufferedAmount > (this.maxBufferedFrames + slackFrames) * this._message.byteLength;
   }
 
   /**
@@ -1122,11 +1126,14 @@ class CanvasPublisher extends Emitter {
 
   _armPoll() {
     if (this._poll !== null) return;
-    // Fences cannot signal before control returns to the event loop; poll soon after.
+    // Fences cannot signal before control returns to the event loop; poll soon after, then
+    // less and less often (1, 2, 4, 8 ms): a software GL under load takes hundreds of ms, and
+    // a 1-ms timer for all of it is CPU the page's WebSocket needs.
+    this._pollDelay = Math.min(8, (this._pollDelay ?? 0.5) * 2);
     this._poll = setTimeout(() => {
       this._poll = null;
       this._collect();
-    }, 1);
+    }, this._pollDelay);
   }
 
   _collect() {
@@ -1136,6 +1143,7 @@ class CanvasPublisher extends Emitter {
       const status = gl.clientWaitSync(slot.sync, 0, 0);
       if (status === gl.TIMEOUT_EXPIRED) break;
       this._busy.shift();
+      this._pollDelay = 0.5; // the next readback is polled from 1 ms again
       gl.deleteSync(slot.sync);
       slot.sync = null;
       --this.counters.inFlight;
@@ -1153,7 +1161,7 @@ class CanvasPublisher extends Emitter {
         this._free.push(slot);
         continue;
       }
-      if (this._congested()) {
+      if (this._congested(1)) {
         this._drop('pre_send');
         this._free.push(slot);
         continue;
