@@ -391,6 +391,9 @@ export interface FrameStream extends AsyncIterable<Frame> {
   receiver: number | string | null;
   open(): Promise<Response>;
   next(): Promise<IteratorResult<Frame>>;
+  /** The frames as WebCodecs VideoFrames (RGBA/BGRA/NV12/I420, `timestamp` = capture time in
+   * µs); the reader closes each. SyncError 'unsupported_format' without WebCodecs. */
+  videoFrames(): ReadableStream<VideoFrame>;
   close(): void;
   stats(): { frames: number; bytes: number; droppedBefore: number; creditsGranted: number; reads: number; creditFailures: number; receiver: number | string | null };
 }

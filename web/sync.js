@@ -1449,6 +1449,34 @@ class FrameStream {
     return this[Symbol.asyncIterator]().next();
   }
 
+  /**
+   * The stream as a ReadableStream of WebCodecs VideoFrames (where the browser has them):
+   * each record becomes a VideoFrame (RGBA, BGRA, NV12 or I420; `timestamp` is the capture
+   * time in µs) that the reader owns and must close(). The VideoFrame holds its own copy, so
+   * credit goes back as soon as it is made. Cancelling the stream ends the receive.
+   */
+  videoFrames() {
+    if (typeof VideoFrame !== 'function') throw new SyncError('unsupported_format', 'this browser has no WebCodecs VideoFrame; iterate the frames instead');
+    const formats = { rgba8: 'RGBA', bgra8: 'BGRA', nv12: 'NV12', i420: 'I420' };
+    const iterator = this[Symbol.asyncIterator]();
+    return new ReadableStream({
+      pull: async (controller) => {
+        const { value: f, done } = await iterator.next();
+        if (done) {
+          controller.close();
+          return;
+        }
+        const format = formats[f.format];
+        if (!format) throw new SyncError('unsupported_format', `no VideoFrame format for ${f.format}`);
+        controller.enqueue(new VideoFrame(f.pixels, {
+          format, codedWidth: f.width, codedHeight: f.height, timestamp: f.captureTimeUs,
+          layout: f.planes.map((p) => ({ offset: p.offset, stride: p.stride })),
+        }));
+      },
+      cancel: () => this.close(),
+    }, { highWaterMark: 1 });
+  }
+
   /** Ends the stream (the server sees the receiver go away). */
   close() {
     this._abort.abort();

@@ -148,3 +148,49 @@ test('CORS: a page on a loopback dev origin imports sync.js and connects only wi
     devServer.close();
   }
 });
+
+test('receive(...).videoFrames() is a ReadableStream of VideoFrames with the stream size and markers', async () => {
+  const { WebSocket } = await import('ws');
+  const pattern = await startSyncd(['--source', 'pattern:320x180@30']);
+  const page = await browser.newPage(`${pattern.base}/`);
+  // A native client (no Origin) tickets syncd's own pattern stream.
+  const ws = new WebSocket(pattern.ws);
+  const rpc = (m) => new Promise((resolve) => { ws.once('message', (d) => resolve(JSON.parse(String(d)))); ws.send(JSON.stringify(m)); });
+  try {
+    await new Promise((r) => ws.once('open', r));
+    await rpc({ type: 'hello', protocol: 1 });
+    let id;
+    for (let i = 0; i < 50 && id === undefined; ++i) {
+      id = (await (await fetch(`${pattern.base}/stats`)).json()).streams?.find((s) => s.name === 'pattern')?.id;
+      if (id === undefined) await new Promise((r) => setTimeout(r, 100));
+    }
+    const t = await rpc({ type: 'ticket.create', stream: id });
+    assert.equal(t.type, 'ticket', JSON.stringify(t));
+    const r = await page.evaluate(async (ticket) => {
+      const { receive } = await import('/web/sync.js');
+      const reader = receive('pattern', ticket).videoFrames().getReader();
+      const out = [];
+      for (let i = 0; i < 5; ++i) {
+        const { value } = await reader.read();
+        out.push({ w: value.codedWidth, h: value.codedHeight, format: value.format, ts: value.timestamp });
+        // The marker survives in the VideoFrame's own copy: its first 16 bytes.
+        const bytes = new Uint8Array(value.allocationSize());
+        await value.copyTo(bytes);
+        out.at(-1).marker = new DataView(bytes.buffer).getUint32(0, true);
+        value.close();
+      }
+      await reader.cancel();
+      return out;
+    }, t.ticket);
+    assert.equal(r.length, 5);
+    for (const f of r) {
+      assert.deepEqual([f.w, f.h, f.format], [320, 180, 'RGBA']);
+      assert.ok(f.ts > 0);
+    }
+    for (let i = 1; i < r.length; ++i) assert.ok(r[i].marker > r[i - 1].marker, `markers increase: ${r.map((f) => f.marker)}`);
+  } finally {
+    ws.close();
+    await page.close();
+    assert.equal(await pattern.stop(), 0);
+  }
+});
