@@ -81,6 +81,14 @@ struct Harness {
     media::FramePool::unpin(slot);
     return false;
   }
+  // Encodes frames first..last one at a time, each waited for. False when one was refused.
+  bool encode_each(uint64_t first, uint64_t last) {
+    for (uint64_t s = first; s <= last; ++s) {
+      if (!encode(s)) return false;
+      wait_for(s);
+    }
+    return true;
+  }
   void wait_for(size_t count) {
     const uint64_t deadline = core::monotonic_ns() + 10'000'000'000ull;
     while (results.size() < count && core::monotonic_ns() < deadline) {
@@ -91,10 +99,13 @@ struct Harness {
   }
 };
 
-// Decodes every access unit in order; returns the decoded sizes and checks every marker.
-void decode_all(const Harness& h, size_t first, std::vector<std::pair<uint32_t, uint32_t>>& sizes,
-                video_codec::H264Decoder& decoder) {
-  for (size_t i = first; i < h.access_units.size(); ++i) {
+// Decodes every access unit in order with a new decoder, checks every marker; returns the
+// decoded sizes, one entry per size change.
+std::vector<std::pair<uint32_t, uint32_t>> decoded_sizes(const Harness& h) {
+  std::vector<std::pair<uint32_t, uint32_t>> sizes;
+  video_codec::H264Decoder decoder;
+  EXPECT_TRUE(decoder.open());
+  for (size_t i = 0; i < h.access_units.size(); ++i) {
     std::vector<uint8_t> picture(kFrameBytes);
     // Any size up to the stream's: lay the output out for what the decoder says it has.
     for (uint32_t attempt = 0; attempt < 2; ++attempt) {
@@ -120,7 +131,8 @@ void decode_all(const Harness& h, size_t first, std::vector<std::pair<uint32_t, 
         sizes.emplace_back(r.width, r.height);
         continue;
       }
-      ASSERT_EQ(status, video_codec::DecodeStatus::kPicture) << "access unit " << i;
+      EXPECT_EQ(status, video_codec::DecodeStatus::kPicture) << "access unit " << i;
+      if (status != video_codec::DecodeStatus::kPicture) return sizes;
       if (sizes.empty()) sizes.emplace_back(w, hh);
       // The receiver scales a stepped-down picture back to the stream's size before anyone
       // reads it; the marker's columns are sized for that (nearest-neighbour here).
@@ -134,49 +146,35 @@ void decode_all(const Harness& h, size_t first, std::vector<std::pair<uint32_t, 
       break;
     }
   }
+  return sizes;
 }
 
 TEST(EncodeStage, RawFramesComeBackAsDecodableAccessUnitsInOrder) {
   Harness h;
-  for (uint64_t s = 1; s <= 12; ++s) {
-    ASSERT_TRUE(h.encode(s));
-    h.wait_for(s);
-  }
+  ASSERT_TRUE(h.encode_each(1, 12));
   const EncodeStageCounters& c = h.stage->counters();
   EXPECT_EQ(c.encoded, 12u);
   EXPECT_EQ(c.keyframes, 1u);
   EXPECT_EQ(c.encode.count(), 12u);
   for (size_t i = 0; i < h.sequences.size(); ++i) EXPECT_EQ(h.sequences[i], i + 1);
-  video_codec::H264Decoder decoder;
-  ASSERT_TRUE(decoder.open());
-  std::vector<std::pair<uint32_t, uint32_t>> sizes;
-  decode_all(h, 0, sizes, decoder);
+  const auto sizes = decoded_sizes(h);
   ASSERT_EQ(sizes.size(), 1u);
   EXPECT_EQ(sizes[0], std::make_pair(kWidth, kHeight));
 }
 
 TEST(EncodeStage, ALowEstimateStepsTheResolutionDownWithAnIdr) {
   Harness h;
-  for (uint64_t s = 1; s <= 5; ++s) {
-    ASSERT_TRUE(h.encode(s));
-    h.wait_for(s);
-  }
+  ASSERT_TRUE(h.encode_each(1, 5));
   // 300 kbit/s for 640x360 at 60 fps: below 0.05 bit/pixel at 2/3 too, so half size.
   h.stage->on_estimate(core::monotonic_ns(), 300'000);
   EXPECT_EQ(h.stage->counters().width, 320u);
-  for (uint64_t s = 6; s <= 10; ++s) {
-    ASSERT_TRUE(h.encode(s));
-    h.wait_for(s);
-  }
+  ASSERT_TRUE(h.encode_each(6, 10));
   const EncodeStageCounters& c = h.stage->counters();
   EXPECT_EQ(c.resizes, 1u);
   EXPECT_EQ(c.resize_failures, 0u);
   EXPECT_EQ(c.keyframes, 2u);  // the first frame, and the first at the new size
   EXPECT_TRUE(h.results[5].keyframe);
-  video_codec::H264Decoder decoder;
-  ASSERT_TRUE(decoder.open());
-  std::vector<std::pair<uint32_t, uint32_t>> sizes;
-  decode_all(h, 0, sizes, decoder);
+  const auto sizes = decoded_sizes(h);
   ASSERT_EQ(sizes.size(), 2u);
   EXPECT_EQ(sizes[1], std::make_pair(320u, 180u));
 }
