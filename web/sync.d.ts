@@ -307,6 +307,8 @@ export interface PublishOptions {
   readbackBuffers?: number;
   /** syncd pool slots for the stream. */
   slots?: number;
+  /** Aborting stops the publisher and closes its stream (a start under way rejects `aborted`). */
+  signal?: AbortSignal;
   firstSequence?: number;
 }
 

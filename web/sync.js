@@ -927,8 +927,18 @@ export function readAudio(options = {}) {
  */
 export async function publishCanvas(canvas, options = {}) {
   const conn = connectionFrom(options);
+  const { signal } = options;
+  if (signal?.aborted) throw new SyncError('aborted', 'publish aborted', { cause: signal.reason });
   const p = new CanvasPublisher(conn, canvas, options);
-  await p._start();
+  // Aborting stops the publisher and closes its stream (its receivers end cleanly).
+  const onAbort = () => p.stop().catch((e) => p.emit('error', e));
+  signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    await p._start();
+  } catch (e) {
+    signal?.removeEventListener('abort', onAbort);
+    throw signal?.aborted ? new SyncError('aborted', 'publish aborted', { cause: e }) : e;
+  }
   return p;
 }
 

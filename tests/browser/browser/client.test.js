@@ -194,3 +194,31 @@ test('receive(...).videoFrames() is a ReadableStream of VideoFrames with the str
     assert.equal(await pattern.stop(), 0);
   }
 });
+
+test('publishCanvas stops on its AbortSignal: the stream closes in syncd', async () => {
+  const page = await browser.newPage(`${syncd.base}/`);
+  try {
+    const r = await page.evaluate(async () => {
+      const { connect, publishCanvas } = await import('/web/sync.js');
+      const conn = await connect(location.host);
+      const canvas = document.createElement('canvas');
+      canvas.width = 64; canvas.height = 32;
+      canvas.getContext('2d').fillRect(0, 0, 64, 32);
+      const ac = new AbortController();
+      const pub = await publishCanvas(canvas, { stream: 'aborted', fps: 30, signal: ac.signal, connection: conn });
+      await new Promise((res) => setTimeout(res, 500));
+      const before = pub.stats().sent;
+      ac.abort();
+      await new Promise((res) => setTimeout(res, 500));
+      const after = pub.stats().sent;
+      await new Promise((res) => setTimeout(res, 500));
+      return { before, after, later: pub.stats().sent };
+    });
+    assert.ok(r.before > 0, JSON.stringify(r));
+    assert.equal(r.later, r.after, 'nothing sent after the abort');
+    const s = (await (await fetch(`${syncd.base}/stats`)).json()).streams.find((x) => x.name === 'aborted');
+    assert.equal(s?.open, false, 'syncd closed the stream');
+  } finally {
+    await page.close();
+  }
+});
