@@ -14,7 +14,29 @@ namespace syncd::server {
 using control::ControlMessage;
 namespace error_code = control::error_code;
 
+namespace {
+// The open stream `id` when connection c may act on it (`may_act(stream)`); otherwise answers
+// unknown_stream, or not_stream_owner with `not_owner`, and returns nullptr.
+template <typename MayAct>
+media::Stream* stream_for(media::StreamRegistry& registry, Connection& c, uint32_t id,
+                          MayAct may_act, const char* not_owner) {
+  media::Stream* s = registry.find(id);
+  if (!s) {
+    c.send_error(error_code::kUnknownStream, "no open stream with that id");
+    return nullptr;
+  }
+  if (!may_act(*s)) {
+    c.send_error(error_code::kNotStreamOwner, not_owner);
+    return nullptr;
+  }
+  return s;
+}
+}  // namespace
+
 void StreamControl::register_control(ControlRouter& router) {
+  const auto owned_by = [](const Connection& c) {
+    return [&c](const media::Stream& s) { return s.owner() == c.id(); };
+  };
   router.add<control::Hello>(
       "",
       [this](Connection& c, const ControlMessage& m) {
@@ -65,38 +87,29 @@ void StreamControl::register_control(ControlRouter& router) {
                   &StreamControl::prefault_done);
   });
 
-  router.add<control::StreamClose>("video.ingest", [this](Connection& c, const ControlMessage& m) {
-    const uint32_t id = std::get<control::StreamClose>(m).stream;
-    media::Stream* s = registry_.find(id);
-    if (!s) {
-      c.send_error(error_code::kUnknownStream, "no open stream with that id");
-      return;
-    }
-    if (s->owner() != c.id()) {
-      c.send_error(error_code::kNotStreamOwner, "stream belongs to another connection");
-      return;
-    }
-    registry_.close(s);
-    tickets_.drop_stream(id);
-    c.send_text(nlohmann::json({{"type", "stream.closed"}, {"stream", id}}).dump());
-  });
+  router.add<control::StreamClose>(
+      "video.ingest", [this, owned_by](Connection& c, const ControlMessage& m) {
+        const uint32_t id = std::get<control::StreamClose>(m).stream;
+        media::Stream* s =
+            stream_for(registry_, c, id, owned_by(c), "stream belongs to another connection");
+        if (!s) return;
+        registry_.close(s);
+        tickets_.drop_stream(id);
+        c.send_text(nlohmann::json({{"type", "stream.closed"}, {"stream", id}}).dump());
+      });
 
   router.add<control::TicketCreate>("tickets", [this](Connection& c, const ControlMessage& m) {
     const auto& t = std::get<control::TicketCreate>(m);
-    media::Stream* s = registry_.find(t.stream);
-    if (!s) {
-      c.send_error(error_code::kUnknownStream, "no open stream with that id");
-      return;
-    }
     // A page's stream is ticketed by that page only. Streams syncd itself sources (the pattern,
     // a relay's received stream) are ticketed by syncd's own pages (the dashboard) and native
     // clients, never by another origin's page.
-    const bool may_ticket =
-        s->owner() == c.id() || (media::owned_by_syncd(s->owner()) && c.own_page_or_native());
-    if (!may_ticket) {
-      c.send_error(error_code::kNotStreamOwner, "only the stream's source hands out tickets");
-      return;
-    }
+    const auto may_ticket = [&c](const media::Stream& stream) {
+      return stream.owner() == c.id() ||
+             (media::owned_by_syncd(stream.owner()) && c.own_page_or_native());
+    };
+    media::Stream* s = stream_for(registry_, c, t.stream, may_ticket,
+                                  "only the stream's source hands out tickets");
+    if (!s) return;
     TicketRefusal refusal;
     const std::string token =
         tickets_.create(s->id(), c.id(), t.uses, t.ttl_s, core::monotonic_ns(), refusal);
@@ -121,19 +134,14 @@ void StreamControl::register_control(ControlRouter& router) {
   });
 
   // No reply: a source reports once a second and needs no answer; errors say what was wrong.
-  router.add<control::StreamReport>("video.ingest", [this](Connection& c, const ControlMessage& m) {
-    const auto& r = std::get<control::StreamReport>(m);
-    media::Stream* s = registry_.find(r.stream);
-    if (!s) {
-      c.send_error(error_code::kUnknownStream, "no open stream with that id");
-      return;
-    }
-    if (s->owner() != c.id()) {
-      c.send_error(error_code::kNotStreamOwner, "only the stream's source reports on it");
-      return;
-    }
-    s->set_source_report({r.offered, r.sent, r.in_flight, r.dropped, core::monotonic_ns()});
-  });
+  router.add<control::StreamReport>(
+      "video.ingest", [this, owned_by](Connection& c, const ControlMessage& m) {
+        const auto& r = std::get<control::StreamReport>(m);
+        media::Stream* s = stream_for(registry_, c, r.stream, owned_by(c),
+                                      "only the stream's source reports on it");
+        if (!s) return;
+        s->set_source_report({r.offered, r.sent, r.in_flight, r.dropped, core::monotonic_ns()});
+      });
 
   router.add<control::StatsRequest>("stats", [this](Connection& c, const ControlMessage&) {
     const uint64_t now = core::monotonic_ns();
