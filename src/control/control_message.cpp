@@ -145,7 +145,7 @@ ParseResult parse_object(const json& j) {
     if (!read_uint(j, "in_flight", 0, kMax, false, r.in_flight, why)) return bad(type, why);
     r.stream = uint32_t(stream);
     if (auto d = j.find("dropped"); d != j.end()) {
-      if (!d->is_object() || d->size() > 8)
+      if (!d->is_object() || d->size() > media::SourceReport::kMaxReasons)
         return bad(type, "'dropped' must be an object of at most 8 reasons");
       for (const auto& [reason, n] : d->items()) {
         const bool name_ok = !reason.empty() && reason.size() <= 32 &&
