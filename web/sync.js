@@ -864,10 +864,9 @@ export class SyncConnection extends Emitter {
  * upgrade's status, so the page asks /healthz the way a `<img>` would, which needs no CORS).
  */
 async function diagnoseConnectFailure(base, lastDown, why) {
-  const timedOut = why === 'timeout';
-  const reachable = async (mode) => {
+  const answersHttp = async () => {
     try {
-      await fetch(`${base}/healthz`, { mode, cache: 'no-store', signal: AbortSignal.timeout?.(2000) });
+      await fetch(`${base}/healthz`, { mode: 'no-cors', cache: 'no-store', signal: AbortSignal.timeout?.(2000) });
       return true;
     } catch {
       return false;
@@ -875,7 +874,7 @@ async function diagnoseConnectFailure(base, lastDown, why) {
   };
   const inBrowser = typeof globalThis.document !== 'undefined';
   if (typeof fetch === 'function' && inBrowser && lastDown) {
-    if (!(await reachable('no-cors'))) {
+    if (!(await answersHttp())) {
       return new SyncError('syncd_unreachable', `syncd does not answer at ${base}`, { cause: lastDown });
     }
     if (lastDown.code === 'disconnected' && !lastDown.details?.opened) {
@@ -885,7 +884,7 @@ async function diagnoseConnectFailure(base, lastDown, why) {
   if (lastDown && lastDown.details?.code === 1006 && !lastDown.details?.opened && !inBrowser) {
     return new SyncError('syncd_unreachable', `no WebSocket at ${base}: ${lastDown.message}`, { cause: lastDown });
   }
-  if (timedOut) return new SyncError('timeout', `syncd did not welcome this client in time${lastDown ? ` (${lastDown.message})` : ''}`, { cause: lastDown ?? undefined });
+  if (why === 'timeout') return new SyncError('timeout', `syncd did not welcome this client in time${lastDown ? ` (${lastDown.message})` : ''}`, { cause: lastDown ?? undefined });
   return lastDown ?? new SyncError('syncd_unreachable', `cannot connect to ${base}`);
 }
 

@@ -114,6 +114,8 @@ test('connect() settles: syncd down is syncd_unreachable, a refused page is orig
 });
 
 test('CORS: a page on a loopback dev origin imports sync.js and connects only with --cors-loopback', async () => {
+  // Routed files (a syncd built from another web/) are fulfilled by the test, not by syncd's CORS.
+  assert.equal(browser.servedBy, 'syncd', 'syncd must serve this web/ (rebuild it) for its CORS headers to be under test');
   // A real dev server on another loopback port (as `vite` on :5173 would be).
   const http = await import('node:http');
   const devServer = http.createServer((req, res) => { res.writeHead(200, { 'content-type': 'text/html' }); res.end('<!doctype html><title>dev</title>'); });
