@@ -118,13 +118,17 @@ class PixelFormats(unittest.TestCase):
             self.assertEqual(r["format"], "i420")
             self.assertEqual((r["width"], r["height"]), (W, H))
             self.assertEqual(r["frame_bytes"], W * H * 3 // 2)
-            # Every frame offered to the receiver reached it, verified. The producer's paced
-            # schedule may start before the receiver is admitted (it finds the ticket file by
-            # polling), so the first frame or two may never have been offered to it.
-            offered = syncd.stream_stats("recv")["publishers"]["http"]["receivers"][0]["offered"]
-            self.assertGreaterEqual(offered, 88)
-            self.assertEqual(r["frames"], offered)
-            self.assertEqual(r["hash_verified"], offered)
+            # Every frame offered to the receiver reached it verified, or was dropped by syncd
+            # with a reason (a receiver starved of CPU on a loaded machine is a slow consumer,
+            # and newest-wins drops for it). The producer's paced schedule may start before the
+            # receiver is admitted (it finds the ticket file by polling), so the first frame or
+            # two may never have been offered to it.
+            rec = syncd.stream_stats("recv")["publishers"]["http"]["receivers"][0]
+            self.assertGreaterEqual(rec["offered"], 88)
+            self.assertEqual(rec["offered"], rec["completed"] + rec["dropped_total"], rec)
+            self.assertEqual(r["frames"], rec["completed"])
+            self.assertGreaterEqual(r["frames"], 60, rec)
+            self.assertEqual(r["hash_verified"], r["frames"])
             self.assertEqual(r["verify_failures"], 0)
             self.check_stream(syncd, "recv", "i420", 90)
             self.assertEqual(syncd.stop(), 0)
