@@ -28,7 +28,14 @@ bool PlayoutBuffer::insert(uint32_t rtp_timestamp, uint32_t group, std::span<con
     return false;
   }
   uint64_t index;
-  if (!started_) {
+  if (!started_ || stalled_) {
+    if (stalled_) {
+      ++counters_.restarts;
+      for (uint32_t i = 0; i < config_.capacity_frames; ++i) slots_[i].frame = UINT64_MAX;
+      stalled_ = false;
+      underflowing_ = false;
+      underflow_run_ = 0;
+    }
     index = rtp_timestamp;
     base_index_ = index;
     newest_index_ = index;
@@ -93,7 +100,7 @@ uint32_t PlayoutBuffer::held_frames() const {
 }
 
 bool PlayoutBuffer::pop(uint64_t now_ns, PlayoutFrame& out) {
-  if (!started_ || now_ns < next_due_ns()) return false;
+  if (!started_ || stalled_ || now_ns < next_due_ns()) return false;
   const uint64_t frame = next_frame_;
   const Slot& slot = slots_[frame % config_.capacity_frames];
   const uint32_t present = slot.frame == frame ? slot.present : 0;
@@ -124,13 +131,22 @@ bool PlayoutBuffer::pop(uint64_t now_ns, PlayoutFrame& out) {
     if (later_held) {
       ++counters_.frames_concealed_lost;
       underflowing_ = false;
+      underflow_run_ = 0;
     } else {
+      if (present == 0 && underflow_run_ >= config_.max_underflow_frames) {
+        // Nothing has come for a while: stop rather than conceal forever.
+        ++counters_.stalls;
+        stalled_ = true;
+        return false;
+      }
       ++counters_.frames_concealed_underflow;
       if (!underflowing_) ++counters_.underflows;
       underflowing_ = true;
+      ++underflow_run_;
     }
   } else {
     underflowing_ = false;
+    underflow_run_ = 0;
     if (recovered)
       ++counters_.frames_recovered;
     else

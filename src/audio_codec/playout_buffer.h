@@ -30,6 +30,10 @@ struct PlayoutConfig {
   uint32_t capacity_frames = 64;  // frames held ahead of playout (640 ms at 10 ms)
   uint64_t target_ns = 60'000'000;
   size_t max_packet_bytes = 1200;
+  // Frames concealed in a row with the buffer empty before playout stops (the sender stopped or
+  // the path died): 200 ms at 10 ms. The next packet starts playout again from itself, and the
+  // frames in between are a gap (not concealed, not counted as frames).
+  uint32_t max_underflow_frames = 20;
 };
 
 struct PlayoutCounters {
@@ -44,6 +48,8 @@ struct PlayoutCounters {
   uint64_t frames_concealed_lost = 0;
   uint64_t frames_concealed_underflow = 0;
   uint64_t underflows = 0;  // playout times that found the buffer empty (runs of underflow)
+  uint64_t stalls = 0;      // underflow runs that reached max_underflow_frames: playout stopped
+  uint64_t restarts = 0;    // playout started again after a stall
   uint64_t frames_total() const {
     return frames_played + frames_recovered + frames_concealed_lost + frames_concealed_underflow;
   }
@@ -70,7 +76,7 @@ class PlayoutBuffer {
               uint64_t now_ns);
 
   // The next frame whose playout time is at or before now_ns, or false when none is due yet
-  // (or nothing has arrived yet). Call until false.
+  // (or nothing has arrived yet, or playout stalled). Call until false.
   bool pop(uint64_t now_ns, PlayoutFrame& out);
 
   // When the next frame is due (UINT64_MAX when nothing has arrived yet).
@@ -101,6 +107,8 @@ class PlayoutBuffer {
   uint64_t newest_frame_ = 0;  // newest frame number held
   uint64_t anchor_ns_ = 0;     // arrival time of frame 0 on the fastest path seen
   bool underflowing_ = false;
+  uint32_t underflow_run_ = 0;
+  bool stalled_ = false;
   PlayoutCounters counters_;
 };
 

@@ -215,6 +215,8 @@ void Relay::write_stats(nlohmann::json& out) const {
         {"frames_concealed_by_reason",
          {{"lost", v(a.frames_concealed_lost)}, {"underflow", v(a.frames_concealed_underflow)}}},
         {"underflows", v(a.underflows)},
+        {"stalls", v(a.stalls)},
+        {"restarts", v(a.restarts)},
         {"decode_errors", v(a.decode_errors)},
         {"ring_overflow_frames", v(a.ring_overflow_frames)},
         {"samples_written", v(a.samples_written)},

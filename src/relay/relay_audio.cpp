@@ -134,6 +134,7 @@ void AudioSender::encode_frame(AudioPacketSink& sink, bool send, uint64_t (*mono
     sink.on_audio_packet(std::span<uint8_t>(packet_).first(opus_at + r.bytes));
   }
   ++counters_.frames_encoded;
+  if (send) ++counters_.frames_sent;
   counters_.encode_ns += monotonic_ns() - t0;
 }
 
@@ -240,8 +241,14 @@ void AudioReceiver::poll(uint64_t now_ns, uint64_t realtime_ns) {
       // The ring's absolute index starts at the sender's capture index, so a reader at this end
       // sees the capture's own numbering (and the latency of every sample is measurable).
       ring->mark_gap(out.capture_index);
+      ring_next_ = out.capture_index;
       aligned_ = true;
+    } else if (out.capture_index > ring_next_ && out.capture_index - ring_next_ < (1ull << 32)) {
+      // Playout restarted after a stall: the frames nobody sent are a gap to the reader.
+      ring->mark_gap(out.capture_index - ring_next_);
+      ring_next_ = out.capture_index;
     }
+    ring_next_ += frames;
     const audio::RingSpan span = ring->begin_write(frames);
     if (span.total() == 0) {
       ring->drop(frames);
@@ -294,6 +301,8 @@ void AudioReceiver::sync_counters() {
   sum.frames_concealed_underflow =
       base_playout_.frames_concealed_underflow + now.frames_concealed_underflow;
   sum.underflows = base_playout_.underflows + now.underflows;
+  sum.stalls = base_playout_.stalls + now.stalls;
+  sum.restarts = base_playout_.restarts + now.restarts;
 }
 
 }  // namespace syncd::relay

@@ -50,6 +50,7 @@ class AudioPacketSink {
 struct AudioSenderCounters {
   uint64_t frames_read = 0;     // capture frames (sample instants) taken from the ring
   uint64_t frames_encoded = 0;  // Opus frames (all groups of one timestamp)
+  uint64_t frames_sent = 0;     // of which sent (the session was keyed)
   uint64_t packets = 0;
   uint64_t bytes = 0;
   uint64_t encode_errors = 0;
@@ -138,7 +139,7 @@ class AudioReceiver {
   std::unique_ptr<audio_codec::PlayoutBuffer> playout_;
   std::vector<float> frame_;  // frame_samples x stream channels
   bool aligned_ = false;
-  uint64_t ring_offset_ = 0;  // ring index = capture index + offset (aligned at the first frame)
+  uint64_t ring_next_ = 0;  // the ring index the next frame written gets
   uint64_t sr_ntp_ns_ = 0;
   uint32_t sr_rtp_ = 0;
   bool have_sr_ = false;

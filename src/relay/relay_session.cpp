@@ -1149,6 +1149,7 @@ void RelaySession::publish_stats() {
     const AudioSenderCounters& sc = audio_sender_->counters();
     set(a.channels, uint64_t(config_.audio_send.channels));
     set(a.frames_encoded, sc.frames_encoded);
+    set(a.frames_sent, sc.frames_sent);
     set(a.packets_sent, sc.packets);
     set(a.bytes_sent, sc.bytes);
     set(a.encode_errors, sc.encode_errors);
@@ -1170,6 +1171,8 @@ void RelaySession::publish_stats() {
     set(a.frames_concealed_lost, p.frames_concealed_lost);
     set(a.frames_concealed_underflow, p.frames_concealed_underflow);
     set(a.underflows, p.underflows);
+    set(a.stalls, p.stalls);
+    set(a.restarts, p.restarts);
     set(a.decode_errors, rc.decode_errors);
     set(a.ring_overflow_frames, rc.ring_overflow_frames);
     set(a.samples_written, rc.frames_written);

@@ -68,6 +68,7 @@ struct RelayAudioStats {
   std::atomic<uint64_t> channels{0};
   // Sender.
   std::atomic<uint64_t> frames_encoded{0};
+  std::atomic<uint64_t> frames_sent{0};
   std::atomic<uint64_t> packets_sent{0};
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> encode_errors{0};
@@ -84,6 +85,8 @@ struct RelayAudioStats {
   std::atomic<uint64_t> frames_concealed_lost{0};
   std::atomic<uint64_t> frames_concealed_underflow{0};
   std::atomic<uint64_t> underflows{0};
+  std::atomic<uint64_t> stalls{0};
+  std::atomic<uint64_t> restarts{0};
   std::atomic<uint64_t> decode_errors{0};
   std::atomic<uint64_t> ring_overflow_frames{0};
   std::atomic<uint64_t> samples_written{0};

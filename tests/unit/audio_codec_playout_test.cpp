@@ -122,6 +122,30 @@ TEST(PlayoutBuffer, AnEmptyBufferAtPlayoutIsAnUnderflowAndLatePacketsAreDropped)
   EXPECT_EQ(c.frames_total(), 3u);
 }
 
+TEST(PlayoutBuffer, PlayoutStopsWhenNothingComesAndRestartsOnTheNextPacket) {
+  PlayoutConfig config = two_groups();
+  config.max_underflow_frames = 5;
+  PlayoutBuffer buffer(config);
+  for (uint32_t g = 0; g < 2; ++g) ASSERT_TRUE(buffer.insert(0, g, packet(0), 0));
+  PlayoutFrame out;
+  int popped = 0;
+  for (uint64_t t = 40 * kMs; t < 400 * kMs; t += 10 * kMs)
+    while (buffer.pop(t, out)) ++popped;
+  EXPECT_EQ(popped, 1 + 5);  // the frame, then 5 concealed before playout stops
+  EXPECT_EQ(buffer.counters().stalls, 1u);
+  // The sender comes back 10 s of capture later: playout restarts from its packet.
+  const uint32_t later = 480u * 1000;
+  for (uint32_t g = 0; g < 2; ++g) ASSERT_TRUE(buffer.insert(later, g, packet(9), 500 * kMs));
+  ASSERT_TRUE(buffer.pop(540 * kMs, out));
+  EXPECT_EQ(out.capture_index, later);
+  EXPECT_EQ(out.action[0], GroupAction::kDecode);
+  const PlayoutCounters& c = buffer.counters();
+  EXPECT_EQ(c.restarts, 1u);
+  EXPECT_EQ(c.frames_played, 2u);
+  EXPECT_EQ(c.frames_concealed_underflow, 5u);
+  EXPECT_EQ(c.frames_total(), 7u);
+}
+
 TEST(PlayoutBuffer, RefusesWhatItCannotPlace) {
   PlayoutBuffer buffer(two_groups());
   EXPECT_FALSE(buffer.insert(0, 2, packet(0), 0));                      // no such group
