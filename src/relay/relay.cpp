@@ -175,10 +175,10 @@ void Relay::write_stats(nlohmann::json& out) const {
     const RelayAudioStats& a = s.audio;
     if (config_.audio_ring)
       j["sender"]["audio"] = {
-          {"channels", v(a.channels)},           {"frames_encoded", v(a.frames_encoded)},
-          {"packets_sent", v(a.packets_sent)},   {"bytes_sent", v(a.bytes_sent)},
-          {"encode_errors", v(a.encode_errors)}, {"capture_gaps", v(a.capture_gaps)},
-          {"encode_us", v(a.encode_us)}};
+          {"channels", v(a.channels)},         {"frames_encoded", v(a.frames_encoded)},
+          {"frames_sent", v(a.frames_sent)},   {"packets_sent", v(a.packets_sent)},
+          {"bytes_sent", v(a.bytes_sent)},     {"encode_errors", v(a.encode_errors)},
+          {"capture_gaps", v(a.capture_gaps)}, {"encode_us", v(a.encode_us)}};
   } else {
     nlohmann::json source;
     source_->write_stats(source);
@@ -211,6 +211,7 @@ void Relay::write_stats(nlohmann::json& out) const {
         {"packets_refused", v(a.packets_refused)},
         {"frames_played", v(a.frames_played)},
         {"frames_recovered_fec", v(a.frames_recovered_fec)},
+        {"recovered_with_lbrr_possible", v(a.recovered_lbrr)},
         {"frames_concealed", v(a.frames_concealed_lost) + v(a.frames_concealed_underflow)},
         {"frames_concealed_by_reason",
          {{"lost", v(a.frames_concealed_lost)}, {"underflow", v(a.frames_concealed_underflow)}}},

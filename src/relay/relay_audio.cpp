@@ -174,6 +174,7 @@ bool AudioReceiver::on_description(const AudioDescription& d) {
   const audio_codec::PlayoutCounters before = counters_.playout;
   playout_ = std::make_unique<audio_codec::PlayoutBuffer>(pc);
   base_playout_ = before;
+  base_lbrr_ = counters_.recovered_lbrr;
   decoders_ = std::move(decoders);
   plan_ = plan;
   description_ = d;
@@ -301,6 +302,10 @@ void AudioReceiver::sync_counters() {
   sum.frames_concealed_underflow =
       base_playout_.frames_concealed_underflow + now.frames_concealed_underflow;
   sum.underflows = base_playout_.underflows + now.underflows;
+  uint64_t lbrr = 0;
+  for (uint32_t g = 0; g < plan_.count; ++g)
+    lbrr += decoders_[g].counters().recovered_from_silk_or_hybrid;
+  counters_.recovered_lbrr = base_lbrr_ + lbrr;
   sum.stalls = base_playout_.stalls + now.stalls;
   sum.restarts = base_playout_.restarts + now.restarts;
 }

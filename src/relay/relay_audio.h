@@ -107,6 +107,7 @@ struct AudioReceiverCounters {
   uint64_t ring_overflow_frames = 0;  // the ring's reader was too slow: frames dropped
   uint64_t frames_written = 0;
   uint64_t decode_ns = 0;
+  uint64_t recovered_lbrr = 0;  // recoveries from a SILK/hybrid next packet (may carry LBRR)
   uint64_t channels = 0;
   // Capture-to-available latency, from the sender's SR (valid when both ends share a wall clock).
   uint64_t latency_samples = 0;
@@ -145,7 +146,8 @@ class AudioReceiver {
   bool have_sr_ = false;
   void sync_counters();
 
-  audio_codec::PlayoutCounters base_playout_;  // the counts of earlier descriptions' buffers
+  audio_codec::PlayoutCounters base_playout_;
+  uint64_t base_lbrr_ = 0;  // the counts of earlier descriptions' buffers
   AudioReceiverCounters counters_;
 };
 

@@ -234,6 +234,8 @@ void RelaySession::feed_dtls(std::span<uint8_t> datagram, const sockaddr_storage
 }
 
 void RelaySession::on_handshake_complete(uint64_t now_ns) {
+  audio_described_ =
+      false;  // a new receiver (or a restarted one) hears the audio description first
   const secure::SrtpKeyMaterial& material = dtls_.completed_keys();
   // Both ends derived the same identity from this handshake (docs/wan.md "Key epochs").
   const uint32_t epoch = material.epoch_id;
@@ -374,7 +376,14 @@ void RelaySession::on_timer(uint64_t now_ns) {
   if (connected()) run_key_schedule(now_ns);
   if (config_.sender) {
     if (audio_sender_ && now_ns >= next_audio_poll_ns_) {
-      audio_sender_->poll(*audio_out_, connected(), &core::monotonic_ns);
+      // Packets go only once the receiver can have the description (sent just before them):
+      // before it, they would be refused as unknown.
+      audio_sender_->poll(*audio_out_, connected() && audio_described_, &core::monotonic_ns);
+      if (connected() && (audio_report_due_ || !audio_described_) && audio_sender_->have_clock()) {
+        send_audio_report(now_ns);
+        audio_described_ = true;
+        audio_report_due_ = false;
+      }
       next_audio_poll_ns_ = now_ns + kAudioPollNs;
     }
     pace(now_ns);
@@ -1172,6 +1181,7 @@ void RelaySession::publish_stats() {
     set(a.frames_concealed_underflow, p.frames_concealed_underflow);
     set(a.underflows, p.underflows);
     set(a.stalls, p.stalls);
+    set(a.recovered_lbrr, rc.recovered_lbrr);
     set(a.restarts, p.restarts);
     set(a.decode_errors, rc.decode_errors);
     set(a.ring_overflow_frames, rc.ring_overflow_frames);

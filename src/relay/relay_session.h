@@ -85,6 +85,9 @@ struct RelayAudioStats {
   std::atomic<uint64_t> frames_concealed_lost{0};
   std::atomic<uint64_t> frames_concealed_underflow{0};
   std::atomic<uint64_t> underflows{0};
+  // Of frames_recovered_fec: rebuilt from a SILK or hybrid packet, which may carry LBRR (a
+  // CELT-only next packet has none: libopus then conceals).
+  std::atomic<uint64_t> recovered_lbrr{0};
   std::atomic<uint64_t> stalls{0};
   std::atomic<uint64_t> restarts{0};
   std::atomic<uint64_t> decode_errors{0};
@@ -275,7 +278,10 @@ class RelaySession final : public RelayHandler {
   std::vector<uint32_t> history_;           // media sequence -> handle, kHistory entries
   std::vector<uint16_t> history_sequence_;  // which sequence each history entry holds
   bool describing_ = false;
-  bool goodbye_pending_ = false;      // the stream closed: BYE once the pacer is empty
+  bool goodbye_pending_ = false;
+  bool audio_described_ = false;      // sender: the audio description has gone once
+  bool audio_report_due_ = false;     // sender: a handshake completed; describe the audio now //
+                                      // the stream closed: BYE once the pacer is empty
   bool keyframe_wanted_ = false;      // receiver: the main loop asked for a PLI
   bool lost_since_delivery_ = false;  // receiver: an access unit lost since the last delivered
   uint64_t reported_target_bps_ = 0;  // sender: the target the main loop last heard
