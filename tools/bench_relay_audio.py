@@ -63,8 +63,9 @@ def main():
                            f"synthetic:{a.channels},tone", "--relay-audio-channels",
                            a.select) as tx:
                     tx.wait_for(lambda: tx.stats()["relay"]["state"] == "connected")
-                    rx.wait_for(lambda: rx.stats()["relay"]["receiver"]["audio"]
-                                ["samples_written"] > 0)
+                    if a.select != "none":
+                        rx.wait_for(lambda: rx.stats()["relay"]["receiver"]["audio"]
+                                    ["samples_written"] > 0)
                     producer = None
                     if not a.no_video:
                         producer = subprocess.Popen(
@@ -74,21 +75,36 @@ def main():
                              "8"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                         time.sleep(1)
                     rx0 = rx.stats()["relay"]["receiver"]["audio"]
-                    tx0 = tx.stats()["relay"]["sender"]["audio"]
-                    out = subprocess.run([READER, "--url", rx.url, "--seconds", str(a.seconds),
-                                          "--quiet"], capture_output=True, text=True,
-                                         timeout=a.seconds + 60)
-                    rx1 = rx.stats()["relay"]
-                    tx1 = tx.stats()["relay"]["sender"]["audio"]
+                    v0 = rx.stats()["relay"]["receiver"]
+                    if a.select == "none":  # the video baseline: no audio relayed
+                        time.sleep(a.seconds)
+                        rx1 = rx.stats()["relay"]
+                        out = None
+                    else:
+                        tx0 = tx.stats()["relay"]["sender"]["audio"]
+                        out = subprocess.run([READER, "--url", rx.url, "--seconds",
+                                              str(a.seconds), "--quiet"], capture_output=True,
+                                             text=True, timeout=a.seconds + 60)
+                        rx1 = rx.stats()["relay"]
+                        tx1 = tx.stats()["relay"]["sender"]["audio"]
                     if producer:
                         producer.kill()
                         producer.wait()
             finally:
                 impair.close()
+    video = rx1["receiver"]["source"].get("transport", {})
+    video_figures = {
+        "video_transport_ms": {"mean": video.get("mean_us", 0) / 1000,
+                               "max": video.get("max_us", 0) / 1000},
+        "video_frames_complete": rx1["receiver"]["frames_complete"] - v0["frames_complete"],
+        "video_frames_dropped": rx1["receiver"]["frames_dropped"] - v0["frames_dropped"],
+    }
+    if out is None:
+        print(json.dumps({"seconds": a.seconds, "audio": "none", **video_figures}))
+        return
     reader = json.loads(out.stdout.strip().splitlines()[-1])
     audio = rx1["receiver"]["audio"]
     d = lambda k, now, before: now[k] - before[k]  # noqa: E731
-    video = rx1["receiver"]["source"].get("transport", {})
     result = {
         "seconds": a.seconds, "channels": audio["channels"], "video": not a.no_video,
         "path": f"{a.loss} % loss, {a.delay} +/- {a.jitter} ms each way",
@@ -108,10 +124,7 @@ def main():
         "receiver_decode_cpu_pct": 100 * d("decode_us", audio, rx0) / 1e6 / a.seconds,
         "audio_bytes_per_s": d("bytes_sent", tx1, tx0) / a.seconds,
         "audio_latency_ms": {k: audio["latency_us"][k] / 1000 for k in ("min", "mean", "max")},
-        "video_transport_ms": {"mean": video.get("mean_us", 0) / 1000,
-                               "max": video.get("max_us", 0) / 1000},
-        "video_frames_complete": rx1["receiver"]["frames_complete"],
-        "video_frames_dropped": rx1["receiver"]["frames_dropped"],
+        **video_figures,
     }
     print(json.dumps(result))
 
