@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <string_view>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace syncd::relay;
@@ -24,6 +26,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         again.name_view() != d.name_view() || again.width != d.width || again.height != d.height ||
         again.format != d.format)
       std::abort();
+  }
+  AudioDescription a;
+  if (parse_audio_description(in, a) == AudioDescriptionError::kNone) {
+    uint8_t out[kMaxAudioDescriptionBytes];
+    const size_t n = write_audio_description(a, out);
+    AudioDescription again;
+    if (n == 0 || parse_audio_description({out, n}, again) != AudioDescriptionError::kNone ||
+        again.channels != a.channels || again.groups != a.groups ||
+        std::memcmp(again.channel_map, a.channel_map, a.channels) != 0)
+      std::abort();
+  }
+  // Channel selections, against a capture width taken from the first byte.
+  if (size > 0) {
+    uint8_t map[kMaxAudioChannels];
+    uint32_t count = 0;
+    std::string error;
+    const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
+    if (parse_channel_selection(text, data[0], map, count, error))
+      for (uint32_t i = 1; i < count; ++i)
+        if (map[i] <= map[i - 1] || map[i] >= data[0]) std::abort();
   }
   return 0;
 }

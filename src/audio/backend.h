@@ -14,7 +14,8 @@ namespace syncd::audio {
 
 // What --audio-source / --audio-ring-ms / --audio-connect ask for.
 struct AudioSourceConfig {
-  std::string backend;   // "synthetic" or "jack"
+  std::string backend;    // "synthetic", "jack", or "relay" (written by the WAN relay's receiver)
+  bool tone = false;      // synthetic: the tone signal instead of the counter (test_signal.h)
   uint32_t channels = 2;  // 1..64
   uint32_t rate = 48000;  // synthetic: chosen; jack: the server's rate wins
   uint32_t ring_ms = 1000;
@@ -24,7 +25,8 @@ struct AudioSourceConfig {
   std::string client_name = "syncd";
 };
 
-// Parses "synthetic[:CHANNELS[@RATE]]" or "jack[:CHANNELS]". Control plane (startup).
+// Parses "synthetic[:CHANNELS[@RATE]][,tone]", "jack[:CHANNELS]" or "relay[:CHANNELS]" (the
+// relay's receiver writes the ring; docs/wan.md "Audio"). Control plane (startup).
 bool parse_audio_source_spec(const std::string& spec, AudioSourceConfig& out, std::string& error);
 
 // A snapshot of a backend's state, read on the loop thread.

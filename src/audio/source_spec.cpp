@@ -12,11 +12,21 @@ bool parse_u32(std::string_view s, uint32_t& out) {
 }  // namespace
 
 bool parse_audio_source_spec(const std::string& spec, AudioSourceConfig& out, std::string& error) {
-  const std::string_view s(spec);
+  std::string_view s(spec);
+  out.tone = false;
+  if (s.size() > 5 && s.substr(s.size() - 5) == ",tone") {
+    out.tone = true;
+    s.remove_suffix(5);
+  }
   const size_t colon = s.find(':');
   const std::string_view kind = s.substr(0, colon);
-  if (kind != "synthetic" && kind != "jack") {
-    error = "--audio-source: backend must be 'synthetic' or 'jack', got '" + std::string(kind) + "'";
+  if (kind != "synthetic" && kind != "jack" && kind != "relay") {
+    error = "--audio-source: backend must be 'synthetic', 'jack' or 'relay', got '" +
+            std::string(kind) + "'";
+    return false;
+  }
+  if (out.tone && kind != "synthetic") {
+    error = "--audio-source: ',tone' is the synthetic backend's";
     return false;
   }
   out.backend = std::string(kind);
@@ -28,8 +38,8 @@ bool parse_audio_source_spec(const std::string& spec, AudioSourceConfig& out, st
     return false;
   }
   if (at != std::string_view::npos) {
-    if (kind == "jack") {
-      error = "--audio-source: jack follows the server's rate; drop '@RATE'";
+    if (kind != "synthetic") {
+      error = "--audio-source: jack and relay run at their source's rate; drop '@RATE'";
       return false;
     }
     if (!parse_u32(rest.substr(at + 1), out.rate) || out.rate < 8000 || out.rate > 384000) {

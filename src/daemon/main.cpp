@@ -131,7 +131,8 @@ int main(int argc, char** argv) {
   std::string audio_source, audio_connect = "system";
   uint32_t audio_ring_ms = 1000;
   app.add_option("--audio-source", audio_source,
-                 "Audio capture: synthetic[:CHANNELS[@RATE]] or jack[:CHANNELS] (1-64 channels)");
+                 "Audio capture: synthetic[:CHANNELS[@RATE]][,tone], jack[:CHANNELS], or "
+                 "relay[:CHANNELS] (a relay receiver's audio; 1-64 channels)");
   app.add_option("--audio-ring-ms", audio_ring_ms, "Audio capture ring capacity")
       ->check(CLI::Range(10, 60000))
       ->capture_default_str();
@@ -157,6 +158,18 @@ int main(int argc, char** argv) {
                  "WAN relay: the most kbit/s a raw stream is encoded at, whatever the estimate")
       ->check(CLI::Range(100, 200000))
       ->capture_default_str();
+  app.add_option("--relay-audio-channels", relay.audio_channels,
+                 "WAN relay sender: the --audio-source channels to send, e.g. 0-7,16; 'all' or "
+                 "'none' (the relay thread then reads the capture, not audio.read)")
+      ->default_str("all");
+  app.add_option("--relay-audio-bitrate", relay.audio_bitrate,
+                 "WAN relay sender: Opus bit/s per audio channel")
+      ->default_str("32000")
+      ->check(CLI::Range(6000, 256000));
+  app.add_option("--relay-audio-target-ms", relay.audio_target_ms,
+                 "WAN relay receiver (--audio-source relay:N): the audio playout buffer's delay")
+      ->default_str("60")
+      ->check(CLI::Range(10, 500));
   app.add_option("--relay-keyframe-interval", relay.encode.keyframe_interval,
                  "WAN relay: frames between IDRs of an encoded raw stream (and one on every PLI)")
       ->check(CLI::Range(1, 100000))

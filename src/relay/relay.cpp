@@ -45,6 +45,23 @@ std::unique_ptr<Relay> Relay::start(const RelayConfig& config, media::StreamRegi
   sc.sender = config.sender;
   sc.peer = config.peer_fingerprint;
   sc.keys.rekey_interval_ns = config.rekey_interval_s * 1'000'000'000ull;
+  if (config.sender && config.audio_ring) {
+    uint32_t count = 0;
+    if (!parse_channel_selection(config.audio_channels, config.audio_ring->channels(),
+                                 sc.audio_send.channel_map, count, error)) {
+      error = "--relay-audio-channels: " + error;
+      return nullptr;
+    }
+    if (count > 0) {
+      sc.audio_send.ring = config.audio_ring;
+      sc.audio_send.channels = count;
+      sc.audio_send.bitrate_per_channel = config.audio_bitrate;
+    }
+  }
+  if (!config.sender) {
+    sc.audio_receive_ring = config.audio_ring;
+    sc.audio_target_ns = uint64_t(config.audio_target_ms) * 1'000'000;
+  }
   auto session = std::make_unique<RelaySession>(sc, relay->identity_);
   relay->session_ = session.get();
   RelayThreadConfig tc;
@@ -155,6 +172,13 @@ void Relay::write_stats(nlohmann::json& out) const {
                    {"remb_bps", v(s.remb_bps)},
                    {"peer_fraction_lost", v(s.peer_fraction_lost)},
                    {"keyframe_requests_received", v(s.keyframe_requests)}};
+    const RelayAudioStats& a = s.audio;
+    if (config_.audio_ring)
+      j["sender"]["audio"] = {
+          {"channels", v(a.channels)},         {"frames_encoded", v(a.frames_encoded)},
+          {"frames_sent", v(a.frames_sent)},   {"packets_sent", v(a.packets_sent)},
+          {"bytes_sent", v(a.bytes_sent)},     {"encode_errors", v(a.encode_errors)},
+          {"capture_gaps", v(a.capture_gaps)}, {"encode_us", v(a.encode_us)}};
   } else {
     nlohmann::json source;
     source_->write_stats(source);
@@ -176,6 +200,34 @@ void Relay::write_stats(nlohmann::json& out) const {
         {"jitter_target_us", v(s.jitter_target_us)},
         {"skew_ppm", v(s.skew_ppm_milli) / 1000.0},
         {"source", source}};
+    const RelayAudioStats& a = s.audio;
+    // Every frame from the first on: played + recovered_fec + concealed (by reason).
+    j["receiver"]["audio"] = {
+        {"channels", v(a.channels)},
+        {"packets_received", v(a.packets_received)},
+        {"packets_late", v(a.packets_late)},
+        {"packets_duplicate", v(a.packets_duplicate)},
+        {"packets_overflow", v(a.packets_overflow)},
+        {"packets_refused", v(a.packets_refused)},
+        {"frames_played", v(a.frames_played)},
+        {"frames_recovered_fec", v(a.frames_recovered_fec)},
+        {"recovered_with_lbrr_possible", v(a.recovered_lbrr)},
+        {"frames_concealed", v(a.frames_concealed_lost) + v(a.frames_concealed_underflow)},
+        {"frames_concealed_by_reason",
+         {{"lost", v(a.frames_concealed_lost)}, {"underflow", v(a.frames_concealed_underflow)}}},
+        {"underflows", v(a.underflows)},
+        {"stalls", v(a.stalls)},
+        {"restarts", v(a.restarts)},
+        {"decode_errors", v(a.decode_errors)},
+        {"ring_overflow_frames", v(a.ring_overflow_frames)},
+        {"samples_written", v(a.samples_written)},
+        {"decode_us", v(a.decode_us)},
+        {"latency_us",
+         {{"samples", v(a.latency_samples)},
+          {"last", int64_t(a.latency_last_us.load())},
+          {"min", int64_t(a.latency_min_us.load())},
+          {"mean", int64_t(a.latency_mean_us.load())},
+          {"max", int64_t(a.latency_max_us.load())}}}};
   }
   out["relay"] = std::move(j);
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
+#include "audio/capture_ring.h"
 #include "media/stream_registry.h"
 #include "relay/relay_publisher.h"
 #include "relay/relay_session.h"
@@ -30,6 +31,15 @@ struct RelayConfig {
   uint64_t rekey_interval_s = 300;       // --dtls-rekey-interval
   std::string stream;                    // --relay-stream: the stream to send (empty: the first)
   EncodeSettings encode;                 // --relay-bitrate, --relay-keyframe-interval
+  // Audio (docs/wan.md, "Audio"). Sender: --relay-audio-channels ("all", "none", "0-7,16"), of
+  // the --audio-source capture; --relay-audio-bitrate per channel. Receiver (--audio-source
+  // relay:N): --relay-audio-target-ms, the playout buffer's target.
+  std::string audio_channels = "all";
+  uint32_t audio_bitrate = 32000;
+  uint32_t audio_target_ms = 60;
+  // Set by the server, not the command line: the sender's capture ring (lent: the relay thread
+  // reads it) or the receiver's relay-written ring; null without audio.
+  audio::CaptureRing* audio_ring = nullptr;
 };
 
 // Where syncd keeps its relay identity unless --relay-cert says: $XDG_STATE_HOME/sync, else

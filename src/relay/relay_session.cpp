@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 
+#include "core/clock.h"
 #include "rtp/rtx.h"
 
 namespace syncd::relay {
@@ -34,6 +35,9 @@ constexpr size_t kMaxPayloadBytes = rtp::kDefaultMaxPayloadBytes - kFrameInfoExt
 constexpr uint32_t kStorePackets = 8192;
 constexpr uint32_t kHistory = 2048;  // media packets kept for retransmission (~1 s at 20 Mbit/s)
 constexpr uint64_t kSenderReportNs = 500'000'000;
+// The sender reads the capture ring this often: half an Opus frame, so a frame leaves at most
+// ~5 ms after its last sample was captured.
+constexpr uint64_t kAudioPollNs = 5'000'000;
 constexpr uint64_t kReceiverReportNs = 100'000'000;
 constexpr size_t kRtcpBytes = 1200;
 constexpr size_t kPacedBatch = 64;
@@ -97,6 +101,19 @@ bool starts_access_unit(std::span<const uint8_t> payload) {
 }  // namespace
 
 // The jitter buffer's events, back into the session.
+// The sender's encoded audio packets, straight to SRTP and the socket (relay_audio.h: they skip
+// the pacer and the FEC/NACK path).
+class RelaySession::AudioOut final : public AudioPacketSink {
+ public:
+  explicit AudioOut(RelaySession& session) : session_(session) {}
+  void on_audio_packet(std::span<uint8_t> plain_rtp) override {
+    session_.send_audio_packet(plain_rtp);
+  }
+
+ private:
+  RelaySession& session_;
+};
+
 class RelaySession::ReceiverSink final : public jitter::FrameSink {
  public:
   explicit ReceiverSink(RelaySession& session) : session_(session) {}
@@ -159,6 +176,17 @@ RelaySession::RelaySession(RelaySessionConfig config, const secure::Identity& id
     frame_buffers_.resize(config_.frame_buffers);
     frame_buffer_lent_.assign(config_.frame_buffers, false);
   }
+  if (config_.sender && config_.audio_send.ring && config_.audio_send.channels > 0) {
+    audio_sender_ = std::make_unique<AudioSender>(config_.audio_send, random_u32());
+    if (!audio_sender_->ok()) audio_sender_.reset();
+    audio_out_ = std::make_unique<AudioOut>(*this);
+  }
+  if (!config_.sender && config_.audio_receive_ring) {
+    AudioReceiveConfig c;
+    c.ring = config_.audio_receive_ring;
+    c.target_ns = config_.audio_target_ns;
+    audio_receiver_ = std::make_unique<AudioReceiver>(c);
+  }
 }
 
 RelaySession::~RelaySession() = default;
@@ -206,6 +234,8 @@ void RelaySession::feed_dtls(std::span<uint8_t> datagram, const sockaddr_storage
 }
 
 void RelaySession::on_handshake_complete(uint64_t now_ns) {
+  audio_described_ =
+      false;  // a new receiver (or a restarted one) hears the audio description first
   const secure::SrtpKeyMaterial& material = dtls_.completed_keys();
   // Both ends derived the same identity from this handshake (docs/wan.md "Key epochs").
   const uint32_t epoch = material.epoch_id;
@@ -345,6 +375,17 @@ void RelaySession::on_timer(uint64_t now_ns) {
   if (config_.sender) check_liveness(now_ns);
   if (connected()) run_key_schedule(now_ns);
   if (config_.sender) {
+    if (audio_sender_ && now_ns >= next_audio_poll_ns_) {
+      // Packets go only once the receiver can have the description (sent just before them):
+      // before it, they would be refused as unknown.
+      audio_sender_->poll(*audio_out_, connected() && audio_described_, &core::monotonic_ns);
+      if (connected() && (audio_report_due_ || !audio_described_) && audio_sender_->have_clock()) {
+        send_audio_report(now_ns);
+        audio_described_ = true;
+        audio_report_due_ = false;
+      }
+      next_audio_poll_ns_ = now_ns + kAudioPollNs;
+    }
     pace(now_ns);
     if (connected() && now_ns >= next_report_ns_) send_sender_report(now_ns);
     if (goodbye_pending_ && pacer_.next_event_ns(now_ns) == congestion::Pacer::kNoEvent) {
@@ -352,6 +393,7 @@ void RelaySession::on_timer(uint64_t now_ns) {
       goodbye_pending_ = false;
     }
   } else if (connected()) {
+    if (audio_receiver_) audio_receiver_->poll(now_ns, realtime_ns() + kNtpEpochOffsetNs);
     jitter_.advance(now_ns, *sink_);
     fec_decoder_.expire(now_ns);
     if (now_ns >= next_feedback_ns_ || nack_.next_wakeup_ns(rtt_ns_) <= now_ns ||
@@ -405,9 +447,11 @@ void RelaySession::schedule(uint64_t now_ns) {
   if (config_.sender) {
     next = std::min(next, pacer_.next_event_ns(now_ns));
     if (connected()) next = std::min(next, next_report_ns_);
+    if (audio_sender_) next = std::min(next, next_audio_poll_ns_);
   } else if (connected()) {
     next = std::min({next, jitter_.next_wakeup_ns(), nack_.next_wakeup_ns(rtt_ns_),
                      estimator_.next_remb_ns(), next_feedback_ns_});
+    if (audio_receiver_) next = std::min(next, audio_receiver_->next_wakeup_ns());
   }
   thread_->arm_timer(next > now_ns ? next - now_ns : 0);
 }
@@ -593,6 +637,36 @@ void RelaySession::send_sender_report(uint64_t now_ns, bool goodbye) {
     w.add_goodbye(ssrcs, "stream closed");
   }
   send_rtcp(rtcp_buffer_, w.size());
+  send_audio_report(now_ns);
+}
+
+void RelaySession::send_audio_report(uint64_t now_ns) {
+  // Its own compound: the audio SSRC's SR (capture clock against the same wall clock as the
+  // video's SR) and the audio description, so the receiver knows the channels before it decodes.
+  if (!audio_sender_ || !audio_sender_->have_clock()) return;
+  rtp::RtcpWriter w({rtcp_buffer_.data(), kRtcpBytes});
+  rtp::SenderInfo info;
+  info.ntp_timestamp = rtp::ntp_from_ns(realtime_ns() + kNtpEpochOffsetNs);
+  info.rtp_timestamp = audio_sender_->rtp_time(core::monotonic_ns());
+  info.packet_count = audio_sender_->packets_sent();
+  info.octet_count = audio_sender_->octets_sent();
+  w.add_sender_report(audio_sender_->ssrc(), info);
+  w.add_cname(audio_sender_->ssrc(), "syncd");
+  AudioDescription d;
+  audio_sender_->describe(d);
+  uint8_t app[kMaxAudioDescriptionBytes];
+  if (const size_t n = write_audio_description(d, app)) w.add_application({app, n});
+  send_rtcp(rtcp_buffer_, w.size());
+  (void)now_ns;
+}
+
+void RelaySession::send_audio_packet(std::span<uint8_t> plain) {
+  if (!connected() || !thread_ || plain.size() > PacketStore::kPacketBytes) return;
+  std::memcpy(send_buffer_.data(), plain.data(), plain.size());
+  size_t size = plain.size();
+  if (srtp_out_.protect_rtp(send_buffer_.data(), size, send_buffer_.size()) ==
+      secure::SrtpStatus::kOk)
+    thread_->send_datagram({send_buffer_.data(), size});
 }
 
 void RelaySession::retransmit(uint16_t sequence, uint64_t now_ns) {
@@ -635,6 +709,7 @@ struct RtcpEvents final : rtp::RtcpSink {
   bool bye = false;
   bool pli = false;
   std::optional<StreamDescription> description;
+  std::optional<AudioDescription> audio_description;
   void on_sender_report(const rtp::SenderReport& r) override { sr = r; }
   void on_receiver_report(const rtp::ReceiverReport& r) override {
     for (const rtp::ReportBlock& b : r.blocks)
@@ -650,6 +725,8 @@ struct RtcpEvents final : rtp::RtcpSink {
   void on_application(std::span<const uint8_t> packet) override {
     StreamDescription d;
     if (parse_stream_description(packet, d) == DescriptionError::kNone) description = d;
+    AudioDescription a;
+    if (parse_audio_description(packet, a) == AudioDescriptionError::kNone) audio_description = a;
   }
 };
 }  // namespace
@@ -717,7 +794,17 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
     pace(now_ns);
     return;
   }
-  // Receiver.
+  // Receiver. The audio's compound (its SR and description) first: its SSRC is not the video's.
+  if (events.audio_description) {
+    if (!audio_receiver_ || !audio_receiver_->on_description(*events.audio_description)) {
+      ++audio_refused_;
+      return;
+    }
+    if (events.sr && events.sr->sender_ssrc == audio_receiver_->ssrc())
+      audio_receiver_->on_sender_report(jitter::ntp_to_ns(events.sr->info.ntp_timestamp),
+                                        events.sr->info.rtp_timestamp);
+    return;
+  }
   if (events.sr && !accept_sender_ssrc(events.sr->sender_ssrc, epoch, now_ns)) {
     ++counters_.rtcp_refused;
     return;
@@ -799,6 +886,14 @@ void RelaySession::receive_rtp(std::span<uint8_t> packet, uint64_t now_ns) {
   RecoveredPackets& recovered = *recovered_;
   recovered.count = 0;
   switch (view.payload_type) {
+    case kAudioPayloadType:
+      if (!audio_receiver_ || !audio_receiver_->described() ||
+          view.ssrc != audio_receiver_->ssrc()) {
+        ++audio_refused_;
+        return;
+      }
+      audio_receiver_->on_packet(view.timestamp, view.payload, now_ns);
+      return;
     case kMediaPayloadType: {
       if (!accept_sender_ssrc(view.ssrc, epoch, now_ns)) {
         ++counters_.rtp_refused;  // a foreign SSRC
@@ -1058,6 +1153,49 @@ void RelaySession::publish_stats() {
   set(stats_.estimate_bps, estimator_.estimate_bps());
   set(stats_.jitter_target_us, jitter_.counters().target_delay_ns / 1000);
   set(stats_.skew_ppm_milli, int64_t(std::llround(skew_.skew_ppm() * 1000)));
+  RelayAudioStats& a = stats_.audio;
+  if (audio_sender_) {
+    const AudioSenderCounters& sc = audio_sender_->counters();
+    set(a.channels, uint64_t(config_.audio_send.channels));
+    set(a.frames_encoded, sc.frames_encoded);
+    set(a.frames_sent, sc.frames_sent);
+    set(a.packets_sent, sc.packets);
+    set(a.bytes_sent, sc.bytes);
+    set(a.encode_errors, sc.encode_errors);
+    set(a.capture_gaps, sc.capture_gaps);
+    set(a.encode_us, sc.encode_ns / 1000);
+  }
+  if (audio_receiver_) {
+    const AudioReceiverCounters& rc = audio_receiver_->counters();
+    const audio_codec::PlayoutCounters& p = rc.playout;
+    set(a.channels, rc.channels);
+    set(a.packets_received, p.packets_in);
+    set(a.packets_late, p.packets_late);
+    set(a.packets_duplicate, p.packets_duplicate);
+    set(a.packets_overflow, p.packets_overflow);
+    set(a.packets_refused,
+        p.packets_refused + p.packets_misaligned + rc.packets_refused + audio_refused_);
+    set(a.frames_played, p.frames_played);
+    set(a.frames_recovered_fec, p.frames_recovered);
+    set(a.frames_concealed_lost, p.frames_concealed_lost);
+    set(a.frames_concealed_underflow, p.frames_concealed_underflow);
+    set(a.underflows, p.underflows);
+    set(a.stalls, p.stalls);
+    set(a.recovered_lbrr, rc.recovered_lbrr);
+    set(a.restarts, p.restarts);
+    set(a.decode_errors, rc.decode_errors);
+    set(a.ring_overflow_frames, rc.ring_overflow_frames);
+    set(a.samples_written, rc.frames_written);
+    set(a.decode_us, rc.decode_ns / 1000);
+    set(a.latency_samples, rc.latency_samples);
+    set(a.latency_last_us, rc.latency_last_us);
+    set(a.latency_min_us, rc.latency_min_us);
+    set(a.latency_max_us, rc.latency_max_us);
+    set(a.latency_mean_us,
+        rc.latency_samples ? rc.latency_sum_us / int64_t(rc.latency_samples) : int64_t(0));
+  } else {
+    set(a.packets_refused, audio_refused_);
+  }
 }
 
 }  // namespace syncd::relay

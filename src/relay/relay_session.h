@@ -27,6 +27,7 @@
 #include "jitter/jitter_buffer.h"
 #include "jitter/nack_scheduler.h"
 #include "relay/packet_store.h"
+#include "relay/relay_audio.h"
 #include "relay/relay_thread.h"
 #include "rtp/h264_depacketizer.h"
 #include "rtp/h264_packetizer.h"
@@ -54,6 +55,47 @@ struct RelaySessionConfig {
   uint64_t liveness_timeout_ns = 3'000'000'000ull;
   uint64_t liveness_retry_ns = 1'000'000'000ull;
   uint64_t liveness_retry_max_ns = 8'000'000'000ull;
+  // Audio (docs/wan.md, "Audio"). Sender: the capture ring (the relay thread becomes its reader)
+  // and the channels chosen (audio_send.ring null: no audio). Receiver: the ring the relayed
+  // audio is written into (null: audio packets are refused and counted), and its playout target.
+  AudioSendConfig audio_send;
+  audio::CaptureRing* audio_receive_ring = nullptr;
+  uint64_t audio_target_ns = 60'000'000;
+};
+
+// The audio's figures (relay.sender.audio / relay.receiver.audio in /stats).
+struct RelayAudioStats {
+  std::atomic<uint64_t> channels{0};
+  // Sender.
+  std::atomic<uint64_t> frames_encoded{0};
+  std::atomic<uint64_t> frames_sent{0};
+  std::atomic<uint64_t> packets_sent{0};
+  std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> encode_errors{0};
+  std::atomic<uint64_t> capture_gaps{0};
+  std::atomic<uint64_t> encode_us{0};
+  // Receiver: every frame from the first on is played, recovered or concealed by reason.
+  std::atomic<uint64_t> packets_received{0};
+  std::atomic<uint64_t> packets_late{0};
+  std::atomic<uint64_t> packets_duplicate{0};
+  std::atomic<uint64_t> packets_overflow{0};
+  std::atomic<uint64_t> packets_refused{0};
+  std::atomic<uint64_t> frames_played{0};
+  std::atomic<uint64_t> frames_recovered_fec{0};
+  std::atomic<uint64_t> frames_concealed_lost{0};
+  std::atomic<uint64_t> frames_concealed_underflow{0};
+  std::atomic<uint64_t> underflows{0};
+  // Of frames_recovered_fec: rebuilt from a SILK or hybrid packet, which may carry LBRR (a
+  // CELT-only next packet has none: libopus then conceals).
+  std::atomic<uint64_t> recovered_lbrr{0};
+  std::atomic<uint64_t> stalls{0};
+  std::atomic<uint64_t> restarts{0};
+  std::atomic<uint64_t> decode_errors{0};
+  std::atomic<uint64_t> ring_overflow_frames{0};
+  std::atomic<uint64_t> samples_written{0};
+  std::atomic<uint64_t> decode_us{0};
+  std::atomic<uint64_t> latency_samples{0};
+  std::atomic<int64_t> latency_last_us{0}, latency_min_us{0}, latency_max_us{0}, latency_mean_us{0};
 };
 
 // Figures for /stats, copied from the relay thread's counters on its timer (relaxed atomics).
@@ -109,6 +151,7 @@ struct RelaySessionStats {
   std::atomic<uint64_t> estimate_bps{0};
   std::atomic<uint64_t> jitter_target_us{0};
   std::atomic<int64_t> skew_ppm_milli{0};
+  RelayAudioStats audio;
 };
 
 class RelaySession final : public RelayHandler {
@@ -133,6 +176,7 @@ class RelaySession final : public RelayHandler {
  private:
   class ReceiverSink;
   struct RecoveredPackets;
+  class AudioOut;
 
   // ---- keys ----
   void feed_dtls(std::span<uint8_t> datagram, const sockaddr_storage& from, uint64_t now_ns);
@@ -153,6 +197,8 @@ class RelaySession final : public RelayHandler {
   void release_packet(uint32_t handle);
   void pace(uint64_t now_ns);
   void send_sender_report(uint64_t now_ns, bool goodbye = false);
+  void send_audio_report(uint64_t now_ns);
+  void send_audio_packet(std::span<uint8_t> plain);
   void retransmit(uint16_t sequence, uint64_t now_ns);
 
   // ---- receiver path ----
@@ -232,7 +278,10 @@ class RelaySession final : public RelayHandler {
   std::vector<uint32_t> history_;           // media sequence -> handle, kHistory entries
   std::vector<uint16_t> history_sequence_;  // which sequence each history entry holds
   bool describing_ = false;
-  bool goodbye_pending_ = false;      // the stream closed: BYE once the pacer is empty
+  bool goodbye_pending_ = false;
+  bool audio_described_ = false;      // sender: the audio description has gone once
+  bool audio_report_due_ = false;     // sender: a handshake completed; describe the audio now //
+                                      // the stream closed: BYE once the pacer is empty
   bool keyframe_wanted_ = false;      // receiver: the main loop asked for a PLI
   bool lost_since_delivery_ = false;  // receiver: an access unit lost since the last delivered
   uint64_t reported_target_bps_ = 0;  // sender: the target the main loop last heard
@@ -273,6 +322,12 @@ class RelaySession final : public RelayHandler {
              nacks_sent = 0, remb_bps = 0, fraction_lost = 0, keyframe_requests = 0;
     std::array<uint64_t, size_t(jitter::DropReason::kCount)> frames_dropped_by{};
   } counters_;
+  // Audio: the sender's encoder side or the receiver's playout side (relay_audio.h).
+  std::unique_ptr<AudioSender> audio_sender_;
+  std::unique_ptr<AudioOut> audio_out_;
+  uint64_t next_audio_poll_ns_ = 0;
+  std::unique_ptr<AudioReceiver> audio_receiver_;
+  uint64_t audio_refused_ = 0;  // receiver: audio packets with no ring or no description
   RelaySessionStats stats_;
 };
 

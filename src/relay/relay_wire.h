@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace syncd::relay {
@@ -101,5 +102,56 @@ const char* description_error_name(DescriptionError error);
 size_t write_stream_description(const StreamDescription& d, std::span<uint8_t> out);
 // Reads one APP packet (its RTCP header included, as a compound walk hands it out).
 DescriptionError parse_stream_description(std::span<const uint8_t> packet, StreamDescription& out);
+
+// The audio description: RTCP APP, name "SYNC", subtype 1 (the stream description's parser
+// refuses any subtype but 0, so an older receiver ignores it). It tells the receiver which of the
+// sender's capture channels the audio stream carries, in order, and how they are framed, so the
+// receiver opens one decoder per group and writes channel i of the stream into column i of its
+// capture ring (docs/wan.md, "Audio").
+//
+//   0                   1                   2                   3
+//   0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//  |V=2|P|subtype=1|   PT=APP=204  |             length            |
+//  |                    SSRC of the audio stream                   |
+//  |                          "SYNC"                               |
+//  |   version=1   | channel count |  group count  | payload type  |
+//  |  frame samples (48 kHz)       |  capture channels of the source |
+//  |                   bit rate per channel, bit/s                 |
+//  |  capture channel index of stream channel 0, 1, ... (channel count bytes), zero-padded
+inline constexpr size_t kMaxAudioChannels = 255;
+inline constexpr size_t kMaxAudioDescriptionBytes = 24 + ((kMaxAudioChannels + 3) & ~size_t(3));
+inline constexpr uint8_t kAudioDescriptionSubtype = 1;
+struct AudioDescription {
+  uint32_t ssrc = 0;
+  uint8_t channels = 0;          // 1..255: channels in the stream
+  uint8_t groups = 0;            // 1..32: Opus multistream packets per frame
+  uint8_t payload_type = 0;      // the audio RTP packets' payload type (96..127)
+  uint16_t frame_samples = 0;    // 480 (10 ms) or 960 (20 ms)
+  uint16_t source_channels = 0;  // the sender's capture width, 1..255
+  uint32_t bitrate_per_channel = 0;
+  uint8_t channel_map[kMaxAudioChannels] = {};  // strictly increasing, each < source_channels
+};
+enum class AudioDescriptionError : uint8_t {
+  kNone,
+  kTooShort,
+  kNotApp,  // version, packet type or subtype
+  kNotSync,
+  kBadLength,
+  kBadVersion,
+  kBadChannels,  // count 0, a map entry out of range or not increasing, groups 0 or > channels
+  kBadFraming,   // frame samples not 480 or 960, payload type outside 96..127
+};
+const char* audio_description_error_name(AudioDescriptionError error);
+// Writes the packet; returns its length (a multiple of 4), or 0 when out is too small or the
+// description would not parse back.
+size_t write_audio_description(const AudioDescription& d, std::span<uint8_t> out);
+AudioDescriptionError parse_audio_description(std::span<const uint8_t> packet,
+                                              AudioDescription& out);
+// Parses a channel selection "0-7,16" (or "all" / "none") against a capture of
+// source_channels channels into an increasing map. Returns false with a sentence in error.
+// "none" yields count 0.
+bool parse_channel_selection(std::string_view text, uint32_t source_channels,
+                             uint8_t (&map)[kMaxAudioChannels], uint32_t& count,
+                             std::string& error);
 
 }  // namespace syncd::relay

@@ -7,11 +7,10 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "telemetry/stage_json.h"
-
 #include "core/clock.h"
 #include "server/connection.h"
 #include "server/control_router.h"
+#include "telemetry/stage_json.h"
 
 namespace syncd::server {
 
@@ -20,12 +19,33 @@ namespace {
 // held read at most one synthetic period late and costs the loop 200 short wake-ups a second.
 constexpr uint64_t kTimerMs = 5;
 
+// The receiving end of the WAN relay's audio: no thread of its own, the relay thread writes the
+// ring (relay/relay_audio.h), so this only names the source in audio.info and /stats.
+class RelayWrittenBackend final : public audio::CaptureBackend {
+ public:
+  explicit RelayWrittenBackend(uint32_t rate) : rate_(rate) {}
+  bool start(std::string&) override { return true; }
+  void stop() override {}
+  audio::BackendStatus status() const override {
+    audio::BackendStatus s;
+    s.state = "running";
+    s.rate = rate_;
+    return s;
+  }
+  const char* name() const override { return "relay"; }
+
+ private:
+  uint32_t rate_;
+};
+
 }  // namespace
 
 AudioService::AudioService(uv_loop_t* loop, audio::AudioSourceConfig config)
     : loop_(loop), config_(std::move(config)), reader_(std::make_unique<Reader>()) {}
 
-AudioService::~AudioService() { stop(); }
+AudioService::~AudioService() {
+  stop();
+}
 
 bool AudioService::start(std::string& error) {
   if (config_.backend == "jack") {
@@ -43,6 +63,8 @@ bool AudioService::start(std::string& error) {
   ring_ = std::make_unique<audio::CaptureRing>(samples_, blocks_, config_.channels, config_.rate);
   if (config_.backend == "synthetic") {
     backend_ = audio::make_synthetic_backend(config_, *ring_);
+  } else if (config_.backend == "relay") {
+    backend_ = std::make_unique<RelayWrittenBackend>(config_.rate);
   } else if (config_.backend == "jack") {
     backend_ = audio::make_jack_backend(config_, *ring_);
     if (!backend_) {
@@ -59,6 +81,16 @@ bool AudioService::start(std::string& error) {
   timer_open_ = true;
   uv_timer_start(&timer_, &AudioService::on_timer, kTimerMs, kTimerMs);
   return true;
+}
+
+audio::CaptureRing* AudioService::lend_ring_to_relay() {
+  if (!ring_ || config_.backend == "relay") return nullptr;
+  lent_to_relay_ = true;
+  return ring_.get();
+}
+
+audio::CaptureRing* AudioService::ring_for_relay_writer() {
+  return ring_ && config_.backend == "relay" ? ring_.get() : nullptr;
 }
 
 void AudioService::stop() {
@@ -80,6 +112,11 @@ const char* AudioService::read(Connection& connection, const control::AudioRead&
   if (!ring_) {
     message = "audio source not running";
     return control::error_code::kAudioUnavailable;
+  }
+  if (lent_to_relay_) {
+    ++reads_in_use_;
+    message = "the WAN relay reads this audio source (--relay-audio-channels none frees it)";
+    return control::error_code::kAudioInUse;
   }
   if (attached_ && r.id != connection.id()) {
     ++reads_in_use_;
@@ -204,6 +241,7 @@ void AudioService::on_write(void* context, int status) {
 void AudioService::on_timer(uv_timer_t* timer) {
   auto* self = static_cast<AudioService*>(timer->data);
   Reader& r = *self->reader_;
+  if (self->lent_to_relay_) return;  // the relay thread is the ring's reader now
   if (!self->attached_) {
     self->frames_discarded_ += self->ring_->consume_all();
     return;
@@ -228,9 +266,8 @@ void AudioService::register_control(ControlRouter& router) {
     std::string why;
     if (const char* code = read(c, std::get<control::AudioRead>(m), why)) c.send_error(code, why);
   });
-  router.add<control::AudioInfo>("audio", [this](Connection& c, const control::ControlMessage&) {
-    c.send_text(info_json());
-  });
+  router.add<control::AudioInfo>(
+      "audio", [this](Connection& c, const control::ControlMessage&) { c.send_text(info_json()); });
 }
 
 std::string AudioService::info_json() const {

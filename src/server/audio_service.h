@@ -46,13 +46,18 @@ class AudioService {
   // Allocates and locks the ring, starts the backend and the service timer. False with a
   // reason when the backend cannot run at all (a JACK server that is merely absent is retried).
   bool start(std::string& error);
+  // Sender with relayed audio, before the relay thread starts: the relay thread becomes the
+  // ring's one reader (this service stops reading it; audio.read answers audio_in_use). nullptr
+  // when there is no ring, or it is a relay-written one.
+  audio::CaptureRing* lend_ring_to_relay();
+  // Receiver (--audio-source relay:N): the ring the relay thread writes, or nullptr.
+  audio::CaptureRing* ring_for_relay_writer();
   // Stops the backend (joins its threads) and closes the timer handle. Idempotent.
   void stop();
 
   // audio.read from `connection`. Returns nullptr when a reply is sent now or later, else an
   // error code (control::error_code) with `message` set; the caller sends the error.
-  const char* read(Connection& connection, const control::AudioRead& request,
-                   std::string& message);
+  const char* read(Connection& connection, const control::AudioRead& request, std::string& message);
   // The audio.info reply (JSON text).
   std::string info_json() const;
   // From the connection's close callback, after every write callback of it has run.
@@ -67,8 +72,8 @@ class AudioService {
   struct Reader {
     Connection* connection = nullptr;
     uint64_t id = 0;
-    bool waiting = false;    // a read is held until min_frames or its deadline
-    bool writing = false;    // a reply's uv_write is in flight
+    bool waiting = false;  // a read is held until min_frames or its deadline
+    bool writing = false;  // a reply's uv_write is in flight
     control::AudioRead request;
     uint64_t received_ns = 0;
     uint64_t deadline_ns = 0;
@@ -99,6 +104,7 @@ class AudioService {
   bool timer_open_ = false;
   std::unique_ptr<Reader> reader_;  // allocated once, reused by each attaching connection
   bool attached_ = false;
+  bool lent_to_relay_ = false;
 
   // Loop-thread counters.
   uint64_t frames_delivered_ = 0;

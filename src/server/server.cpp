@@ -193,22 +193,28 @@ int Server::start() {
       uv_timer_start(&pattern_timer_, &on_pattern_timer, 1, 0);
     }
   }
-  if (config_.relay) {
-    // A relay that cannot start (its port taken, its identity file refused) is a failure to
-    // start: the operator asked for it by name.
-    std::string error;
-    relay_ = relay::Relay::start(*config_.relay, registry_, &loop_, error);
-    if (!relay_) {
-      std::fprintf(stderr, "syncd: relay: %s\n", error.c_str());
-      return UV_EINVAL;
-    }
-  }
   if (config_.audio) {
     audio_ = std::make_unique<AudioService>(&loop_, *config_.audio);
     std::string error;
     if (!audio_->start(error)) {
       std::fprintf(stderr, "syncd: audio source refused: %s\n", error.c_str());
       audio_.reset();
+    }
+  }
+  if (config_.relay) {
+    // A relay that cannot start (its port taken, its identity file refused) is a failure to
+    // start: the operator asked for it by name.
+    // Audio first: the relay sends the capture (its thread becomes the ring's reader) or writes
+    // what it receives into a relay-written ring (docs/wan.md, "Audio").
+    std::string error;
+    relay::RelayConfig rc = *config_.relay;
+    if (audio_ && rc.sender && rc.audio_channels != "none")
+      rc.audio_ring = audio_->lend_ring_to_relay();
+    if (audio_ && !rc.sender) rc.audio_ring = audio_->ring_for_relay_writer();
+    relay_ = relay::Relay::start(rc, registry_, &loop_, error);
+    if (!relay_) {
+      std::fprintf(stderr, "syncd: relay: %s\n", error.c_str());
+      return UV_EINVAL;
     }
   }
   register_control();

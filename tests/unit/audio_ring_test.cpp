@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <thread>
 #include <vector>
 
@@ -247,6 +248,31 @@ TEST(AudioSourceSpec, Parses) {
   EXPECT_FALSE(parse_audio_source_spec("synthetic:65", c, error));
   EXPECT_FALSE(parse_audio_source_spec("alsa:2", c, error));
   EXPECT_FALSE(parse_audio_source_spec("synthetic:2@", c, error));
+  // The tone signal and the relay-written source.
+  ASSERT_TRUE(parse_audio_source_spec("synthetic:4,tone", c, error)) << error;
+  EXPECT_EQ(c.backend, "synthetic");
+  EXPECT_EQ(c.channels, 4u);
+  EXPECT_TRUE(c.tone);
+  ASSERT_TRUE(parse_audio_source_spec("relay:16", c, error)) << error;
+  EXPECT_EQ(c.backend, "relay");
+  EXPECT_EQ(c.channels, 16u);
+  EXPECT_FALSE(c.tone);
+  EXPECT_FALSE(parse_audio_source_spec("relay:2@44100", c, error));
+  EXPECT_FALSE(parse_audio_source_spec("jack:2,tone", c, error));
+}
+
+TEST(SyntheticBackend, TheToneSignalIsEachChannelsSine) {
+  // Frame 0 is phase 0 on every channel; a quarter period of channel 0 (300 Hz: 40 frames) later
+  // it peaks at the amplitude; channel 1 (450 Hz) holds its own frequency.
+  float frame[3 * 41];
+  fill_tone(frame, 0, 41, 3, 48000);
+  EXPECT_EQ(frame[0], 0.0f);
+  EXPECT_NEAR(frame[40 * 3 + 0], kToneAmplitude, 1e-6);
+  EXPECT_NEAR(frame[10 * 3 + 1], kToneAmplitude * std::sin(2 * M_PI * 450 * 10 / 48000.0), 1e-6);
+  // Continuity across blocks: frames 48000..48002 equal frames 0..2 (whole cycles in a second).
+  float later[3 * 3];
+  fill_tone(later, 48000, 3, 3, 48000);
+  for (int i = 0; i < 9; ++i) EXPECT_FLOAT_EQ(later[i], frame[i]);
 }
 
 TEST(SyntheticBackend, DeliversTheExactCounterSignal) {

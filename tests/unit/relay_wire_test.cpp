@@ -133,6 +133,74 @@ TEST(RelayWire, StreamDescriptionRefusesWhatItCannotTrust) {
             DescriptionError::kBadGeometry);
 }
 
+TEST(RelayWire, AudioDescriptionRoundTripsAndStaysApartFromTheStreamDescription) {
+  AudioDescription d;
+  d.ssrc = 0x01020304;
+  d.channels = 9;
+  d.groups = 1;
+  d.payload_type = 111;
+  d.frame_samples = 480;
+  d.source_channels = 32;
+  d.bitrate_per_channel = 32000;
+  const uint8_t map[] = {0, 1, 2, 3, 4, 5, 6, 7, 16};
+  std::memcpy(d.channel_map, map, sizeof(map));
+  uint8_t out[kMaxAudioDescriptionBytes];
+  const size_t n = write_audio_description(d, out);
+  ASSERT_EQ(n, 24u + 12u);
+  AudioDescription back;
+  ASSERT_EQ(parse_audio_description({out, n}, back), AudioDescriptionError::kNone);
+  EXPECT_EQ(back.ssrc, d.ssrc);
+  EXPECT_EQ(back.channels, 9);
+  EXPECT_EQ(back.source_channels, 32);
+  EXPECT_EQ(back.bitrate_per_channel, 32000u);
+  EXPECT_EQ(back.channel_map[8], 16);
+  // The video description's parser does not take it for its own, nor the other way round.
+  StreamDescription video;
+  EXPECT_EQ(parse_stream_description({out, n}, video), DescriptionError::kNotApp);
+  // Every byte cut short, and each field broken, is refused with its reason.
+  for (size_t cut = 0; cut < n; ++cut)
+    EXPECT_NE(parse_audio_description({out, cut}, back), AudioDescriptionError::kNone) << cut;
+  uint8_t bad[kMaxAudioDescriptionBytes];
+  std::memcpy(bad, out, n);
+  bad[24 + 8] = 3;  // not increasing
+  EXPECT_EQ(parse_audio_description({bad, n}, back), AudioDescriptionError::kBadChannels);
+  std::memcpy(bad, out, n);
+  bad[19] = 8;  // a capture of 8 channels cannot hold channel 16
+  EXPECT_EQ(parse_audio_description({bad, n}, back), AudioDescriptionError::kBadChannels);
+  std::memcpy(bad, out, n);
+  bad[17] = 100;  // 100 samples per frame
+  EXPECT_EQ(parse_audio_description({bad, n}, back), AudioDescriptionError::kBadFraming);
+  std::memcpy(bad, out, n);
+  bad[12] = 2;
+  EXPECT_EQ(parse_audio_description({bad, n}, back), AudioDescriptionError::kBadVersion);
+  std::memcpy(bad, out, n);
+  bad[13] = 200;  // more channels than the packet holds
+  EXPECT_EQ(parse_audio_description({bad, n}, back), AudioDescriptionError::kBadChannels);
+}
+
+TEST(RelayWire, ChannelSelectionsParseToIncreasingMaps) {
+  uint8_t map[kMaxAudioChannels];
+  uint32_t count = 0;
+  std::string error;
+  ASSERT_TRUE(parse_channel_selection("0-7,16", 32, map, count, error)) << error;
+  ASSERT_EQ(count, 9u);
+  EXPECT_EQ(map[7], 7);
+  EXPECT_EQ(map[8], 16);
+  ASSERT_TRUE(parse_channel_selection("5,1,1-2", 8, map, count, error));
+  ASSERT_EQ(count, 3u);
+  EXPECT_EQ(map[0], 1);
+  EXPECT_EQ(map[2], 5);
+  ASSERT_TRUE(parse_channel_selection("all", 4, map, count, error));
+  EXPECT_EQ(count, 4u);
+  ASSERT_TRUE(parse_channel_selection("none", 4, map, count, error));
+  EXPECT_EQ(count, 0u);
+  for (const char* bad : {"4", "0-4", "3-1", "x", "1,,2", "-1", "1-"}) {
+    error.clear();
+    EXPECT_FALSE(parse_channel_selection(bad, 4, map, count, error)) << bad;
+    EXPECT_FALSE(error.empty()) << bad;
+  }
+}
+
 TEST(PacketStore, HandsOutEveryBufferOnceAndRefusesASecondGiveBack) {
   PacketStore store(4);
   std::vector<uint32_t> taken;

@@ -275,6 +275,23 @@ def analyze_relay_arm(arm_dir):
         else:
             result["notes"].append("no re-key took effect during the stream")
     result["rekeys_seen"] = len(switches)
+    # Audio continuity at the receiver, when the arm relayed audio (--relay-audio): every frame
+    # played, rebuilt from the next packet or concealed by reason; underflows are the target 0.
+    audio = ((relay_rx.get("receiver") or {}).get("audio") or {})
+    if audio.get("samples_written"):
+        sent_audio = (((stats_tx.get("relay") or {}).get("sender") or {}).get("audio") or {})
+        result["audio"] = {
+            "channels": audio.get("channels"),
+            "frames_sent": sent_audio.get("frames_sent"),
+            "frames_played": audio.get("frames_played"),
+            "frames_recovered_fec": audio.get("frames_recovered_fec"),
+            "frames_concealed_by_reason": audio.get("frames_concealed_by_reason"),
+            "underflows": audio.get("underflows"),
+            "packets_late": audio.get("packets_late"),
+            "stalls": audio.get("stalls"),
+            "latency_ms": {k: v / 1000 for k, v in (audio.get("latency_us") or {}).items()
+                           if k != "samples"},
+        }
 
     # ---- repair
     impair = A.load_json(arm_dir / "impair.json") or {}

@@ -184,6 +184,12 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
         rx_argv = [*rx_prefix, str(paths["syncd"]), "--host", rx_host, "--port", "0",
                    "--status-line", "off", "--publisher", "test", "--relay-listen",
                    f"{rx_host}:0", "--relay-cert", cert_rx, "--peer-fingerprint", fp_tx]
+        # Audio beside the video (docs/wan.md, "Audio"): the tone capture at the sender, a
+        # relay-written source at the receiver; its account lands in the final stats.
+        audio_channels = getattr(args, "relay_audio", 0) or 0
+        if audio_channels:
+            rx_argv += ["--audio-source", f"relay:{audio_channels}"]
+            meta["audio_channels"] = audio_channels
         rx = Child("receiving syncd", rx_argv)
         children.append(rx)
         rx_port = bench_common.port_from_line(rx.first_stdout_line(10), "receiving syncd")
@@ -203,6 +209,8 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
             str(paths["syncd"]), "--port", "0", "--status-line", "off", "--publisher", "test",
             "--relay-to", f"127.0.0.1:{impair_port}", "--relay-cert", cert_tx,
             "--peer-fingerprint", fp_rx, "--dtls-rekey-interval", str(args.rekey_interval)]
+        if audio_channels:
+            tx_argv += ["--audio-source", f"synthetic:{audio_channels},tone"]
         # A raw source's sender runs two busy threads, the loop (ingest at up to 500 MB/s) and
         # the encoder's worker (x264, ~8 ms a 1080p frame with the conversion): pinned to one
         # core they would share it and the encoder falls behind; unpinned, the scheduler

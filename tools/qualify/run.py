@@ -516,6 +516,9 @@ def parse_args(argv):
     ap.add_argument("--rekey-interval", type=float, default=10,
                     help="relay arms: the sender's --dtls-rekey-interval, s")
     ap.add_argument("--seed", type=int, default=1, help="relay arms: sync-impair's seed")
+    ap.add_argument("--relay-audio", type=int, default=0, metavar="CHANNELS",
+                    help="relay arms: also relay this many channels of the synthetic tone "
+                         "capture (0: no audio); the arm's JSON then has an audio block")
     ap.add_argument("--netns", action="store_true",
                     help="relay arms: the receiving syncd in network namespace sync-a (10.77.0.1), "
                          "the rest here; run this inside sync-b (scripts/netns-pair.sh)")

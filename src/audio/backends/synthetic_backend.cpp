@@ -27,7 +27,8 @@ class SyntheticBackend final : public CaptureBackend {
       : ring_(ring),
         channels_(config.channels),
         rate_(config.rate),
-        period_(config.period_frames ? config.period_frames : std::max(1u, config.rate / 200)) {}
+        period_(config.period_frames ? config.period_frames : std::max(1u, config.rate / 200)),
+        tone_(config.tone) {}
   ~SyntheticBackend() override { stop(); }
 
   bool start(std::string&) override {
@@ -75,9 +76,15 @@ class SyntheticBackend final : public CaptureBackend {
         if (span.total() == 0) {
           ring_.drop(n);
         } else {
-          fill_counter(span.part[0], produced, span.frames[0], channels_);
-          if (span.frames[1]) fill_counter(span.part[1], produced + span.frames[0],
-                                           span.frames[1], channels_);
+          if (tone_) {
+            fill_tone(span.part[0], produced, span.frames[0], channels_, rate_);
+            if (span.frames[1])
+              fill_tone(span.part[1], produced + span.frames[0], span.frames[1], channels_, rate_);
+          } else {
+            fill_counter(span.part[0], produced, span.frames[0], channels_);
+            if (span.frames[1])
+              fill_counter(span.part[1], produced + span.frames[0], span.frames[1], channels_);
+          }
           ring_.commit(n, ts);
         }
         produced += n;
@@ -93,6 +100,7 @@ class SyntheticBackend final : public CaptureBackend {
   const uint32_t channels_;
   const uint32_t rate_;
   const uint32_t period_;
+  const bool tone_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> realtime_{false};
