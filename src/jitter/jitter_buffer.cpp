@@ -333,8 +333,8 @@ void JitterBuffer::advance(uint64_t now_ns, FrameSink& sink) {
     // An incomplete frame with nothing after it is held past its deadline: no later packet
     // says anything was lost (its missing packets may be late: a sender, or this thread, that
     // was not scheduled for a while), and holding it holds nothing back. The next frame's
-    // first packet settles it.
-    if (!state.complete && order_count_ == 1) break;
+    // first packet settles it, or, when none comes, the hold's end (config).
+    if (!state.complete && order_count_ == 1 && now_ns < lone_frame_release_ns(head)) break;
     if (state.complete) {
       // Only the gap before it is missing: those frames are lost; this one goes out.
       report_lost_gap(now_ns, sink);
@@ -345,6 +345,12 @@ void JitterBuffer::advance(uint64_t now_ns, FrameSink& sink) {
   }
 }
 
+uint64_t JitterBuffer::lone_frame_release_ns(const Frame& frame) const {
+  const uint64_t deadline = deadline_ns(frame);
+  return deadline > UINT64_MAX - config_.lone_frame_hold_ns ? UINT64_MAX
+                                                            : deadline + config_.lone_frame_hold_ns;
+}
+
 uint64_t JitterBuffer::next_wakeup_ns() const {
   if (order_count_ == 0) return UINT64_MAX;
   const Frame& head = frames_[order_[0]];
@@ -352,7 +358,7 @@ uint64_t JitterBuffer::next_wakeup_ns() const {
   if (state.complete && !state.gap_before) {
     return config_.mode == ReleaseMode::kWhenComplete ? 0 : to_unsigned(playout_ns(head));
   }
-  if (!state.complete && order_count_ == 1) return UINT64_MAX;  // held: see advance()
+  if (!state.complete && order_count_ == 1) return lone_frame_release_ns(head);  // advance()
   return deadline_ns(head);
 }
 

@@ -125,6 +125,10 @@ struct JitterBufferConfig {
   uint64_t repair_margin_ns = 10'000'000;
   uint64_t repair_budget_min_ns = 10'000'000;
   uint64_t repair_budget_max_ns = 250'000'000;
+  // An incomplete frame with nothing after it is held this long past its deadline (its tail may
+  // only be late), then dropped: the stream has paused or ended, and a tail lost there cannot
+  // be NACKed (no later packet shows the gap). Bounded, so nothing is held forever.
+  uint64_t lone_frame_hold_ns = 2'000'000'000;
 };
 
 struct JitterBufferCounters {
@@ -215,6 +219,8 @@ class JitterBuffer final : public DeadlineSource {
   Boundaries boundaries(const Frame& frame) const;
   int64_t playout_ns(const Frame& frame) const;  // may be negative before any history
   uint64_t deadline_ns(const Frame& frame) const;
+  // When a lone incomplete frame is given up: its deadline plus the hold (saturating).
+  uint64_t lone_frame_release_ns(const Frame& frame) const;
   int64_t mapped_ns(uint64_t timestamp) const;
   uint64_t repair_budget_ns() const;
   void record_lateness(const Frame& frame);

@@ -275,8 +275,7 @@ TEST(JitterBuffer, AnIncompleteFrameWithNothingAfterItIsHeldPastItsDeadline) {
   const std::vector<PacketIn> packets = stream(100, 9000, 3, 3);
   for (size_t i = 0; i < 5; ++i) buffer.insert(packets[i], packets[i].arrival_ns, sink);
   ASSERT_EQ(sink.frames.size(), 1u);
-  EXPECT_EQ(buffer.next_wakeup_ns(), UINT64_MAX);  // nothing to time out
-  const uint64_t late = packets[4].arrival_ns + 1'000 * kMs;
+  const uint64_t late = packets[4].arrival_ns + 1'000 * kMs;  // within the 2-s hold
   buffer.advance(late, sink);
   EXPECT_TRUE(sink.drops.empty());
   buffer.insert(packets[5], late, sink);
@@ -294,6 +293,26 @@ TEST(JitterBuffer, AnIncompleteFrameWithNothingAfterItIsHeldPastItsDeadline) {
   ASSERT_EQ(sink.drops.size(), 1u);
   EXPECT_EQ(sink.drops[0].reason, DropReason::kIncomplete);
   EXPECT_TRUE(buffer.take_keyframe_request());
+  expect_counters_add_up(buffer);
+}
+
+TEST(JitterBuffer, ALoneIncompleteFrameIsDroppedWhenItsHoldEnds) {
+  JitterBufferConfig config = when_complete();
+  config.lone_frame_hold_ns = 500 * kMs;
+  JitterBuffer buffer(config);
+  RecordingSink sink;
+  const std::vector<PacketIn> packets = stream(100, 9000, 2, 3);
+  for (size_t i = 0; i < 5; ++i) buffer.insert(packets[i], packets[i].arrival_ns, sink);
+  ASSERT_EQ(sink.frames.size(), 1u);
+  // The last frame lost its tail and the stream stopped: held past its deadline, not forever.
+  const uint64_t release = buffer.next_wakeup_ns();
+  ASSERT_NE(release, UINT64_MAX);
+  buffer.advance(release - 1, sink);
+  EXPECT_TRUE(sink.drops.empty());
+  buffer.advance(release, sink);
+  ASSERT_EQ(sink.drops.size(), 1u);
+  EXPECT_EQ(sink.drops[0].reason, DropReason::kIncomplete);
+  EXPECT_EQ(buffer.frames_in_flight(), 0u);
   expect_counters_add_up(buffer);
 }
 
