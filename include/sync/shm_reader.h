@@ -69,7 +69,7 @@ typedef struct sync_shm_layout {
   uint32_t height;
   uint32_t plane_count; /* 1 (rgba8, bgra8), 2 (nv12) or 3 (i420) */
   sync_shm_plane planes[SYNC_SHM_MAX_PLANES];
-  uint64_t frame_bytes; /* all planes; equals sync_shm_frame.bytes */
+  uint64_t frame_bytes; /* all planes; sync_shm_frame.bytes (H.264: at most this) */
 } sync_shm_layout;
 
 typedef struct sync_shm_counters {
