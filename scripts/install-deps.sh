@@ -18,7 +18,7 @@ packages=(
   gir1.2-gstreamer-1.0 python3-gi
   xvfb xdg-desktop-portal xdg-desktop-portal-gtk libglib2.0-bin
   libsrtp2-dev libisal-dev x264 openssl iproute2 libopus-dev
-  libx264-dev libavcodec-dev libavutil-dev
+  libx264-dev libavcodec-dev libavutil-dev zlib1g-dev
 )
 # npm: Debian's package only when no npm is on PATH (NodeSource's nodejs ships its own npm and
 # conflicts with Debian's).
@@ -27,7 +27,8 @@ if [[ "${1:-}" == "--run-only" ]]; then
   packages=(build-essential cmake ninja-build pkg-config libuv1-dev libhttp-parser-dev
             libxxhash-dev libssl-dev nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
             libudev-dev libjack-jackd2-dev libyuv-dev libpipewire-0.3-dev libspa-0.2-dev
-            libsrtp2-dev libisal-dev libopus-dev libx264-dev libavcodec-dev libavutil-dev)
+            libsrtp2-dev libisal-dev libopus-dev libx264-dev libavcodec-dev libavutil-dev
+            zlib1g-dev)
 fi
 
 missing=()

@@ -42,7 +42,8 @@ done
 echo "== fuzz smoke (${fuzz_seconds}s per target)"
 fuzz_targets=(ws_frame_decoder http_request http_authority control_message hid_descriptor hid_report
               audio_control frame_header shm_reader relay_wire rtp rtcp fec_decoder jitter_buffer
-              congestion srtp_unprotect opus_decode dtls_routing h264_decode)
+              congestion srtp_unprotect opus_decode dtls_routing h264_decode webrtc_sdp
+              webrtc_stun)
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j"$jobs" --target "${fuzz_targets[@]/#/fuzz_}"
 for target in "${fuzz_targets[@]}"; do
