@@ -235,8 +235,9 @@ TEST(WebrtcStun, SuccessResponseMatchesRfc5769Ipv6Fields) {
 
 TEST(WebrtcStun, ErrorResponses) {
   std::array<uint8_t, kMaxStunResponse> out{};
-  for (auto [code, reason] : {std::pair<uint16_t, std::string_view>{400, "Bad Request"},
-                              {401, "Unauthorized"}, {487, "Role Conflict"}}) {
+  const std::pair<uint16_t, std::string_view> cases[] = {
+      {400, "Bad Request"}, {401, "Unauthorized"}, {487, "Role Conflict"}};
+  for (auto [code, reason] : cases) {
     size_t n = write_stun_binding_error(kRfc5769TransactionId, code, reason, out);
     ASSERT_GT(n, 0u);
     Bytes m(out.begin(), out.begin() + static_cast<long>(n));
@@ -256,10 +257,9 @@ TEST(WebrtcStun, ErrorResponses) {
   size_t n = write_stun_binding_error(kRfc5769TransactionId, 400, long_reason, out);
   ASSERT_GT(n, 0u);
   EXPECT_LE(n, kMaxStunResponse);
+  const Bytes cut(out.begin(), out.begin() + static_cast<long>(n));
   StunBindingResponse response;
-  ASSERT_EQ(parse_stun_binding_response(Bytes(out.begin(), out.begin() + static_cast<long>(n)),
-                                        response),
-            StunError::kNone);
+  ASSERT_EQ(parse_stun_binding_response(cut, response), StunError::kNone);
   EXPECT_EQ(response.reason.size() % 2, 0u);
   EXPECT_GE(response.reason.size(), 80u);
   EXPECT_EQ(response.reason, std::string_view(long_reason).substr(0, response.reason.size()));
