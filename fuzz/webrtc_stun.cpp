@@ -6,11 +6,14 @@
 //
 // Input: the whole input is the datagram, copied into its own exact-size allocation so a read
 // past it trips ASan.
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <span>
+#include <string_view>
 
 #include "fuzz_check.h"
 #include "webrtc/stun.h"
