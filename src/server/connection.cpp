@@ -21,6 +21,8 @@ const char* status_text(int status) {
       return "Switching Protocols";
     case 200:
       return "OK";
+    case 201:
+      return "Created";
     case 204:
       return "No Content";
     case 400:
@@ -37,6 +39,10 @@ const char* status_text(int status) {
       return "Misdirected Request";
     case 426:
       return "Upgrade Required";
+    case 413:
+      return "Content Too Large";
+    case 415:
+      return "Unsupported Media Type";
     case 431:
       return "Request Header Fields Too Large";
     case 500:
@@ -53,7 +59,7 @@ Connection::Connection(ConnectionHost& host, uint64_t id)
     : host_(host),
       id_(id),
       read_buffer_(new uint8_t[kReadBufferBytes]),
-      http_(http::RequestLimits{host.config().max_header_bytes, 64}),
+      http_(http::RequestLimits{host.config().max_header_bytes, 64, kMaxRequestBodyBytes}),
       decoder_(ws::DecoderLimits{host.config().max_message_bytes}),
       ingest_(host.registry(), host.counters(), id) {
   tcp_.data = this;
@@ -274,6 +280,10 @@ void Connection::handle_http_bytes(char* data, size_t size) {
     case http::ParseStatus::kBadRequest:
       ++host_.counters().http_bad_requests;
       send_http(400, "text/plain", std::string(http_.error_reason()) + "\n");
+      return;
+    case http::ParseStatus::kBodyTooLarge:
+      ++host_.counters().http_body_too_large;
+      send_http(413, "text/plain", std::string(http_.error_reason()) + "\n");
       return;
     case http::ParseStatus::kBodyNotAllowed:
     case http::ParseStatus::kAmbiguousFraming:

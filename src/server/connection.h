@@ -55,6 +55,10 @@ class ConnectionHost {
   virtual std::span<uint8_t> discard_buffer() = 0;
 };
 
+// A POST body's limit: the one endpoint that takes a body is WHEP's SDP offer (a browser's is
+// 4-8 KiB; webrtc::kMaxSdpBytes refuses what is larger anyway).
+inline constexpr size_t kMaxRequestBodyBytes = 64 * 1024;
+
 class Connection final : public ws::DecoderSink, private WriterListener {
  public:
   Connection(ConnectionHost& host, uint64_t id);

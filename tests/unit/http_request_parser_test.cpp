@@ -87,6 +87,44 @@ TEST(HttpRequestParser, BodyIsRefused) {
             ParseStatus::kBodyNotAllowed);
 }
 
+// A POST's Content-Length body, when the limits allow one: whole, in one read or split anywhere.
+TEST(HttpRequestParser, PostBodyWithinTheLimitIsKept) {
+  const std::string body = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\n";
+  const std::string req = "POST /whep/a HTTP/1.1\r\nHost: h\r\nContent-Type: application/sdp\r\n"
+                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  for (size_t split = 0; split <= req.size(); ++split) {
+    RequestParser p(RequestLimits{8192, 64, 1024});
+    ParseStatus s = p.feed(req.data(), split);
+    if (s == ParseStatus::kIncomplete) s = p.feed(req.data() + split, req.size() - split);
+    ASSERT_EQ(s, ParseStatus::kComplete) << split;
+    EXPECT_EQ(p.request().body, body) << split;
+    EXPECT_EQ(p.consumed(), req.size()) << split;
+  }
+}
+
+TEST(HttpRequestParser, BodyPastTheLimitIs413AndOthersStay400) {
+  RequestParser big(RequestLimits{8192, 64, 16});
+  EXPECT_EQ(feed_all(big, "POST /whep/a HTTP/1.1\r\nContent-Length: 17\r\n\r\n"),
+            ParseStatus::kBodyTooLarge);
+  RequestParser get(RequestLimits{8192, 64, 16});
+  EXPECT_EQ(feed_all(get, "GET /stats HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"),
+            ParseStatus::kBodyNotAllowed);
+  RequestParser chunked(RequestLimits{8192, 64, 16});
+  EXPECT_EQ(feed_all(chunked, "POST /whep/a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            ParseStatus::kBodyNotAllowed);
+}
+
+// A head longer than the body limit and a body after it in the same read: the head's allowance
+// must not cut the body.
+TEST(HttpRequestParser, BodyAfterALongHeadInOneRead) {
+  const std::string body(900, 'x');
+  const std::string req = "POST /whep/a HTTP/1.1\r\nX-Pad: " + std::string(7500, 'p') +
+                          "\r\nContent-Length: 900\r\n\r\n" + body;
+  RequestParser p(RequestLimits{8192, 64, 1024});
+  ASSERT_EQ(p.feed(req.data(), req.size()), ParseStatus::kComplete);
+  EXPECT_EQ(p.request().body.size(), 900u);
+}
+
 TEST(HttpRequestParser, ResetParsesAgain) {
   RequestParser p;
   ASSERT_EQ(feed_all(p, "GET /a HTTP/1.1\r\n\r\n"), ParseStatus::kComplete);

@@ -45,6 +45,8 @@ void RequestParser::reset() {
   complete_ = false;
   too_large_ = false;
   has_body_ = false;
+  body_too_large_ = false;
+  head_done_ = false;
   scan_part_ = ScanPart::kBeforeRequestLine;
   after_cr_ = false;
   line_start_ = false;
@@ -122,18 +124,26 @@ ParseStatus RequestParser::feed(const char* data, size_t size) {
   if (complete_) return ParseStatus::kComplete;
   // Never hand the parser more than the head may still take: a head that has not ended within
   // the limit is refused with 431, and bytes past a complete head (an Upgrade's WebSocket
-  // frames) are never counted against it.
-  const size_t allowance = limits_.max_header_bytes - head_bytes_;
+  // frames) are never counted against it. A body (bounded by its Content-Length, which
+  // on_headers_complete checked) is not head: once the head is done the rest goes in whole.
+  const size_t allowance = head_done_ ? size : limits_.max_header_bytes - head_bytes_;
   const size_t offered = size < allowance ? size : allowance;
   // First, so that a smuggling attempt is named as one even where http-parser would refuse the
   // same byte with a generic error. The scan stops by itself at the end of the head.
   if (const ParseStatus s = scan_head(data, offered); s != ParseStatus::kComplete) return s;
-  const size_t parsed = http_parser_execute(&parser_, &settings_, data, offered);
+  size_t parsed = http_parser_execute(&parser_, &settings_, data, offered);
+  if (!head_done_) head_bytes_ += parsed;
+  if (head_done_ && !complete_ && parsed == offered && offered < size &&
+      HTTP_PARSER_ERRNO(&parser_) == HPE_OK)
+    parsed += http_parser_execute(&parser_, &settings_, data + offered, size - offered);
   consumed_ += parsed;
-  head_bytes_ += parsed;
   if (too_large_) {
     error_reason_ = "too many headers";
     return ParseStatus::kHeadersTooLarge;
+  }
+  if (body_too_large_) {
+    error_reason_ = "request body too large";
+    return ParseStatus::kBodyTooLarge;
   }
   if (has_body_) {
     error_reason_ = "request body not accepted";
@@ -150,7 +160,7 @@ ParseStatus RequestParser::feed(const char* data, size_t size) {
     error_reason_ = http_errno_description(err);
     return ParseStatus::kBadRequest;
   }
-  if (head_bytes_ >= limits_.max_header_bytes) {
+  if (!head_done_ && head_bytes_ >= limits_.max_header_bytes) {
     error_reason_ = "request head too large";
     return ParseStatus::kHeadersTooLarge;
   }
@@ -197,14 +207,21 @@ int RequestParser::on_headers_complete(http_parser* p) {
   // Upgrade needs both the Upgrade header and the "upgrade" token in Connection; http-parser
   // sets p->upgrade from exactly that.
   r.upgrade = p->upgrade != 0;
-  // No endpoint takes a body, so any framing of one is refused before its bytes are awaited: a
-  // GET with Content-Length would otherwise sit until the handshake timeout. Content-Length: 0
-  // is a body of nothing.
+  // Only a POST may carry a body, framed by Content-Length, within max_body_bytes; any other
+  // framing of one is refused before its bytes are awaited: a GET with Content-Length would
+  // otherwise sit until the handshake timeout. Content-Length: 0 is a body of nothing.
+  const bool has_length = (p->flags & F_CONTENTLENGTH) != 0 && p->content_length != 0;
   if (r.has_header("transfer-encoding") ||
-      ((p->flags & F_CONTENTLENGTH) != 0 && p->content_length != 0)) {
+      (has_length && (p->method != HTTP_POST || self->limits_.max_body_bytes == 0))) {
     self->has_body_ = true;
     return 1;
   }
+  if (has_length && p->content_length > self->limits_.max_body_bytes) {
+    self->body_too_large_ = true;
+    return 1;
+  }
+  if (has_length) r.body.reserve(size_t(p->content_length));
+  self->head_done_ = true;
   if (r.upgrade) {
     // Returning 2 tells http-parser there is no body; the rest of the input is not HTTP.
     return 2;
@@ -213,11 +230,9 @@ int RequestParser::on_headers_complete(http_parser* p) {
 }
 
 int RequestParser::on_body(http_parser* p, const char* at, size_t n) {
-  (void)at;
-  (void)n;
-  auto* self = static_cast<RequestParser*>(p->data);
-  self->has_body_ = true;
-  return 1;
+  // Bounded: on_headers_complete admitted only a Content-Length within max_body_bytes.
+  static_cast<RequestParser*>(p->data)->request_.body.append(at, n);
+  return 0;
 }
 
 int RequestParser::on_message_complete(http_parser* p) {

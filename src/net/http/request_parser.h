@@ -6,8 +6,10 @@
 // a header-size limit (431), a header-count limit, lower-cased header names, the split point
 // where an Upgrade request's WebSocket bytes begin, and a refusal of every head whose framing
 // two parsers could read differently (request smuggling, RFC 9112 sections 2.2, 5.2 and 6.3):
-// Content-Length with Transfer-Encoding, a repeated Content-Length, any body, obs-fold lines,
-// a CR not followed by LF, and whitespace in or after a header name.
+// Content-Length with Transfer-Encoding, a repeated Content-Length, obs-fold lines, a CR not
+// followed by LF, and whitespace in or after a header name. Bodies: only a POST's, framed by
+// Content-Length (never chunked), at most RequestLimits::max_body_bytes (0: none at all); the
+// one endpoint that takes one is WHEP's SDP offer.
 //
 // One parser per connection; not thread-safe (the loop thread owns it).
 #pragma once
@@ -31,6 +33,7 @@ struct Request {
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
   bool upgrade = false;  // Connection: upgrade + Upgrade header present
   bool keep_alive = false;
+  std::string body;  // a POST's Content-Length body, whole (RequestLimits::max_body_bytes)
 
   // First value of a header (name lower-case), or empty.
   std::string_view header(std::string_view name) const;
@@ -44,13 +47,15 @@ enum class ParseStatus {
   kComplete,          // request() is ready; consumed() bytes belong to the head (and body)
   kBadRequest,        // malformed: answer 400
   kHeadersTooLarge,   // answer 431
-  kBodyNotAllowed,    // a request with a body (no endpoint takes one): 400
+  kBodyNotAllowed,    // a body on a method other than POST, chunked, or none allowed: 400
+  kBodyTooLarge,      // a POST's Content-Length past max_body_bytes: 413
   kAmbiguousFraming,  // a head another parser could frame differently (see above): 400
 };
 
 struct RequestLimits {
   size_t max_header_bytes = 8192;
   size_t max_headers = 64;
+  size_t max_body_bytes = 0;  // a POST's body; 0 refuses every body
 };
 
 class RequestParser {
@@ -90,7 +95,9 @@ class RequestParser {
   bool in_value_ = false;
   bool complete_ = false;
   bool too_large_ = false;
-  bool has_body_ = false;
+  bool has_body_ = false;  // a body that is refused
+  bool body_too_large_ = false;
+  bool head_done_ = false;
   // scan_head state, carried across feeds.
   enum class ScanPart { kBeforeRequestLine, kRequestLine, kHeaders, kDone };
   ScanPart scan_part_ = ScanPart::kBeforeRequestLine;
