@@ -106,20 +106,23 @@ SrtpAeadContext::~SrtpAeadContext() {
   OPENSSL_cleanse(&rtcp_key_, sizeof rtcp_key_);
 }
 
-bool SrtpAeadContext::init(uint32_t epoch, const SrtpMasterKey& master, bool outbound) {
+bool SrtpAeadContext::init(uint32_t epoch, const SrtpMasterKey& master, bool outbound,
+                           bool with_mki) {
   SrtpSessionKey rtp, rtcp;
   bool ok = derive_srtp_session_key(master, false, rtp) &&
             derive_srtp_session_key(master, true, rtcp) &&
-            init_with_session_keys(epoch, rtp, rtcp, outbound);
+            init_with_session_keys(epoch, rtp, rtcp, outbound, with_mki);
   OPENSSL_cleanse(&rtp, sizeof rtp);
   OPENSSL_cleanse(&rtcp, sizeof rtcp);
   return ok;
 }
 
 bool SrtpAeadContext::init_with_session_keys(uint32_t epoch, const SrtpSessionKey& rtp,
-                                             const SrtpSessionKey& rtcp, bool outbound) {
+                                             const SrtpSessionKey& rtcp, bool outbound,
+                                             bool with_mki) {
   if (rtp_ctx_ || rtcp_ctx_) return false;  // once per context
   epoch_ = epoch;
+  mki_bytes_ = with_mki ? kSrtpMkiBytes : 0;
   outbound_ = outbound;
   rtp_key_ = rtp;
   rtcp_key_ = rtcp;
@@ -161,7 +164,7 @@ SrtpAeadContext::SsrcState& SrtpAeadContext::find_or_evict(uint32_t ssrc) {
 }
 
 void SrtpAeadContext::write_mki(uint8_t* at) const {
-  store32(at, epoch_);
+  if (mki_bytes_) store32(at, epoch_);
 }
 
 bool SrtpAeadContext::seal(EVP_CIPHER_CTX* ctx, const uint8_t* iv, const uint8_t* aad,
@@ -223,7 +226,7 @@ SrtpStatus SrtpAeadContext::protect_rtp(uint8_t* packet, size_t& size, size_t ca
   if (packet[0] >> 6 != 2) return SrtpStatus::kMalformed;
   size_t header = rtp_header_size(packet, size);
   if (header == 0) return SrtpStatus::kMalformed;
-  if (size > INT32_MAX - kRtpTrailerBytes || capacity < size + kRtpTrailerBytes)
+  if (size > INT32_MAX - kRtpTrailerBytes || capacity < size + rtp_trailer_bytes())
     return SrtpStatus::kNoRoom;
   const uint32_t ssrc = load32(packet + 8);
   const uint16_t seq = static_cast<uint16_t>(packet[2] << 8 | packet[3]);
@@ -238,27 +241,28 @@ SrtpStatus SrtpAeadContext::protect_rtp(uint8_t* packet, size_t& size, size_t ca
             packet + size))
     return SrtpStatus::kFailed;
   write_mki(packet + size + kSrtpTagBytes);
-  size += kRtpTrailerBytes;
+  size += rtp_trailer_bytes();
   state.rtp.accept(static_cast<uint64_t>(index));
   return SrtpStatus::kOk;
 }
 
 SrtpStatus SrtpAeadContext::unprotect_rtp(uint8_t* packet, size_t& size) {
   if (outbound_) return SrtpStatus::kFailed;
-  if (size < kRtpFixedHeader + kRtpTrailerBytes) return SrtpStatus::kTooShort;
+  if (size < kRtpFixedHeader + rtp_trailer_bytes()) return SrtpStatus::kTooShort;
   if (packet[0] >> 6 != 2) return SrtpStatus::kMalformed;
   if (size > INT32_MAX) return SrtpStatus::kMalformed;
-  const size_t body = size - kRtpTrailerBytes;  // header + ciphertext
+  const size_t body = size - rtp_trailer_bytes();  // header + ciphertext
   size_t header = rtp_header_size(packet, body);
   if (header == 0) return SrtpStatus::kMalformed;
-  if (load32(packet + size - kSrtpMkiBytes) != epoch_) return SrtpStatus::kUnknownEpoch;
+  if (mki_bytes_ && load32(packet + size - kSrtpMkiBytes) != epoch_)
+    return SrtpStatus::kUnknownEpoch;
   const uint32_t ssrc = load32(packet + 8);
   const uint16_t seq = static_cast<uint16_t>(packet[2] << 8 | packet[3]);
   SsrcState* state = find(ssrc);
   // An SSRC's state may exist for its RTCP alone (an SR before its first RTP packet): its RTP
   // window then has not started, and the first RTP packet is index seq, ROC 0.
-  int64_t index = state ? estimate_srtp_index(state->rtp.highest(), state->rtp.started(), seq)
-                        : seq;
+  int64_t index =
+      state ? estimate_srtp_index(state->rtp.highest(), state->rtp.started(), seq) : seq;
   // The replay check comes first: a replay costs no decryption (RFC 3711 3.3).
   if (index < 0 || (state && !state->rtp.check(static_cast<uint64_t>(index))))
     return SrtpStatus::kReplayed;
@@ -278,7 +282,7 @@ SrtpStatus SrtpAeadContext::protect_rtcp(uint8_t* packet, size_t& size, size_t c
   if (!outbound_) return SrtpStatus::kFailed;
   if (size < kRtcpHeader) return SrtpStatus::kTooShort;
   if (packet[0] >> 6 != 2) return SrtpStatus::kMalformed;
-  if (size > INT32_MAX - kRtcpTrailerBytes || capacity < size + kRtcpTrailerBytes)
+  if (size > INT32_MAX - kRtcpTrailerBytes || capacity < size + rtcp_trailer_bytes())
     return SrtpStatus::kNoRoom;
   const uint32_t ssrc = load32(packet + 4);
   SsrcState& state = find_or_evict(ssrc);
@@ -295,16 +299,17 @@ SrtpStatus SrtpAeadContext::protect_rtcp(uint8_t* packet, size_t& size, size_t c
     return SrtpStatus::kFailed;
   std::memcpy(packet + size + kSrtpTagBytes, e_index, 4);
   write_mki(packet + size + kSrtpTagBytes + 4);
-  size += kRtcpTrailerBytes;
+  size += rtcp_trailer_bytes();
   return SrtpStatus::kOk;
 }
 
 SrtpStatus SrtpAeadContext::unprotect_rtcp(uint8_t* packet, size_t& size) {
   if (outbound_) return SrtpStatus::kFailed;
-  if (size < kRtcpHeader + kRtcpTrailerBytes) return SrtpStatus::kTooShort;
+  if (size < kRtcpHeader + rtcp_trailer_bytes()) return SrtpStatus::kTooShort;
   if (packet[0] >> 6 != 2 || size > INT32_MAX) return SrtpStatus::kMalformed;
-  if (load32(packet + size - kSrtpMkiBytes) != epoch_) return SrtpStatus::kUnknownEpoch;
-  const size_t body = size - kRtcpTrailerBytes;
+  if (mki_bytes_ && load32(packet + size - kSrtpMkiBytes) != epoch_)
+    return SrtpStatus::kUnknownEpoch;
+  const size_t body = size - rtcp_trailer_bytes();
   const uint8_t* e_index = packet + body + kSrtpTagBytes;
   const uint32_t e_and_index = load32(e_index);
   // We always encrypt SRTCP; an E = 0 packet is not one of ours.

@@ -69,13 +69,19 @@ class SrtpAeadContext {
   SrtpAeadContext(const SrtpAeadContext&) = delete;
   SrtpAeadContext& operator=(const SrtpAeadContext&) = delete;
 
-  // Control plane: derives the session keys and makes the cipher contexts.
-  bool init(uint32_t epoch, const SrtpMasterKey& master, bool outbound);
+  // Control plane: derives the session keys and makes the cipher contexts. with_mki: every
+  // packet carries the epoch as its 4-byte MKI (the relay's key epochs); without, no MKI at all
+  // (a browser's DTLS-SRTP, RFC 5764 4.1.2: WebRTC never negotiates one), so the trailers are
+  // kSrtpMkiBytes shorter than kRtpTrailerBytes / kRtcpTrailerBytes.
+  bool init(uint32_t epoch, const SrtpMasterKey& master, bool outbound, bool with_mki = true);
   // The same with session keys given directly (no key derivation): RFC 7714's test vectors
   // (sections 16 and 17) are written that way.
   bool init_with_session_keys(uint32_t epoch, const SrtpSessionKey& rtp, const SrtpSessionKey& rtcp,
-                              bool outbound);
+                              bool outbound, bool with_mki = true);
   uint32_t epoch() const { return epoch_; }
+  // Bytes protect adds after an RTP / RTCP packet (what unprotect takes off).
+  size_t rtp_trailer_bytes() const { return kSrtpTagBytes + mki_bytes_; }
+  size_t rtcp_trailer_bytes() const { return kSrtpTagBytes + 4 + mki_bytes_; }
 
   SrtpStatus protect_rtp(uint8_t* packet, size_t& size, size_t capacity);
   SrtpStatus unprotect_rtp(uint8_t* packet, size_t& size);
@@ -102,6 +108,7 @@ class SrtpAeadContext {
   void write_mki(uint8_t* at) const;
 
   uint32_t epoch_ = 0;
+  size_t mki_bytes_ = kSrtpMkiBytes;
   bool outbound_ = false;
   SrtpSessionKey rtp_key_;
   SrtpSessionKey rtcp_key_;

@@ -614,5 +614,43 @@ TEST(SecureSrtpRfc7714, RtpVectorOfSection16EncryptsAndDecrypts) {
   EXPECT_EQ(rx2.unprotect_rtp(forged.data(), size), SrtpStatus::kAuthFailed);
 }
 
+// Without an MKI (a browser's DTLS-SRTP): the packet is exactly RFC 7714's vector, and RTCP
+// goes through with a trailer 4 bytes shorter; a packet cut by the MKI's 4 bytes is refused.
+TEST(SecureSrtpRfc7714, WithoutMkiTheRtpVectorIsExactAndRtcpRoundTrips) {
+  const std::vector<uint8_t> plain = from_hex(
+      "8040f17b 8041f8d3 5501a0b2 47616c6c 69612065 7374206f 6d6e6973"
+      "20646976 69736120 696e2070 61727465 73207472 6573");
+  const std::vector<uint8_t> expected = from_hex(
+      "8040f17b 8041f8d3 5501a0b2"
+      "f24de3a3 fb34de6c acba861c 9d7e4bca be633bd5 0d294e6f 42a5f47a 51c7d19b 36de3adf 8833"
+      "899d7f27 beb16a91 52cf765e e4390cce");
+  SrtpAeadContext tx, rx;
+  ASSERT_TRUE(tx.init_with_session_keys(0, rfc7714_session_key(), rfc7714_session_key(), true,
+                                        /*with_mki=*/false));
+  ASSERT_TRUE(rx.init_with_session_keys(0, rfc7714_session_key(), rfc7714_session_key(), false,
+                                        /*with_mki=*/false));
+  EXPECT_EQ(tx.rtp_trailer_bytes(), kSrtpTagBytes);
+  std::vector<uint8_t> packet = plain;
+  packet.resize(plain.size() + kSrtpTagBytes);
+  size_t size = plain.size();
+  ASSERT_EQ(tx.protect_rtp(packet.data(), size, packet.size()), SrtpStatus::kOk);
+  ASSERT_EQ(size, expected.size());
+  EXPECT_EQ(packet, expected);
+  ASSERT_EQ(rx.unprotect_rtp(packet.data(), size), SrtpStatus::kOk);
+  packet.resize(size);
+  EXPECT_EQ(packet, plain);
+
+  std::vector<uint8_t> rtcp = rtcp_packet(0x11223344);
+  const std::vector<uint8_t> rtcp_plain(rtcp.begin(), rtcp.begin() + 8);
+  size = 8;
+  ASSERT_EQ(tx.protect_rtcp(rtcp.data(), size, rtcp.size()), SrtpStatus::kOk);
+  EXPECT_EQ(size, 8 + kSrtpTagBytes + 4);
+  std::vector<uint8_t> cut(rtcp.begin(), rtcp.begin() + size - 1);
+  size_t cut_size = cut.size();
+  EXPECT_NE(rx.unprotect_rtcp(cut.data(), cut_size), SrtpStatus::kOk);
+  ASSERT_EQ(rx.unprotect_rtcp(rtcp.data(), size), SrtpStatus::kOk);
+  EXPECT_EQ(std::vector<uint8_t>(rtcp.begin(), rtcp.begin() + size), rtcp_plain);
+}
+
 }  // namespace
 }  // namespace syncd::secure
