@@ -108,7 +108,7 @@ void RelayPublisher::on_stream_forget(uint32_t stream_id) {
 }
 
 void RelayPublisher::on_frame(const media::Stream& stream, media::FrameSlot& slot) {
-  if (stream.id() != relayed_stream_id_) return;
+  if (stream.id() != relayed_stream_id_ || !active_) return;
   RelayPublisherCounters& c = streams_[stream.id()];
   ++c.offered;
   if (c.in_flight >= kMaxInFlight) {

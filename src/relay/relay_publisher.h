@@ -78,6 +78,10 @@ class RelayPublisher final : public media::Publisher {
   uint64_t keyframe_requests() const { return keyframe_requests_; }
   // The relay's bandwidth estimate, for the encoder of a raw stream (adaptive bitrate).
   void on_target_rate(uint64_t bits_per_second);
+  // While inactive, frames are not taken at all (not offered, not encoded): a WHEP egress with
+  // no viewer costs its stream nothing. Active from construction.
+  void set_active(bool active) { active_ = active; }
+  bool active() const { return active_; }
   // The encoder stage of the relayed raw stream, or nullptr.
   const EncodeStage* encoder() const { return encoder_.get(); }
   // The encoder counters of a stream: the live stage's, or those kept when it closed.
@@ -108,6 +112,7 @@ class RelayPublisher final : public media::Publisher {
   std::unique_ptr<EncodeStage> encoder_;
   std::vector<std::unique_ptr<EncodeStage>> retired_encoders_;  // the relay holds some of theirs
   uint64_t keyframe_requests_ = 0;
+  bool active_ = true;
   std::unordered_map<uint32_t, RelayPublisherCounters> streams_;
 };
 

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "core/clock.h"
+#include "relay/socket_address.h"
 #include "rtp/rtx.h"
 
 namespace syncd::relay {
@@ -45,36 +46,10 @@ constexpr size_t kPacedBatch = 64;
 // The SRTP trailer: a 16-byte GCM tag and the 4-byte MKI (src/secure).
 constexpr size_t kSrtpTrailerBytes = 20;
 
-uint64_t realtime_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
-}
-
-// NTP counts from 1900; CLOCK_REALTIME from 1970 (RFC 868: 2,208,988,800 s apart).
-constexpr uint64_t kNtpEpochOffsetNs = 2'208'988'800ull * 1'000'000'000ull;
-
 // SSRCs, first sequence numbers and the RTP timestamp offset are random (RFC 3550 5.1, 8.1).
 uint32_t random_u32() {
   static thread_local std::random_device device;
   return device();
-}
-
-bool same_address(const sockaddr_storage& a, const sockaddr_storage& b) {
-  if (a.ss_family != b.ss_family) return false;
-  if (a.ss_family == AF_INET) {
-    const auto& x = reinterpret_cast<const sockaddr_in&>(a);
-    const auto& y = reinterpret_cast<const sockaddr_in&>(b);
-    return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
-  }
-  const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
-  const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
-  return x.sin6_port == y.sin6_port && std::memcmp(&x.sin6_addr, &y.sin6_addr, 16) == 0;
-}
-
-std::span<const uint8_t> address_bytes(const sockaddr_storage& a) {
-  const size_t n = a.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-  return {reinterpret_cast<const uint8_t*>(&a), std::min<size_t>(n, 32)};
 }
 
 // The inverse: the address DtlsAssociations keeps as bytes, back into a sockaddr.
@@ -360,6 +335,9 @@ void RelaySession::on_message(ToRelay& m, uint64_t now_ns) {
       keyframe_wanted_ = !config_.sender;
       if (keyframe_wanted_ && connected()) send_receiver_feedback(now_ns, true);
       break;
+    case ToRelay::Kind::kCommand:
+      delete m.command;  // the relay session takes none
+      break;
   }
   schedule(now_ns);
 }
@@ -393,7 +371,7 @@ void RelaySession::on_timer(uint64_t now_ns) {
       goodbye_pending_ = false;
     }
   } else if (connected()) {
-    if (audio_receiver_) audio_receiver_->poll(now_ns, realtime_ns() + kNtpEpochOffsetNs);
+    if (audio_receiver_) audio_receiver_->poll(now_ns, wall_clock_ntp_ns());
     jitter_.advance(now_ns, *sink_);
     fec_decoder_.expire(now_ns);
     if (now_ns >= next_feedback_ns_ || nack_.next_wakeup_ns(rtt_ns_) <= now_ns ||
@@ -619,7 +597,7 @@ void RelaySession::send_sender_report(uint64_t now_ns, bool goodbye) {
   next_report_ns_ = now_ns + kSenderReportNs;
   rtp::RtcpWriter w({rtcp_buffer_.data(), kRtcpBytes});
   rtp::SenderInfo info;
-  info.ntp_timestamp = rtp::ntp_from_ns(realtime_ns() + kNtpEpochOffsetNs);
+  info.ntp_timestamp = rtp::ntp_from_ns(wall_clock_ntp_ns());
   info.rtp_timestamp = rtp_time(now_ns);
   info.packet_count = packets_sent_;
   info.octet_count = octets_sent_;
@@ -646,7 +624,7 @@ void RelaySession::send_audio_report(uint64_t now_ns) {
   if (!audio_sender_ || !audio_sender_->have_clock()) return;
   rtp::RtcpWriter w({rtcp_buffer_.data(), kRtcpBytes});
   rtp::SenderInfo info;
-  info.ntp_timestamp = rtp::ntp_from_ns(realtime_ns() + kNtpEpochOffsetNs);
+  info.ntp_timestamp = rtp::ntp_from_ns(wall_clock_ntp_ns());
   info.rtp_timestamp = audio_sender_->rtp_time(core::monotonic_ns());
   info.packet_count = audio_sender_->packets_sent();
   info.octet_count = audio_sender_->octets_sent();
@@ -766,7 +744,7 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
     }
     if (events.block) {
       const uint32_t arrival =
-          rtp::ntp_compact(rtp::ntp_from_ns(realtime_ns() + kNtpEpochOffsetNs));
+          rtp::ntp_compact(rtp::ntp_from_ns(wall_clock_ntp_ns()));
       if (auto rtt = rtp::round_trip_ns(arrival, events.block->last_sr,
                                         events.block->delay_since_last_sr)) {
         rtt_ns_ = *rtt;

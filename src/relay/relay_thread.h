@@ -33,6 +33,13 @@
 
 namespace syncd::relay {
 
+// A request for the handler that the relay's own kinds do not cover (a WHEP egress adds and
+// ends its browser sessions with these). Made on the main loop, owned by the handler from
+// delivery on (it deletes it); control plane only.
+struct HandlerCommand {
+  virtual ~HandlerCommand() = default;
+};
+
 // From the main loop to the relay thread.
 struct ToRelay {
   enum class Kind : uint8_t {
@@ -41,9 +48,11 @@ struct ToRelay {
     kStreamClosed,
     kBufferFree,       // the main loop is done with an incoming frame's buffer (receiver)
     kKeyframeRequest,  // the receiver's decoder waits for an IDR: send the sender a PLI
+    kCommand,          // `command` for the handler, which takes ownership of it
   };
   Kind kind = Kind::kFrame;
   media::FrameSlot* slot = nullptr;
+  HandlerCommand* command = nullptr;
   uint32_t stream_id = 0;
   uint32_t buffer = 0;
   uint64_t submitted_ns = 0;
