@@ -187,6 +187,14 @@ int main(int argc, char** argv) {
   app.add_option("--crypto", crypto, "WAN relay: SRTP suite (AES-128-GCM, RFC 7714, is the one)")
       ->check(CLI::IsMember({"srtp-aes-gcm"}))
       ->capture_default_str();
+  // WHEP playback (docs/whep.md).
+  bool no_whep = false;
+  syncd::whep::WhepConfig whep;
+  app.add_flag("--no-whep", no_whep, "Refuse WHEP offers (POST /whep/NAME answers 404)");
+  app.add_option("--whep-bitrate", whep.encode.bitrate_kbps,
+                 "WHEP: kbit/s a raw stream is encoded at for browsers")
+      ->check(CLI::Range(100, 200000))
+      ->capture_default_str();
   app.add_flag("--print-fingerprint", print_fingerprint,
                "Print this syncd's relay certificate fingerprint (making the certificate if "
                "needed) and exit");
@@ -237,6 +245,12 @@ int main(int argc, char** argv) {
     relay.host = host;
     relay.port = uint16_t(p);
     cfg.relay = relay;
+  }
+  whep.encode.max_bitrate_kbps = whep.encode.bitrate_kbps;  // no estimate to follow (docs/whep.md)
+  if (no_whep) {
+    cfg.whep.reset();
+  } else {
+    cfg.whep = whep;
   }
   if (!audio_source.empty()) {
     syncd::audio::AudioSourceConfig audio;

@@ -13,6 +13,7 @@
 #include "server/stream_receivers.h"
 #include "server/ticket_store.h"
 #include "server/web_assets.h"
+#include "whep/whep_service.h"
 
 namespace syncd::server {
 
@@ -91,6 +92,8 @@ HttpRoutes::HttpRoutes(Services services) : s_(std::move(services)) {
       {"GET", "/events/frames", &HttpRoutes::frame_events},
       {"POST", "/streams/", &HttpRoutes::stream_credit},
       {"GET", "/streams/", &HttpRoutes::stream_receive},
+      {"POST", "/whep/", &HttpRoutes::whep_offer},
+      {"DELETE", "/whep/", &HttpRoutes::whep_delete},
   };
 }
 
@@ -289,6 +292,53 @@ void HttpRoutes::stream_credit(Connection& c, const http::Request& r, char*, siz
     return;
   }
   c.send_http(204, "text/plain", "");
+}
+
+void HttpRoutes::whep_offer(Connection& c, const http::Request& r, char*, size_t) {
+  const std::string_view name = r.path().substr(sizeof("/whep/") - 1);
+  if (name.empty() || name.find('/') != std::string_view::npos || !s_.whep) {
+    ++s_.counters.http_not_found;
+    c.send_http(404, "text/plain", "not found\n");
+    return;
+  }
+  // Like a stream receive: an allowed Origin when there is one, and a ticket for the stream,
+  // here as WHEP's bearer token (RFC 9725 4.3). The ticket is the authority, so a native player
+  // (no Origin) needs no Sync-Client header: a page that could forge the request lacks it.
+  if (!check_origin(c, r)) return;
+  media::Stream* stream = s_.registry.find(std::string(name));
+  if (!stream) {
+    ++s_.counters.http_not_found;
+    c.send_http(404, "text/plain", "no such stream\n");
+    return;
+  }
+  constexpr std::string_view kBearer = "Bearer ";
+  const std::string_view auth = r.header("authorization");
+  const std::string ticket(auth.substr(0, kBearer.size()) == kBearer ? auth.substr(kBearer.size())
+                                                                     : std::string_view());
+  if (s_.tickets.redeem(ticket, stream->id(), core::monotonic_ns()) != TicketCheck::kValid) {
+    ++s_.counters.tickets_refused;
+    c.send_http(403, "text/plain", "missing, unknown, expired or spent ticket\n");
+    return;
+  }
+  const whep::WhepService::Response a = s_.whep->offer(name, r.header("content-type"), r.body);
+  c.send_http(a.status, a.content_type, a.body,
+              a.headers + "Access-Control-Expose-Headers: Location\r\n");
+}
+
+void HttpRoutes::whep_delete(Connection& c, const http::Request& r, char*, size_t) {
+  const std::string_view rest = r.path().substr(sizeof("/whep/") - 1);
+  const size_t slash = rest.find('/');
+  if (slash == std::string_view::npos || !s_.whep) {
+    ++s_.counters.http_not_found;
+    c.send_http(404, "text/plain", "not found\n");
+    return;
+  }
+  // The session's resource path is its capability (64 random bits); an Origin, when sent, must
+  // still be allowed.
+  if (!check_origin(c, r)) return;
+  const whep::WhepService::Response a =
+      s_.whep->remove(rest.substr(0, slash), rest.substr(slash + 1));
+  c.send_http(a.status, a.content_type, a.body, a.headers);
 }
 
 void HttpRoutes::websocket(Connection& c, const http::Request& request, char* rest,

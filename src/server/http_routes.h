@@ -1,6 +1,7 @@
 // syncd's HTTP endpoints (docs/protocol.md, "Endpoints"), routed by a table of method and path:
 // /ws (the WebSocket upgrade), /healthz, /stats, /metrics, /events/frames, /streams/NAME (a
-// receiver's stream), /streams/NAME/credit, and the embedded web pages.
+// receiver's stream), /streams/NAME/credit, /whep/NAME (WebRTC playback), and the embedded web
+// pages.
 //
 // Cross-site policy (docs/security.md, "Cross-site access"): browsers reach loopback from any
 // site, so every request must name a loopback Host (or the bound address, or an --allow-host
@@ -19,6 +20,9 @@
 
 namespace syncd::media {
 class StreamRegistry;
+}
+namespace syncd::whep {
+class WhepService;
 }
 
 namespace syncd::server {
@@ -43,11 +47,14 @@ class HttpRoutes {
     StreamReceivers& receivers;
     std::function<std::string()> stats_json;
     std::function<std::string()> metrics_text;
+    whep::WhepService* whep = nullptr;  // set once the loop runs (set_whep)
   };
   // Records per /events/frames response; the X-Events-Next header says where to go on.
   static constexpr size_t kEventsPage = 4096;
 
   explicit HttpRoutes(Services services);
+
+  void set_whep(whep::WhepService* whep) { s_.whep = whep; }
 
   // A complete request head on connection c; `rest` is what followed it.
   void handle(Connection& c, const http::Request& request, char* rest, size_t rest_size);
@@ -67,6 +74,10 @@ class HttpRoutes {
   void frame_events(Connection& c, const http::Request& r, char*, size_t);
   void stream_receive(Connection& c, const http::Request& r, char*, size_t);
   void stream_credit(Connection& c, const http::Request& r, char*, size_t);
+  // WHEP (docs/whep.md): POST /whep/NAME with an SDP offer and a ticket as a bearer token;
+  // DELETE /whep/NAME/SESSION.
+  void whep_offer(Connection& c, const http::Request& r, char*, size_t);
+  void whep_delete(Connection& c, const http::Request& r, char*, size_t);
   // Each answers the refusal itself and returns false when the request must go no further.
   bool check_host(Connection& c, const http::Request& r);
   bool check_origin(Connection& c, const http::Request& r);

@@ -217,6 +217,12 @@ int Server::start() {
       return UV_EINVAL;
     }
   }
+  if (config_.whep) {
+    whep::WhepConfig wc = *config_.whep;
+    wc.host = config_.host;
+    whep_ = std::make_unique<whep::WhepService>(wc, registry_, &loop_);
+    http_routes_.set_whep(whep_.get());
+  }
   register_control();
   std::printf("syncd listening on %s:%u\n", ip, unsigned(bound_port_));
   // After the first line, which tools read for the port.
@@ -348,6 +354,7 @@ void Server::stop() {
   // The relay's thread first: it hands back the frames it held to the relay publisher, which
   // the registry still owns.
   if (relay_) relay_->stop();
+  if (whep_) whep_->stop();
   registry_.stop_publishers();  // worker threads end; the frames they held are released
   if (audio_) audio_->stop();
   if (pose_) pose_->stop();
@@ -461,6 +468,7 @@ std::string Server::stats_json() {
       {"http_host_refused", c.http_host_refused},
       {"http_host_invalid", c.http_host_invalid},
       {"http_framing_refused", c.http_framing_refused},
+      {"http_body_too_large", c.http_body_too_large},
       {"tickets_refused", c.tickets_refused},
       {"tickets_live", tickets_.size()},
       {"receivers", receivers_->count()},
@@ -486,6 +494,7 @@ std::string Server::stats_json() {
   }
   if (pose_) pose_->write_stats(j);
   if (relay_) relay_->write_stats(j);
+  if (whep_) whep_->write_stats(j["whep"]);
   registry_.write_stats(j);
   if (audio_) audio_->write_stats(j);
   return j.dump();
@@ -524,7 +533,8 @@ std::string Server::metrics_text() {
   out.sample("syncd_output_queued_bytes", "", uint64_t(output_budget_.used()));
   out.family("syncd_http_errors_total", "counter", "HTTP requests refused, by status.");
   out.sample("syncd_http_errors_total", "status=\"400\"",
-             c.http_bad_requests + c.http_host_invalid + c.http_framing_refused);
+             c.http_bad_requests + c.http_host_invalid + c.http_framing_refused +
+                 c.http_body_too_large);
   out.sample(
       "syncd_http_errors_total", "status=\"403\"",
       c.origin_refused + c.origin_missing_refused + c.tickets_refused + c.cors_preflight_refused);
@@ -541,6 +551,7 @@ std::string Server::metrics_text() {
   out.sample("syncd_http_refused_total", "reason=\"origin_missing\"", c.origin_missing_refused);
   out.sample("syncd_http_refused_total", "reason=\"cors_preflight\"", c.cors_preflight_refused);
   out.sample("syncd_http_refused_total", "reason=\"framing\"", c.http_framing_refused);
+  out.sample("syncd_http_refused_total", "reason=\"body_too_large\"", c.http_body_too_large);
   out.family("syncd_ws_protocol_errors_total", "counter",
              "WebSocket connections failed by syncd, by close code.");
   out.sample("syncd_ws_protocol_errors_total", "code=\"1002\"", c.ws_close_1002);
@@ -555,6 +566,7 @@ std::string Server::metrics_text() {
   out.sample("syncd_frames_rejected_total", "reason=\"bad_header\"", c.frames_rejected_bad_header);
   if (pose_) pose_->write_metrics(out);
   if (relay_) relay_->write_metrics(out);
+  if (whep_) whep_->write_metrics(out);
   registry_.write_metrics(out);
   if (audio_) audio_->write_metrics(out);
   return out.text();

@@ -131,6 +131,7 @@ class Server final : private ConnectionHost {
   std::unique_ptr<AudioService> audio_;
   std::unique_ptr<PoseService> pose_;
   std::unique_ptr<relay::Relay> relay_;  // --relay-to / --relay-listen
+  std::unique_ptr<whep::WhepService> whep_;
   std::unique_ptr<uint8_t[]> discard_;
 };
 

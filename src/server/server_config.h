@@ -14,6 +14,7 @@
 #include "media/publishers/shm_publisher.h"
 #include "media/stream_registry.h"
 #include "relay/relay.h"
+#include "whep/whep_service.h"
 #include "server/socket_writer.h"
 
 namespace syncd::server {
@@ -29,6 +30,8 @@ struct ServerConfig {
   std::optional<media::PatternConfig> pattern;
   std::optional<audio::AudioSourceConfig> audio;  // --audio-source
   std::optional<relay::RelayConfig> relay;        // --relay-to / --relay-listen (docs/wan.md)
+  // WHEP playback (docs/whep.md): on unless --no-whep; nothing runs before the first offer.
+  std::optional<whep::WhepConfig> whep = whep::WhepConfig{};
   std::vector<std::string> allowed_origins;       // exact Origin values allowed besides loopback
   std::vector<std::string> allowed_hosts;  // Host names allowed besides loopback (--allow-host)
   // CORS headers for loopback origins too, not only --allow-origin values (--cors-loopback).
@@ -73,6 +76,7 @@ struct ServerCounters {
   uint64_t http_host_refused = 0;        // 421: Host names neither loopback nor --allow-host
   uint64_t http_host_invalid = 0;        // 400: Host missing (HTTP/1.1), repeated or malformed
   uint64_t http_framing_refused = 0;     // 400: smuggling-prone framing or a body
+  uint64_t http_body_too_large = 0;      // 413: a POST body past ServerConfig::max_body_bytes
   uint64_t origin_missing_refused = 0;   // 403: POST with neither Origin nor Sync-Client
   uint64_t cors_preflights = 0;          // 204: OPTIONS approved for a CORS origin
   uint64_t cors_preflight_refused = 0;   // 403: OPTIONS from an origin without CORS, or asking

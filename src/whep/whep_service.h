@@ -1,0 +1,110 @@
+// WHEP egress (RFC 9725, docs/whep.md): a browser plays one of syncd's streams as a <video> with
+// a plain RTCPeerConnection. `POST /whep/NAME` with an SDP offer (application/sdp) answers 201
+// with syncd's SDP answer and a Location for the session; `DELETE` of that Location ends it.
+//
+// Per stream watched, an egress: a relay thread (relay_thread.h) with its own UDP socket, whose
+// handler is a WhepTransport (ICE-lite, DTLS-SRTP, RTP to every viewer), fed by a
+// relay::RelayPublisher that hands it the stream's access units; a raw stream is encoded to H.264
+// once for all its viewers (relay_encoder.h), an h264 stream goes as the producer sent it. The
+// publisher is active only while the stream has viewers: a stream nobody watches is not encoded.
+// An egress, once made, stays until syncd stops (its thread sleeps), at most kMaxStreams of them.
+//
+// The certificate is made in memory when the service starts (a browser takes the fingerprint the
+// answer carries; nothing is pinned, so nothing needs to persist).
+//
+// Thread: the main loop thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <string_view>
+
+#include "media/stream_registry.h"
+#include "relay/relay_encoder.h"
+#include "relay/relay_publisher.h"
+#include "relay/relay_thread.h"
+#include "secure/certificate.h"
+#include "telemetry/prometheus.h"
+#include "whep/whep_transport.h"
+
+namespace syncd::whep {
+
+struct WhepConfig {
+  // The address the egresses' UDP sockets bind to, and the host candidate the answer offers:
+  // syncd's --host. A wildcard binds all and offers 127.0.0.1.
+  std::string host = "127.0.0.1";
+  relay::EncodeSettings encode;  // --whep-bitrate (the start and the most)
+  WhepTransportConfig transport;
+};
+
+// Counted on the main loop (/stats whep, /metrics syncd_whep_*).
+struct WhepServiceCounters {
+  uint64_t offers = 0;
+  uint64_t answered = 0;
+  uint64_t refused_bad_sdp = 0;         // 400: the offer did not parse (reason in the body)
+  uint64_t refused_no_h264 = 0;         // 400: no video m-line offers H.264 packetization mode 1
+  uint64_t refused_content_type = 0;    // 415: not application/sdp
+  uint64_t refused_unknown_stream = 0;  // 404
+  uint64_t refused_format = 0;          // 409: a stream neither H.264 nor encodable
+  uint64_t refused_busy = 0;            // 503: kMaxSessions or kMaxStreams reached
+  uint64_t refused_failed = 0;          // 500: the egress could not start (socket, identity)
+  uint64_t deleted = 0;
+  uint64_t delete_unknown = 0;  // 404: no such session
+};
+
+class WhepService {
+ public:
+  WhepService(WhepConfig config, media::StreamRegistry& registry, uv_loop_t* loop);
+  ~WhepService();
+  WhepService(const WhepService&) = delete;
+  WhepService& operator=(const WhepService&) = delete;
+
+  struct Response {
+    int status = 500;
+    std::string content_type = "text/plain";
+    std::string body;
+    std::string headers;  // extra header lines, each ending in CRLF
+  };
+  // POST /whep/NAME. The caller has checked Host, Origin and access (docs/security.md).
+  Response offer(std::string_view stream_name, std::string_view content_type, std::string_view sdp);
+  // DELETE /whep/NAME/SESSION.
+  Response remove(std::string_view stream_name, std::string_view session);
+
+  // Stops every egress (their threads joined, frames they held given back). Idempotent.
+  void stop();
+  void write_stats(nlohmann::json& out) const;
+  void write_metrics(telemetry::PrometheusText& out) const;
+
+  static constexpr size_t kMaxStreams = 4;
+  // Viewers at once across all streams (each costs its own SRTP and sends on a 2-core machine).
+  static constexpr size_t kMaxSessions = WhepTransport::kMaxSessions;
+
+ private:
+  struct Egress;
+  struct SessionRecord {
+    std::string stream;
+    std::shared_ptr<WhepSessionStats> stats;
+  };
+  Egress* egress_for(const std::string& stream_name, std::string& error);
+  static void on_message(relay::FromRelay& message, void* egress);
+  void on_session_ended(Egress& egress, uint64_t id);
+  void update_activity(Egress& egress);
+
+  WhepConfig config_;
+  media::StreamRegistry& registry_;
+  uv_loop_t* loop_;
+  secure::Identity identity_;
+  bool identity_ready_ = false;
+  std::map<std::string, std::unique_ptr<Egress>> egresses_;
+  std::map<uint64_t, SessionRecord> sessions_;  // live ones, by id
+  // What ended sessions sent and dropped, summed (their records go when they end).
+  uint64_t ended_frames_sent_ = 0;
+  uint64_t ended_frames_dropped_ = 0;
+  uint64_t next_id_ = 1;
+  WhepServiceCounters counters_;
+};
+
+}  // namespace syncd::whep

@@ -1,0 +1,545 @@
+#include "whep/whep_transport.h"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "relay/socket_address.h"
+#include "rtp/h264_packetizer.h"
+#include "rtp/rtcp.h"
+#include "rtp/rtp_packet.h"
+#include "secure/srtp_aead.h"
+#include "webrtc/stun.h"
+
+namespace syncd::whep {
+
+const char* whep_drop_name(WhepDrop reason) {
+  switch (reason) {
+    case WhepDrop::kNotConnected:
+      return "not_connected";
+    case WhepDrop::kAwaitingKeyframe:
+      return "awaiting_keyframe";
+    case WhepDrop::kPacketizeRefused:
+      return "packetize_refused";
+    case WhepDrop::kSendFailed:
+      return "send_failed";
+    case WhepDrop::kCount:
+      break;
+  }
+  return "?";
+}
+
+const char* whep_state_name(WhepState state) {
+  switch (state) {
+    case WhepState::kWaitingForIce:
+      return "waiting_for_ice";
+    case WhepState::kHandshaking:
+      return "handshaking";
+    case WhepState::kConnected:
+      return "connected";
+    case WhepState::kEnded:
+      return "ended";
+  }
+  return "?";
+}
+
+const char* whep_end_name(WhepEnd end) {
+  switch (end) {
+    case WhepEnd::kNone:
+      return "none";
+    case WhepEnd::kDeleted:
+      return "deleted";
+    case WhepEnd::kConsentExpired:
+      return "consent_expired";
+    case WhepEnd::kIceTimeout:
+      return "ice_timeout";
+    case WhepEnd::kDtlsFailed:
+      return "dtls_failed";
+    case WhepEnd::kDtlsClosed:
+      return "dtls_closed";
+    case WhepEnd::kStopped:
+      return "stopped";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr auto kRelaxed = std::memory_order_relaxed;
+
+// An RTP packet as sent: the largest the packetizer writes (12-byte header, no extensions, its
+// default payload budget) plus the GCM tag. No MKI with a browser.
+constexpr size_t kPacketBytes = 12 + rtp::kDefaultMaxPayloadBytes + secure::kSrtpTagBytes;
+// Sent packets kept for NACK, by sequence number: at 1080p and 8 Mbit/s (~17 packets a frame)
+// about half a second, several round trips on any path a browser plays live video over.
+constexpr size_t kHistory = 512;
+// RTCP sender reports (RFC 3550 6.2: at least every 5 s; browsers use them for A/V sync and RTT).
+constexpr uint64_t kReportIntervalNs = 1'000'000'000;
+
+uint32_t random_u32() {
+  static thread_local std::random_device device;
+  return device();
+}
+
+void bump(std::atomic<uint64_t>& counter, uint64_t by = 1) {
+  counter.fetch_add(by, kRelaxed);
+}
+
+// Whether an Annex B access unit holds an IDR slice (NAL type 5): a browser can start there.
+bool has_idr(std::span<const uint8_t> access_unit) {
+  bool idr = false;
+  rtp::split_annex_b(access_unit, [&idr](std::span<const uint8_t> nal) {
+    if (!nal.empty() && (nal[0] & 0x1f) == 5) idr = true;
+  });
+  return idr;
+}
+
+webrtc::StunAddress stun_address(const sockaddr_storage& from) {
+  webrtc::StunAddress a;
+  if (from.ss_family == AF_INET6) {
+    const auto& in6 = reinterpret_cast<const sockaddr_in6&>(from);
+    a.ipv6 = true;
+    std::memcpy(a.ip.data(), &in6.sin6_addr, 16);
+    a.port = ntohs(in6.sin6_port);
+  } else {
+    const auto& in = reinterpret_cast<const sockaddr_in&>(from);
+    std::memcpy(a.ip.data(), &in.sin_addr, 4);
+    a.port = ntohs(in.sin_port);
+  }
+  return a;
+}
+
+}  // namespace
+
+// One browser. Relay thread only.
+class WhepTransport::Session final : public rtp::RtcpSink {
+ public:
+  Session(WhepTransport& owner, std::unique_ptr<WhepSessionSetup> setup, uint64_t now_ns)
+      : owner_(owner),
+        setup_(std::move(setup)),
+        stats_(*setup_->stats),
+        dtls_(owner.dtls_context_, secure::DtlsRole::kServer, setup_->remote_fingerprint,
+              [this](std::span<const uint8_t> d) { send_raw(d); }),
+        history_(new uint8_t[kHistory * kPacketBytes]),
+        created_ns_(now_ns) {
+    sequence_ = uint16_t(random_u32());
+    timestamp_offset_ = random_u32();
+    stats_.created_ns.store(now_ns, kRelaxed);
+    stats_.state.store(uint32_t(WhepState::kWaitingForIce), kRelaxed);
+  }
+
+  uint64_t id() const { return setup_->id; }
+  const std::string& ufrag() const { return setup_->local_ufrag; }
+  const std::string& password() const { return setup_->local_password; }
+  WhepState state() const { return state_; }
+  WhepSessionStats& stats() { return stats_; }
+  bool has_address() const { return has_address_; }
+  const sockaddr_storage& address() const { return address_; }
+  bool awaiting_keyframe() const { return state_ == WhepState::kConnected && !keyframe_seen_; }
+
+  // A Binding request that passed its integrity check, from `from`.
+  void on_consent(const sockaddr_storage& from, bool nominated, uint64_t now_ns) {
+    last_consent_ns_ = now_ns;
+    // ICE-lite (RFC 8445 6.1.3.2): the pair the controlling browser nominates is the one; before
+    // a nomination, the first checked address serves (a browser sends DTLS on its first pair).
+    if (!has_address_ || (nominated && !relay::same_address(from, address_))) {
+      address_ = from;
+      has_address_ = true;
+    }
+    if (state_ == WhepState::kWaitingForIce) set_state(WhepState::kHandshaking);
+  }
+
+  // DTLS from the session's address. Returns the session's end when it ended here.
+  WhepEnd on_dtls(std::span<const uint8_t> datagram, uint64_t now_ns) {
+    switch (dtls_.feed(datagram, relay::address_bytes(address_), now_ns)) {
+      case secure::DtlsEvent::kHandshakeComplete:
+        return on_handshake_complete(now_ns);
+      case secure::DtlsEvent::kFailed:
+        stats_.dtls_failure.store(uint32_t(dtls_.failure()), kRelaxed);
+        return WhepEnd::kDtlsFailed;
+      case secure::DtlsEvent::kClosed:
+        return WhepEnd::kDtlsClosed;
+      default:
+        return WhepEnd::kNone;
+    }
+  }
+
+  // SRTCP from the session's address (RTP from a receive-only browser is not expected).
+  void on_rtcp(std::span<uint8_t> datagram, uint64_t now_ns) {
+    size_t size = datagram.size();
+    if (state_ != WhepState::kConnected ||
+        receive_.unprotect_rtcp(datagram.data(), size) != secure::SrtpStatus::kOk) {
+      bump(stats_.rtcp_refused);
+      return;
+    }
+    now_ns_ = now_ns;
+    rtp::RtcpParseOptions options;
+    options.allow_reduced_size = true;  // RFC 5506, when the offer asked for rtcp-rsize
+    if (rtp::parse_rtcp({datagram.data(), size}, *this, options) != rtp::RtcpParseError::kOk) {
+      bump(stats_.rtcp_refused);
+      return;
+    }
+    bump(stats_.rtcp_received);
+  }
+
+  // One access unit for this session; returns whether it went out whole.
+  bool send_frame(std::span<const uint8_t> access_unit, bool idr, uint64_t accept_ns,
+                  uint64_t now_ns) {
+    bump(stats_.frames_offered);
+    if (state_ != WhepState::kConnected) return drop(WhepDrop::kNotConnected);
+    if (!keyframe_seen_ && !idr) return drop(WhepDrop::kAwaitingKeyframe);
+    if (packetizer_.begin(access_unit) != rtp::PacketizeError::kOk)
+      return drop(WhepDrop::kPacketizeRefused);
+    keyframe_seen_ = true;
+    rtp::RtpHeader header;
+    header.payload_type = setup_->payload_type;
+    header.ssrc = setup_->ssrc;
+    header.timestamp = rtp_time(accept_ns ? accept_ns : now_ns);
+    bool all_sent = true;
+    while (packetizer_.has_next()) {
+      header.sequence = sequence_++;
+      uint8_t* packet = history_slot(header.sequence);
+      size_t size = packetizer_.write_next(header, {packet, kPacketBytes});
+      if (size == 0 || send_.protect_rtp(packet, size, kPacketBytes) != secure::SrtpStatus::kOk) {
+        history_size_[header.sequence % kHistory] = 0;
+        all_sent = false;
+        continue;
+      }
+      history_size_[header.sequence % kHistory] = uint16_t(size);
+      history_sequence_[header.sequence % kHistory] = header.sequence;
+      if (send_raw({packet, size})) {
+        ++packets_sent_;
+        octets_sent_ += uint32_t(size - 12 - secure::kSrtpTagBytes);
+        bump(stats_.packets_sent);
+        bump(stats_.bytes_sent, size);
+      } else {
+        bump(stats_.packets_send_failed);
+        all_sent = false;
+      }
+    }
+    if (!all_sent) return drop(WhepDrop::kSendFailed);
+    bump(stats_.frames_sent);
+    if (stats_.first_frame_ns.load(kRelaxed) == 0) stats_.first_frame_ns.store(now_ns, kRelaxed);
+    return true;
+  }
+
+  // Timers: DTLS retransmission, the sender report, consent. Returns the session's end when it
+  // ended here.
+  WhepEnd on_tick(uint64_t now_ns) {
+    if (state_ == WhepState::kWaitingForIce) {
+      if (now_ns - created_ns_ >= owner_.config_.ice_timeout_ns) return WhepEnd::kIceTimeout;
+      return WhepEnd::kNone;
+    }
+    if (now_ns - last_consent_ns_ >= owner_.config_.consent_timeout_ns)
+      return WhepEnd::kConsentExpired;
+    if (state_ == WhepState::kHandshaking && dtls_.next_timeout_ns(now_ns) <= now_ns &&
+        dtls_.handle_timeout(now_ns) == secure::DtlsEvent::kFailed) {
+      stats_.dtls_failure.store(uint32_t(dtls_.failure()), kRelaxed);
+      return WhepEnd::kDtlsFailed;
+    }
+    if (state_ == WhepState::kConnected && now_ns >= next_report_ns_) {
+      send_sender_report(now_ns);
+      next_report_ns_ = now_ns + kReportIntervalNs;
+    }
+    return WhepEnd::kNone;
+  }
+
+  void close(WhepEnd why) {
+    if (state_ == WhepState::kConnected && why != WhepEnd::kDtlsClosed &&
+        why != WhepEnd::kConsentExpired) {
+      send_goodbye();
+      dtls_.close();
+    }
+    stats_.end.store(uint32_t(why), kRelaxed);
+    set_state(WhepState::kEnded);
+  }
+
+  // ---- rtp::RtcpSink ----
+  void on_receiver_report(const rtp::ReceiverReport& rr) override {
+    for (const rtp::ReportBlock& b : rr.blocks) {
+      if (b.source_ssrc != setup_->ssrc) continue;
+      stats_.fraction_lost.store(b.fraction_lost, kRelaxed);
+      const uint32_t arrival = rtp::ntp_compact(rtp::ntp_from_ns(relay::wall_clock_ntp_ns()));
+      if (auto rtt = rtp::round_trip_ns(arrival, b.last_sr, b.delay_since_last_sr))
+        stats_.rtt_us.store(*rtt / 1000, kRelaxed);
+    }
+  }
+  void on_nack(const rtp::Nack& nack) override {
+    if (nack.media_ssrc != setup_->ssrc) return;
+    for (uint16_t lost : nack.lost) {
+      bump(stats_.nacked_packets);
+      const size_t at = lost % kHistory;
+      if (history_size_[at] == 0 || history_sequence_[at] != lost) {
+        bump(stats_.retransmit_unavailable);
+        continue;
+      }
+      // The packet as it was protected: the same bytes again, which the browser's replay window
+      // takes only if the first never arrived (no packet index is protected twice).
+      if (send_raw({history_slot(lost), history_size_[at]})) bump(stats_.packets_retransmitted);
+    }
+  }
+  void on_pli(uint32_t, uint32_t media_ssrc) override {
+    if (media_ssrc != setup_->ssrc) return;
+    bump(stats_.plis_received);
+    owner_.request_keyframe(now_ns_);
+  }
+
+ private:
+  WhepEnd on_handshake_complete(uint64_t now_ns) {
+    const secure::SrtpKeyMaterial& keys = dtls_.keys();
+    // We are the DTLS server: we protect with the server's key and read with the client's.
+    if (!send_.init(0, keys.server_write, true, /*with_mki=*/false) ||
+        !receive_.init(0, keys.client_write, false, /*with_mki=*/false)) {
+      stats_.dtls_failure.store(uint32_t(secure::DtlsFailure::kExportFailed), kRelaxed);
+      return WhepEnd::kDtlsFailed;
+    }
+    set_state(WhepState::kConnected);
+    stats_.connected_ns.store(now_ns, kRelaxed);
+    next_report_ns_ = now_ns;
+    // A new viewer needs an IDR to start from.
+    owner_.request_keyframe(now_ns);
+    return WhepEnd::kNone;
+  }
+
+  bool drop(WhepDrop reason) {
+    bump(stats_.frames_dropped[size_t(reason)]);
+    return false;
+  }
+
+  void set_state(WhepState s) {
+    state_ = s;
+    stats_.state.store(uint32_t(s), kRelaxed);
+  }
+
+  uint32_t rtp_time(uint64_t ns) const {
+    // 90 kHz from the relay thread's monotonic clock, from a random offset (RFC 3550 5.1).
+    return timestamp_offset_ + uint32_t(ns / 100'000 * 9 + ns % 100'000 * 9 / 100'000);
+  }
+
+  uint8_t* history_slot(uint16_t sequence) {
+    return history_.get() + size_t(sequence % kHistory) * kPacketBytes;
+  }
+
+  bool send_raw(std::span<const uint8_t> datagram) {
+    if (!has_address_ || !owner_.thread_) return false;
+    return owner_.thread_->send_datagram(datagram, reinterpret_cast<const sockaddr*>(&address_));
+  }
+
+  void send_rtcp(rtp::RtcpWriter& writer, uint8_t* buffer, size_t capacity) {
+    size_t size = writer.size();
+    if (size == 0 || send_.protect_rtcp(buffer, size, capacity) != secure::SrtpStatus::kOk) return;
+    send_raw({buffer, size});
+  }
+
+  void send_sender_report(uint64_t now_ns) {
+    uint8_t buffer[256];
+    rtp::RtcpWriter writer({buffer, sizeof buffer - secure::kRtcpTrailerBytes});
+    rtp::SenderInfo info;
+    info.ntp_timestamp = rtp::ntp_from_ns(relay::wall_clock_ntp_ns());
+    info.rtp_timestamp = rtp_time(now_ns);
+    info.packet_count = packets_sent_;
+    info.octet_count = octets_sent_;
+    writer.add_sender_report(setup_->ssrc, info);
+    writer.add_cname(setup_->ssrc, "syncd");
+    send_rtcp(writer, buffer, sizeof buffer);
+  }
+
+  void send_goodbye() {
+    uint8_t buffer[128];
+    rtp::RtcpWriter writer({buffer, sizeof buffer - secure::kRtcpTrailerBytes});
+    const uint32_t ssrc = setup_->ssrc;
+    writer.add_receiver_report(ssrc);
+    writer.add_goodbye({&ssrc, 1});
+    send_rtcp(writer, buffer, sizeof buffer);
+  }
+
+  WhepTransport& owner_;
+  std::unique_ptr<WhepSessionSetup> setup_;
+  WhepSessionStats& stats_;
+  secure::DtlsEndpoint dtls_;
+  secure::SrtpAeadContext send_;
+  secure::SrtpAeadContext receive_;
+  rtp::H264Packetizer packetizer_;
+  std::unique_ptr<uint8_t[]> history_;
+  std::array<uint16_t, kHistory> history_size_{};
+  std::array<uint16_t, kHistory> history_sequence_{};
+  WhepState state_ = WhepState::kWaitingForIce;
+  sockaddr_storage address_{};
+  bool has_address_ = false;
+  bool keyframe_seen_ = false;
+  uint16_t sequence_ = 0;
+  uint32_t timestamp_offset_ = 0;
+  uint32_t packets_sent_ = 0;
+  uint32_t octets_sent_ = 0;
+  uint64_t created_ns_ = 0;
+  uint64_t last_consent_ns_ = 0;
+  uint64_t next_report_ns_ = 0;
+  uint64_t now_ns_ = 0;  // the time of the datagram being handled (for RtcpSink callbacks)
+};
+
+WhepTransport::WhepTransport(WhepTransportConfig config, const secure::Identity& identity)
+    : config_(config), dtls_context_(identity, config.dtls) {}
+
+WhepTransport::~WhepTransport() = default;
+
+void WhepTransport::on_start(relay::RelayThread& thread, uint64_t) {
+  thread_ = &thread;
+  thread_->arm_timer(kTickNs);
+}
+
+WhepTransport::Session* WhepTransport::find_by_address(const sockaddr_storage& from) {
+  for (auto& s : sessions_)
+    if (s->has_address() && relay::same_address(s->address(), from)) return s.get();
+  return nullptr;
+}
+
+void WhepTransport::on_datagram(std::span<uint8_t> datagram, const sockaddr_storage& from,
+                                uint64_t now_ns) {
+  if (webrtc::looks_like_stun(datagram)) {
+    on_stun(datagram, from, now_ns);
+    return;
+  }
+  Session* session = find_by_address(from);
+  const uint8_t first = datagram.empty() ? 0 : datagram[0];
+  if (!session) {
+    bump(counters_.foreign_datagrams);
+    return;
+  }
+  if (first >= 20 && first <= 63) {
+    if (const WhepEnd why = session->on_dtls(datagram, now_ns); why != WhepEnd::kNone)
+      end(*session, why);
+    return;
+  }
+  // RFC 5761 4: with rtcp-mux, RTCP's packet types 192-223 sit where RTP's payload type would.
+  if (first >= 128 && first <= 191 && datagram.size() >= 2 && datagram[1] >= 192 &&
+      datagram[1] <= 223) {
+    session->on_rtcp(datagram, now_ns);
+    return;
+  }
+  bump(counters_.foreign_datagrams);
+}
+
+void WhepTransport::on_stun(std::span<uint8_t> datagram, const sockaddr_storage& from,
+                            uint64_t now_ns) {
+  webrtc::StunBindingRequest request;
+  if (webrtc::parse_stun_binding_request(datagram, request) != webrtc::StunError::kNone) {
+    bump(counters_.stun_malformed);
+    return;
+  }
+  // USERNAME is "<our ufrag>:<the browser's>" (RFC 8445 7.2.2).
+  const std::string_view ours = request.username.substr(0, request.username.find(':'));
+  Session* session = nullptr;
+  for (auto& s : sessions_)
+    if (s->ufrag() == ours && s->state() != WhepState::kEnded) session = s.get();
+  uint8_t response[webrtc::kMaxStunResponse];
+  if (!session) {
+    bump(counters_.stun_unknown_user);
+    return;
+  }
+  WhepSessionStats& stats = session->stats();
+  bump(stats.stun_requests);
+  if (!webrtc::stun_integrity_ok(datagram, session->password())) {
+    bump(stats.stun_refused);
+    // RFC 8489 10.1.2: 401 without MESSAGE-INTEGRITY (we cannot sign with a key they lack).
+    const size_t n =
+        webrtc::write_stun_binding_error(request.transaction_id, 401, "Unauthorized", response);
+    if (n) thread_->send_datagram({response, n}, reinterpret_cast<const sockaddr*>(&from));
+    return;
+  }
+  session->on_consent(from, request.use_candidate, now_ns);
+  const size_t n = webrtc::write_stun_binding_success(request.transaction_id, stun_address(from),
+                                                      session->password(), response);
+  if (n) thread_->send_datagram({response, n}, reinterpret_cast<const sockaddr*>(&from));
+}
+
+void WhepTransport::on_message(relay::ToRelay& m, uint64_t now_ns) {
+  switch (m.kind) {
+    case relay::ToRelay::Kind::kFrame:
+      send_frame(m, now_ns);
+      break;
+    case relay::ToRelay::Kind::kCommand: {
+      std::unique_ptr<relay::HandlerCommand> command(m.command);
+      if (auto* setup = dynamic_cast<WhepSessionSetup*>(command.get())) {
+        command.release();
+        if (sessions_.size() >= kMaxSessions) {  // the service counts sessions before this
+          setup->stats->end.store(uint32_t(WhepEnd::kStopped), kRelaxed);
+          delete setup;
+          break;
+        }
+        sessions_.push_back(
+            std::make_unique<Session>(*this, std::unique_ptr<WhepSessionSetup>(setup), now_ns));
+        bump(counters_.sessions_started);
+      } else if (auto* e = dynamic_cast<WhepSessionEnd*>(command.get())) {
+        for (auto& s : sessions_)
+          if (s->id() == e->id) end(*s, WhepEnd::kDeleted);
+      }
+      break;
+    }
+    case relay::ToRelay::Kind::kStreamOpened:
+    case relay::ToRelay::Kind::kStreamClosed:
+    case relay::ToRelay::Kind::kBufferFree:
+    case relay::ToRelay::Kind::kKeyframeRequest:
+      break;
+  }
+}
+
+void WhepTransport::send_frame(relay::ToRelay& m, uint64_t now_ns) {
+  bump(counters_.frames_in);
+  relay::FromRelay done;
+  done.kind = relay::FromRelay::Kind::kFrameDone;
+  done.slot = m.slot;
+  done.stream_id = m.stream_id;
+  const media::FrameInfo& info = m.slot->info;
+  const std::span<const uint8_t> access_unit(m.slot->pixels, info.bytes);
+  const bool idr = has_idr(access_unit);
+  bool awaiting = false;
+  for (auto& s : sessions_) {
+    if (s->state() == WhepState::kEnded) continue;
+    done.sent |= s->send_frame(access_unit, idr, info.accept_ns, now_ns);
+    awaiting |= s->awaiting_keyframe();
+  }
+  if (awaiting) request_keyframe(now_ns);
+  thread_->send_to_main(done);
+}
+
+void WhepTransport::request_keyframe(uint64_t now_ns) {
+  // At most one per keyframe_interval_ns; one asked for inside it goes out when it ends.
+  if (last_keyframe_request_ns_ != 0 &&
+      now_ns - last_keyframe_request_ns_ < config_.keyframe_interval_ns) {
+    keyframe_request_pending_ = true;
+    return;
+  }
+  keyframe_request_pending_ = false;
+  last_keyframe_request_ns_ = now_ns;
+  relay::FromRelay m;
+  m.kind = relay::FromRelay::Kind::kKeyframeRequest;
+  if (thread_->send_to_main(m)) bump(counters_.keyframe_requests);
+}
+
+void WhepTransport::end(Session& session, WhepEnd why) {
+  if (session.state() == WhepState::kEnded) return;
+  session.close(why);
+  bump(counters_.sessions_ended);
+  relay::FromRelay m;
+  m.kind = relay::FromRelay::Kind::kPeerEnded;
+  m.sequence = session.id();
+  thread_->send_to_main(m);
+}
+
+void WhepTransport::on_timer(uint64_t now_ns) {
+  for (auto& s : sessions_) {
+    if (s->state() == WhepState::kEnded) continue;
+    if (const WhepEnd why = s->on_tick(now_ns); why != WhepEnd::kNone) end(*s, why);
+  }
+  // Ended sessions go once their end has been told (their stats stay with the service).
+  std::erase_if(sessions_, [](const auto& s) { return s->state() == WhepState::kEnded; });
+  if (keyframe_request_pending_) request_keyframe(now_ns);
+  thread_->arm_timer(kTickNs);
+}
+
+void WhepTransport::on_stop(uint64_t) {
+  for (auto& s : sessions_) end(*s, WhepEnd::kStopped);
+  sessions_.clear();
+}
+
+}  // namespace syncd::whep
