@@ -148,6 +148,7 @@ test('a canvas published with sync.js plays back over WHEP in a <video>, every m
     assert.equal(r.delete_status, 200);
 
     const s = await stats(syncd);
+    if (process.env.SYNC_WHEP_DEBUG) console.log(JSON.stringify({ whep: s.whep, streams: s.streams }, null, 1));
     assert.equal(s.whep.answered, 1);
     const egress = s.whep.egresses.find((e) => e.stream === 'whep-canvas');
     assert.ok(egress, JSON.stringify(s.whep));
