@@ -29,9 +29,10 @@ const char* relay_drop_name(RelayDrop reason) {
 }
 
 RelayPublisher::RelayPublisher(RelayThread& thread, std::string stream_name, uv_loop_t* loop,
-                               EncodeSettings encode)
+                               EncodeSettings encode, std::string name)
     : thread_(thread),
       stream_name_(std::move(stream_name)),
+      name_(std::move(name)),
       loop_(loop),
       encode_settings_(encode) {}
 
@@ -247,18 +248,19 @@ void RelayPublisher::write_metrics(telemetry::PrometheusText& out,
   auto label = [](const media::Stream* s) {
     return "stream=\"" + telemetry::prometheus_label_value(s->config().name) + "\"";
   };
-  out.family("syncd_relay_frames_sent_total", "counter",
-             "Access units the WAN relay packetized and sent.");
+  // Families named after the publisher: a stream relayed and watched over WHEP has both.
+  const std::string sent = "syncd_" + name_ + "_frames_sent_total";
+  const std::string dropped = "syncd_" + name_ + "_frames_dropped_total";
+  out.family(sent, "counter", "Access units this relay thread's handler packetized and sent.");
   for (const media::Stream* s : streams)
-    if (const RelayPublisherCounters* c = counters(s->id()))
-      out.sample("syncd_relay_frames_sent_total", label(s), c->sent);
-  out.family("syncd_relay_frames_dropped_total", "counter",
-             "Access units offered to the WAN relay that it did not send, by reason.");
+    if (const RelayPublisherCounters* c = counters(s->id())) out.sample(sent, label(s), c->sent);
+  out.family(dropped, "counter",
+             "Access units offered to this relay thread's handler and not sent, by reason.");
   for (const media::Stream* s : streams)
     if (const RelayPublisherCounters* c = counters(s->id()))
       for (size_t r = 0; r < size_t(RelayDrop::kCount); ++r)
-        out.sample("syncd_relay_frames_dropped_total",
-                   label(s) + ",reason=\"" + relay_drop_name(RelayDrop(r)) + "\"", c->dropped[r]);
+        out.sample(dropped, label(s) + ",reason=\"" + relay_drop_name(RelayDrop(r)) + "\"",
+                   c->dropped[r]);
 }
 
 }  // namespace syncd::relay

@@ -55,11 +55,12 @@ class RelayPublisher final : public media::Publisher {
  public:
   // stream_name: the stream to relay; empty: the first stream opened. loop: where the encoder
   // stage's results come back (raw streams); without one, only encoded streams are relayed.
+  // name: how /stats and /metrics call it ("relay"; a WHEP egress's is "whep").
   RelayPublisher(RelayThread& thread, std::string stream_name, uv_loop_t* loop = nullptr,
-                 EncodeSettings encode = {});
+                 EncodeSettings encode = {}, std::string name = "relay");
   ~RelayPublisher() override;
 
-  std::string_view name() const override { return "relay"; }
+  std::string_view name() const override { return name_; }
   void on_stream_open(const media::Stream& stream) override;
   void on_stream_close(const media::Stream& stream) override;
   void on_stream_forget(uint32_t stream_id) override;
@@ -106,6 +107,7 @@ class RelayPublisher final : public media::Publisher {
 
   RelayThread& thread_;
   std::string stream_name_;
+  std::string name_;
   uv_loop_t* loop_;
   EncodeSettings encode_settings_;
   uint32_t relayed_stream_id_ = 0;

@@ -91,8 +91,8 @@ WhepService::Egress* WhepService::egress_for(const std::string& stream_name, std
   egress->thread = std::make_unique<relay::RelayThread>(tc, std::move(transport),
                                                         &WhepService::on_message, egress.get());
   if (!egress->thread->start(loop_, error)) return nullptr;
-  auto publisher =
-      std::make_unique<relay::RelayPublisher>(*egress->thread, stream_name, loop_, config_.encode);
+  auto publisher = std::make_unique<relay::RelayPublisher>(*egress->thread, stream_name, loop_,
+                                                           config_.encode, "whep");
   publisher->set_active(false);
   egress->publisher = publisher.get();
   registry_.add_publisher(std::move(publisher));
