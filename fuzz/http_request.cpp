@@ -1,4 +1,5 @@
-// libFuzzer target: the HTTP request-head parser, fed in chunks chosen by the input's first byte.
+// libFuzzer target: the HTTP request parser (head and a POST's Content-Length body), fed in
+// chunks chosen by the input's first byte.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -9,7 +10,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const size_t chunk = 1 + data[0] % 64;
-  syncd::http::RequestParser parser(syncd::http::RequestLimits{512, 16});
+  syncd::http::RequestParser parser(syncd::http::RequestLimits{512, 16, 256});
   const char* p = reinterpret_cast<const char*>(data + 1);
   size_t left = size - 1;
   while (left > 0) {
@@ -19,6 +20,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // Whatever completed must respect the limits and be self-consistent.
       if (parser.request().headers.size() > 16) std::abort();
       if (parser.consumed() > size) std::abort();
+      // A body only on a POST, and never past its limit.
+      const auto& body = parser.request().body;
+      if (body.size() > 256 || (!body.empty() && parser.request().method != "POST")) std::abort();
       // Smuggling-prone heads never complete: no header name holds whitespace.
       for (const auto& [name, value] : parser.request().headers)
         if (name.find_first_of(" \t\r\n") != std::string::npos) std::abort();
