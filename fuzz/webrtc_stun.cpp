@@ -95,9 +95,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(parse_stun_binding_request({again.data(), n}, reparsed) == StunError::kNone);
   FUZZ_CHECK(reparsed.username == request.username && reparsed.priority == request.priority);
   FUZZ_CHECK(reparsed.use_candidate == request.use_candidate);
-  FUZZ_CHECK(reparsed.tie_breaker == (request.ice_controlling || request.ice_controlled
-                                          ? request.tie_breaker
-                                          : 0));
+  FUZZ_CHECK(reparsed.tie_breaker ==
+             (request.ice_controlling || request.ice_controlled ? request.tie_breaker : 0));
   FUZZ_CHECK(stun_integrity_ok({again.data(), n}, kPassword));
   return 0;
 }

@@ -28,7 +28,8 @@ constexpr std::string_view kChromiumOffer =
     "a=ice-pwd:1lAJGHfEGhJ+eBDxgVsNHqiC\r\n"
     "a=ice-options:trickle\r\n"
     "a=fingerprint:sha-256 "
-    "7B:8B:F0:65:5F:78:E2:51:3B:AC:6F:F3:3F:46:1B:35:DC:B8:5F:64:1A:24:C2:43:F0:A1:58:D0:A1:2C:19:08\r\n"
+    "7B:8B:F0:65:5F:78:E2:51:3B:AC:6F:F3:3F:46:1B:35:DC:B8:5F:64:1A:24:C2:43:F0:A1:58:D0:A1:2C:19:"
+    "08\r\n"
     "a=setup:actpass\r\n"
     "a=mid:0\r\n"
     "a=extmap:1 urn:ietf:params:rtp-hdrext:ssrc-audio-level\r\n"
@@ -56,7 +57,8 @@ constexpr std::string_view kChromiumOffer =
     "a=ice-pwd:1lAJGHfEGhJ+eBDxgVsNHqiC\r\n"
     "a=ice-options:trickle\r\n"
     "a=fingerprint:sha-256 "
-    "7B:8B:F0:65:5F:78:E2:51:3B:AC:6F:F3:3F:46:1B:35:DC:B8:5F:64:1A:24:C2:43:F0:A1:58:D0:A1:2C:19:08\r\n"
+    "7B:8B:F0:65:5F:78:E2:51:3B:AC:6F:F3:3F:46:1B:35:DC:B8:5F:64:1A:24:C2:43:F0:A1:58:D0:A1:2C:19:"
+    "08\r\n"
     "a=setup:actpass\r\n"
     "a=mid:1\r\n"
     "a=extmap:14 urn:ietf:params:rtp-hdrext:toffset\r\n"
@@ -234,7 +236,8 @@ SdpAnswerParams answer_params() {
 }
 
 // An offer with one video m-line offering the given H.264 fmtp lines (pt 100 + index).
-std::string video_offer(const std::vector<std::string>& fmtps, std::string_view direction = "recvonly") {
+std::string video_offer(const std::vector<std::string>& fmtps,
+                        std::string_view direction = "recvonly") {
   std::string formats, codecs;
   for (size_t i = 0; i < fmtps.size(); ++i) {
     std::string pt = std::to_string(100 + i);
@@ -247,8 +250,10 @@ std::string video_offer(const std::vector<std::string>& fmtps, std::string_view 
          "7B:8B:F0:65:5F:78:E2:51:3B:AC:6F:F3:3F:46:1B:35:DC:B8:5F:64:1A:24:C2:43:F0:A1:58:D0:A1:"
          "2C:19:08\r\n"
          "m=video 9 UDP/TLS/RTP/SAVPF" +
-         formats + "\r\na=ice-ufrag:abcd\r\na=ice-pwd:0123456789012345678901\r\na=setup:actpass\r\n"
-         "a=mid:v\r\na=" + std::string(direction) + "\r\na=rtcp-mux\r\n" + codecs;
+         formats +
+         "\r\na=ice-ufrag:abcd\r\na=ice-pwd:0123456789012345678901\r\na=setup:actpass\r\n"
+         "a=mid:v\r\na=" +
+         std::string(direction) + "\r\na=rtcp-mux\r\n" + codecs;
 }
 
 TEST(WebrtcSdp, ChromiumOfferParses) {
@@ -484,8 +489,7 @@ TEST(WebrtcSdp, EachErrorIsReachable) {
   EXPECT_EQ(parse(replaced(ok, "a=mid:1", "a=mid:1\rInjected")), SdpError::kMalformedLine);
   EXPECT_EQ(parse(replaced(ok, "a=mid:1", "a=mid:1 2")), SdpError::kMalformedLine);
   EXPECT_EQ(parse(replaced(ok, "a=ice-ufrag:Yq9s", "a=ice-ufrag:Yq9")), SdpError::kMalformedLine);
-  EXPECT_EQ(parse(replaced(ok, "a=ice-ufrag:Yq9s", "a=ice-ufrag:Yq9s!")),
-            SdpError::kMalformedLine);
+  EXPECT_EQ(parse(replaced(ok, "a=ice-ufrag:Yq9s", "a=ice-ufrag:Yq9s!")), SdpError::kMalformedLine);
   EXPECT_EQ(parse(replaced(ok, "opus/48000/2", "opus/48k/2")), SdpError::kMalformedLine);
   EXPECT_EQ(parse(replaced(ok, "a=rtpmap:111 ", "a=rtpmap:128 ")), SdpError::kMalformedLine);
   EXPECT_EQ(parse(replaced(ok, "m=audio 9 ", "m=audio 70000 ")), SdpError::kMalformedLine);
@@ -517,8 +521,7 @@ TEST(WebrtcSdp, EachErrorIsReachable) {
   EXPECT_EQ(parse(replaced(ok, "a=setup:actpass", "a=setup:active")), SdpError::kNone);
   EXPECT_EQ(parse(without_lines(ok, "a=rtcp-mux")), SdpError::kNoRtcpMux);
   EXPECT_EQ(parse(replaced(ok, "H264/90000", "H265/90000")), SdpError::kNoH264);
-  EXPECT_EQ(parse(replaced(ok, "packetization-mode=1", "packetization-mode=0")),
-            SdpError::kNoH264);
+  EXPECT_EQ(parse(replaced(ok, "packetization-mode=1", "packetization-mode=0")), SdpError::kNoH264);
   EXPECT_EQ(parse(replaced(ok, "a=recvonly", "a=sendonly")), SdpError::kNoH264);
   EXPECT_EQ(parse(replaced(ok, "a=recvonly", "a=inactive")), SdpError::kNoH264);
   EXPECT_EQ(parse(replaced(ok, "m=video 9 ", "m=video 0 ")), SdpError::kNoH264);
