@@ -12,6 +12,9 @@ constexpr size_t kMinUfrag = 4, kMinPwd = 22, kMaxIceCredential = 256;
 // RFC 8843 section 15 leaves a mid's length open; JSEP implementations use a few characters. A
 // bound keeps a hostile offer from making every answer line long.
 constexpr size_t kMaxMid = 64;
+// a=rtcp-fb values kept per codec, wildcard ones included: browsers send five or six. Without a
+// bound, a 64 KB offer of "a=rtcp-fb:* x" lines would copy each into all 128 payload types.
+constexpr size_t kMaxFeedbackPerCodec = 32;
 constexpr std::string_view kSecureRtpProtocol = "UDP/TLS/RTP/SAVPF";
 // RFC 6184 section 8.1: without profile-level-id, Baseline level 1.0.
 constexpr std::string_view kDefaultProfileLevelId = "420010";
@@ -226,11 +229,12 @@ SdpError parse_media_attribute(std::string_view name, std::string_view value, Sd
     feedback = trim(feedback);
     if (feedback.empty()) return SdpError::kMalformedLine;
     if (pt_text == "*") {
-      wildcard_feedback.emplace_back(feedback);
+      if (wildcard_feedback.size() < kMaxFeedbackPerCodec) wildcard_feedback.emplace_back(feedback);
     } else {
       uint8_t pt = 0;
       if (!parse_payload_type(pt_text, pt)) return SdpError::kMalformedLine;
-      codec_for(media, pt).feedback.emplace_back(feedback);
+      SdpCodec& codec = codec_for(media, pt);
+      if (codec.feedback.size() < kMaxFeedbackPerCodec) codec.feedback.emplace_back(feedback);
     }
   }
   return SdpError::kNone;
@@ -390,8 +394,8 @@ SdpError parse_sdp_description(std::string_view text, SdpOffer& out) {
 
   for (size_t i = 0; i < offer.media.size(); ++i)
     for (SdpCodec& codec : offer.media[i].codecs)
-      codec.feedback.insert(codec.feedback.end(), state.wildcard_feedback[i].begin(),
-                            state.wildcard_feedback[i].end());
+      for (const std::string& feedback : state.wildcard_feedback[i])
+        if (codec.feedback.size() < kMaxFeedbackPerCodec) codec.feedback.push_back(feedback);
 
   offer.ice_ufrag = resolve(
       state, [](const TransportAttributes& l) { return !l.ice_ufrag.empty(); },

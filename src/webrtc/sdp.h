@@ -57,9 +57,10 @@ struct SdpCodec {
   uint8_t payload_type = 0;
   std::string name;  // "H264", as written
   uint32_t clock_rate = 0;
-  uint32_t channels = 0;              // 0 when the rtpmap has none
-  std::string fmtp;                   // the a=fmtp value after the payload type, as written
-  std::vector<std::string> feedback;  // a=rtcp-fb values ("nack pli"), wildcard ones included
+  uint32_t channels = 0;  // 0 when the rtpmap has none
+  std::string fmtp;       // the a=fmtp value after the payload type, as written
+  // a=rtcp-fb values ("nack pli"), wildcard ones after the codec's own; at most the first 32.
+  std::vector<std::string> feedback;
 };
 
 struct SdpMedia {

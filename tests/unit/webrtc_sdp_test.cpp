@@ -455,6 +455,17 @@ TEST(WebrtcSdp, FeedbackWildcardAndOnlyOffered) {
   EXPECT_EQ(answer.find("a=rtcp-rsize"), std::string::npos);  // not offered
 }
 
+TEST(WebrtcSdp, FeedbackPerCodecIsBounded) {
+  std::string text = video_offer({"packetization-mode=1"});
+  for (int i = 0; i < 40; ++i) text += "a=rtcp-fb:100 x" + std::to_string(i) + "\r\n";
+  for (int i = 0; i < 1000; ++i) text += "a=rtcp-fb:* y\r\n";
+  text += "a=rtcp-fb:100 nack\r\n";
+  SdpOffer offer;
+  ASSERT_EQ(parse_sdp_offer(text, offer), SdpError::kNone);
+  EXPECT_EQ(offer.media[0].codec(100)->feedback.size(), 32u);
+  EXPECT_FALSE(choose_h264(offer)->nack);  // the 42nd value for the codec is not kept
+}
+
 TEST(WebrtcSdp, SessionLevelTransportAndOtherMedia) {
   // Firefox-like: fingerprint and credentials at session level, a data channel and an audio
   // m-line around the video one, which is sendrecv.
