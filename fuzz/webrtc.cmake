@@ -16,3 +16,6 @@ foreach(target webrtc_sdp webrtc_stun)
   target_link_options(fuzz_${target} PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(fuzz_${target} PRIVATE sync_webrtc)
 endforeach()
+# fuzz_webrtc_stun repairs FINGERPRINT CRCs of mutated inputs with zlib, as the core checks them.
+find_package(ZLIB REQUIRED)
+target_link_libraries(fuzz_webrtc_stun PRIVATE ZLIB::ZLIB)

@@ -12,11 +12,16 @@ constexpr size_t kMinUfrag = 4, kMinPwd = 22, kMaxIceCredential = 256;
 // RFC 8843 section 15 leaves a mid's length open; JSEP implementations use a few characters. A
 // bound keeps a hostile offer from making every answer line long.
 constexpr size_t kMaxMid = 64;
+// a=rtcp-fb values kept per codec, wildcard ones included: browsers send five or six. Without a
+// bound, a 64 KB offer of "a=rtcp-fb:* x" lines would copy each into all 128 payload types.
+constexpr size_t kMaxFeedbackPerCodec = 32;
 constexpr std::string_view kSecureRtpProtocol = "UDP/TLS/RTP/SAVPF";
 // RFC 6184 section 8.1: without profile-level-id, Baseline level 1.0.
 constexpr std::string_view kDefaultProfileLevelId = "420010";
 
-char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+char lower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
 
 bool equals_ignore_case(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -25,8 +30,12 @@ bool equals_ignore_case(std::string_view a, std::string_view b) {
   return true;
 }
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_hex(char c) { return is_digit(c) || (lower(c) >= 'a' && lower(c) <= 'f'); }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool is_hex(char c) {
+  return is_digit(c) || (lower(c) >= 'a' && lower(c) <= 'f');
+}
 
 template <typename T>
 bool parse_number(std::string_view text, T& out) {
@@ -86,7 +95,7 @@ struct TransportAttributes {
 
 struct ParseState {
   TransportAttributes session;
-  std::vector<TransportAttributes> media;  // one per m-line
+  std::vector<TransportAttributes> media;                   // one per m-line
   std::vector<std::vector<std::string>> wildcard_feedback;  // a=rtcp-fb:* per m-line
   bool saw_other_fingerprint = false;  // a fingerprint with a hash other than sha-256
 };
@@ -148,8 +157,8 @@ SdpError parse_fingerprint_attribute(std::string_view value, ParseState& state,
 }
 
 // Attributes valid at both levels; `handled` is set when `name` was one of them.
-SdpError parse_transport_attribute(std::string_view name, std::string_view value,
-                                   ParseState& state, TransportAttributes& level, bool& handled) {
+SdpError parse_transport_attribute(std::string_view name, std::string_view value, ParseState& state,
+                                   TransportAttributes& level, bool& handled) {
   handled = true;
   if (name == "ice-ufrag") {
     if (!is_ice_chars(value, kMinUfrag)) return SdpError::kMalformedLine;
@@ -220,11 +229,12 @@ SdpError parse_media_attribute(std::string_view name, std::string_view value, Sd
     feedback = trim(feedback);
     if (feedback.empty()) return SdpError::kMalformedLine;
     if (pt_text == "*") {
-      wildcard_feedback.emplace_back(feedback);
+      if (wildcard_feedback.size() < kMaxFeedbackPerCodec) wildcard_feedback.emplace_back(feedback);
     } else {
       uint8_t pt = 0;
       if (!parse_payload_type(pt_text, pt)) return SdpError::kMalformedLine;
-      codec_for(media, pt).feedback.emplace_back(feedback);
+      SdpCodec& codec = codec_for(media, pt);
+      if (codec.feedback.size() < kMaxFeedbackPerCodec) codec.feedback.emplace_back(feedback);
     }
   }
   return SdpError::kNone;
@@ -384,8 +394,8 @@ SdpError parse_sdp_description(std::string_view text, SdpOffer& out) {
 
   for (size_t i = 0; i < offer.media.size(); ++i)
     for (SdpCodec& codec : offer.media[i].codecs)
-      codec.feedback.insert(codec.feedback.end(), state.wildcard_feedback[i].begin(),
-                            state.wildcard_feedback[i].end());
+      for (const std::string& feedback : state.wildcard_feedback[i])
+        if (codec.feedback.size() < kMaxFeedbackPerCodec) codec.feedback.push_back(feedback);
 
   offer.ice_ufrag = resolve(
       state, [](const TransportAttributes& l) { return !l.ice_ufrag.empty(); },
@@ -485,8 +495,7 @@ std::string write_sdp_answer(const SdpOffer& offer, const H264Choice& choice,
     if (i != choice.media_index) {
       // RFC 8829 section 5.3.1 / RFC 8866 section 5.14: a rejected m-line has port 0.
       sdp += "m=" + media.kind + " 0 " + media.protocol + " " +
-             (media.format_tokens.empty() ? std::string("0") : media.format_tokens.front()) +
-             crlf;
+             (media.format_tokens.empty() ? std::string("0") : media.format_tokens.front()) + crlf;
       if (!media.mid.empty()) sdp += "a=mid:" + media.mid + crlf;
       sdp += "a=inactive" + crlf;
       continue;
@@ -506,8 +515,7 @@ std::string write_sdp_answer(const SdpOffer& offer, const H264Choice& choice,
     if (choice.pli) sdp += "a=rtcp-fb:" + pt + " nack pli" + crlf;
     if (choice.fir) sdp += "a=rtcp-fb:" + pt + " ccm fir" + crlf;
     if (choice.remb) sdp += "a=rtcp-fb:" + pt + " goog-remb" + crlf;
-    sdp += "a=fmtp:" + pt +
-           " level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=" +
+    sdp += "a=fmtp:" + pt + " level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=" +
            choice.profile_level_id + crlf;
     sdp += "a=msid:" + params.stream_id + " " + params.track_id + crlf;
     sdp += "a=ssrc:" + std::to_string(params.video_ssrc) + " cname:" + params.cname + crlf;

@@ -59,7 +59,8 @@ struct SdpCodec {
   uint32_t clock_rate = 0;
   uint32_t channels = 0;  // 0 when the rtpmap has none
   std::string fmtp;       // the a=fmtp value after the payload type, as written
-  std::vector<std::string> feedback;  // a=rtcp-fb values ("nack pli"), wildcard ones included
+  // a=rtcp-fb values ("nack pli"), wildcard ones after the codec's own; at most the first 32.
+  std::vector<std::string> feedback;
 };
 
 struct SdpMedia {
@@ -73,7 +74,7 @@ struct SdpMedia {
   bool rtcp_mux = false;
   bool rtcp_rsize = false;
   bool bundle_only = false;
-  std::vector<SdpCodec> codecs;  // in the order their rtpmap (or fmtp, rtcp-fb) first appears
+  std::vector<SdpCodec> codecs;    // in the order their rtpmap (or fmtp, rtcp-fb) first appears
   std::string ice_ufrag, ice_pwd;  // media-level, may be empty
   const SdpCodec* codec(uint8_t payload_type) const;
 };

@@ -19,7 +19,9 @@ constexpr size_t kFingerprintAttributeBytes = kAttributeHeaderBytes + 4;
 // RFC 8489 section 14.3: USERNAME is at most 513 bytes.
 constexpr size_t kMaxUsernameBytes = 513;
 
-uint16_t load_be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
+uint16_t load_be16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] << 8 | p[1]);
+}
 uint32_t load_be32(const uint8_t* p) {
   return static_cast<uint32_t>(p[0]) << 24 | static_cast<uint32_t>(p[1]) << 16 |
          static_cast<uint32_t>(p[2]) << 8 | p[3];
@@ -37,7 +39,9 @@ void store_be32(uint8_t* p, uint32_t v) {
   p[2] = static_cast<uint8_t>(v >> 8);
   p[3] = static_cast<uint8_t>(v);
 }
-size_t padded(size_t n) { return (n + 3) & ~size_t{3}; }
+size_t padded(size_t n) {
+  return (n + 3) & ~size_t{3};
+}
 
 // zlib's CRC-32 is the ISO-HDLC one RFC 8489 section 14.7 names.
 uint32_t stun_crc(const uint8_t* data, size_t size) {
@@ -240,8 +244,8 @@ bool stun_integrity_ok(std::span<const uint8_t> m, std::string_view password) {
   store_be16(header + 2,
              static_cast<uint16_t>(integrity.offset + kIntegrityAttributeBytes - kStunHeaderBytes));
   uint8_t expected[kIntegrityBytes];
-  if (!hmac_sha1(password, header,
-                 m.subspan(kStunHeaderBytes, integrity.offset - kStunHeaderBytes), expected))
+  if (!hmac_sha1(password, header, m.subspan(kStunHeaderBytes, integrity.offset - kStunHeaderBytes),
+                 expected))
     return false;
   return CRYPTO_memcmp(expected, integrity.value.data(), kIntegrityBytes) == 0;
 }
@@ -282,7 +286,8 @@ size_t write_stun_binding_success(const std::array<uint8_t, 12>& transaction_id,
 size_t write_stun_binding_error(const std::array<uint8_t, 12>& transaction_id, uint16_t code,
                                 std::string_view reason, std::span<uint8_t> out) {
   if (code < 300 || code > 699) return 0;
-  constexpr size_t kFixed = kStunHeaderBytes + kAttributeHeaderBytes + 4 + kFingerprintAttributeBytes;
+  constexpr size_t kFixed =
+      kStunHeaderBytes + kAttributeHeaderBytes + 4 + kFingerprintAttributeBytes;
   size_t reason_bytes = std::min(reason.size(), kMaxStunResponse - kFixed);
   // Never cut a UTF-8 character in two (RFC 8489 section 14.8: the reason is UTF-8).
   while (reason_bytes > 0 && reason_bytes < reason.size() &&

@@ -67,7 +67,9 @@ enum class StunError : uint8_t {
 const char* to_string(StunError e);
 
 // RFC 7983: a datagram whose first byte is 0..3 is STUN. Any thread.
-inline bool looks_like_stun(std::span<const uint8_t> d) { return !d.empty() && d[0] < 4; }
+inline bool looks_like_stun(std::span<const uint8_t> d) {
+  return !d.empty() && d[0] < 4;
+}
 
 struct StunAddress {
   bool ipv6 = false;
@@ -132,12 +134,12 @@ size_t write_stun_binding_request(const StunBindingRequest& request, std::string
 // receives responses. Requires FINGERPRINT like the request parser.
 struct StunBindingResponse {
   std::array<uint8_t, 12> transaction_id{};
-  bool success = false;            // 0x0101; false: error response 0x0111
+  bool success = false;  // 0x0101; false: error response 0x0111
   bool has_mapped_address = false;
-  StunAddress mapped;              // from XOR-MAPPED-ADDRESS, un-XORed
+  StunAddress mapped;  // from XOR-MAPPED-ADDRESS, un-XORed
   bool has_integrity = false;
-  uint16_t error_code = 0;         // 300..699 for an error response with ERROR-CODE
-  std::string_view reason;         // points into the message
+  uint16_t error_code = 0;  // 300..699 for an error response with ERROR-CODE
+  std::string_view reason;  // points into the message
 };
 // kNotBindingRequest here means "not a Binding success or error response". Any thread.
 StunError parse_stun_binding_response(std::span<const uint8_t> message, StunBindingResponse& out);

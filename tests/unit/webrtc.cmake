@@ -12,3 +12,8 @@ add_executable(webrtc_tests
 # zlib: the test computes FINGERPRINT CRCs of hand-built messages on its own.
 target_link_libraries(webrtc_tests PRIVATE sync_webrtc ZLIB::ZLIB GTest::gtest_main)
 add_test(NAME webrtc_tests COMMAND webrtc_tests)
+
+# The SDP core as a filter (offer on stdin, answer on stdout) for the real-Chromium check in
+# tests/browser/browser/whep_sdp.test.js.
+add_executable(webrtc_answer ${SYNC_ROOT}/tests/unit/webrtc_answer_main.cpp)
+target_link_libraries(webrtc_answer PRIVATE sync_webrtc)
