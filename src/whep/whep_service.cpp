@@ -66,10 +66,12 @@ void WhepService::stop() {
   }
 }
 
-WhepService::Egress* WhepService::egress_for(const std::string& stream_name, std::string& error) {
+WhepService::Egress* WhepService::egress_for(const std::string& stream_name, bool& busy,
+                                             std::string& error) {
+  busy = false;
   if (auto it = egresses_.find(stream_name); it != egresses_.end()) return it->second.get();
   if (egresses_.size() >= kMaxStreams) {
-    error = "busy";
+    busy = true;
     return nullptr;
   }
   if (!identity_ready_) {
@@ -155,10 +157,10 @@ WhepService::Response WhepService::offer(std::string_view stream_name,
     r.headers = "Retry-After: 5\r\n";
     return r;
   }
+  bool busy = false;
   std::string why;
-  Egress* egress = egress_for(name, why);
+  Egress* egress = egress_for(name, busy, why);
   if (!egress) {
-    const bool busy = why == "busy";
     ++(busy ? counters_.refused_busy : counters_.refused_failed);
     r.status = busy ? 503 : 500;
     r.body = busy ? "too many streams watched over WHEP\n" : why + "\n";

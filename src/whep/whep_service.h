@@ -88,7 +88,9 @@ class WhepService {
     std::string stream;
     std::shared_ptr<WhepSessionStats> stats;
   };
-  Egress* egress_for(const std::string& stream_name, std::string& error);
+  // The stream's egress, made on first use; nullptr when kMaxStreams have one (busy = true) or
+  // it could not start (why says so).
+  Egress* egress_for(const std::string& stream_name, bool& busy, std::string& why);
   static void on_message(relay::FromRelay& message, void* egress);
   void on_session_ended(Egress& egress, uint64_t id);
   void update_activity(Egress& egress);

@@ -136,6 +136,8 @@ class WhepTransport::Session final : public rtp::RtcpSink {
   bool has_address() const { return has_address_; }
   const sockaddr_storage& address() const { return address_; }
   bool awaiting_keyframe() const { return state_ == WhepState::kConnected && !keyframe_seen_; }
+  // Not yet sent an IDR (connected or not): the frame's IDR scan matters to it.
+  bool needs_keyframe() const { return state_ != WhepState::kEnded && !keyframe_seen_; }
 
   // A Binding request that passed its integrity check, from `from`.
   void on_consent(const sockaddr_storage& from, bool nominated, uint64_t now_ns) {
@@ -384,7 +386,6 @@ WhepTransport::~WhepTransport() = default;
 
 void WhepTransport::on_start(relay::RelayThread& thread, uint64_t) {
   thread_ = &thread;
-  thread_->arm_timer(kTickNs);
 }
 
 WhepTransport::Session* WhepTransport::find_by_address(const sockaddr_storage& from) {
@@ -469,6 +470,7 @@ void WhepTransport::on_message(relay::ToRelay& m, uint64_t now_ns) {
         sessions_.push_back(
             std::make_unique<Session>(*this, std::unique_ptr<WhepSessionSetup>(setup), now_ns));
         bump(counters_.sessions_started);
+        if (sessions_.size() == 1) thread_->arm_timer(kTickNs);  // ticks while sessions live
       } else if (auto* e = dynamic_cast<WhepSessionEnd*>(command.get())) {
         for (auto& s : sessions_)
           if (s->id() == e->id) end(*s, WhepEnd::kDeleted);
@@ -491,7 +493,10 @@ void WhepTransport::send_frame(relay::ToRelay& m, uint64_t now_ns) {
   done.stream_id = m.stream_id;
   const media::FrameInfo& info = m.slot->info;
   const std::span<const uint8_t> access_unit(m.slot->pixels, info.bytes);
-  const bool idr = has_idr(access_unit);
+  // The scan for an IDR only while some session still waits for one.
+  const bool idr = std::any_of(sessions_.begin(), sessions_.end(),
+                               [](const auto& s) { return s->needs_keyframe(); }) &&
+                   has_idr(access_unit);
   bool awaiting = false;
   for (auto& s : sessions_) {
     if (s->state() == WhepState::kEnded) continue;
@@ -534,7 +539,7 @@ void WhepTransport::on_timer(uint64_t now_ns) {
   // Ended sessions go once their end has been told (their stats stay with the service).
   std::erase_if(sessions_, [](const auto& s) { return s->state() == WhepState::kEnded; });
   if (keyframe_request_pending_) request_keyframe(now_ns);
-  thread_->arm_timer(kTickNs);
+  if (!sessions_.empty()) thread_->arm_timer(kTickNs);
 }
 
 void WhepTransport::on_stop(uint64_t) {

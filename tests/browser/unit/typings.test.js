@@ -29,7 +29,9 @@ test('docs/web.md examples type-check against web/sync.d.ts with --strict', asyn
     const tsc = path.join(here, '../node_modules/typescript/bin/tsc');
     const args = ['--strict', '--noEmit', '--target', 'es2022', '--module', 'es2022', '--moduleResolution', 'bundler',
       '--lib', 'es2022,dom,dom.iterable', '--allowJs', 'false', '--skipLibCheck', 'false', ...files];
-    const out = await new Promise((resolve) => execFile(process.execPath, [tsc, ...args], (err, stdout, stderr) => resolve({ code: err?.code ?? 0, text: stdout + stderr })));
+    // Run from the temporary folder: tsc then takes no @types packages from tests/browser's
+    // node_modules (some test dependencies bring DOM typings that clash with lib.dom's).
+    const out = await new Promise((resolve) => execFile(process.execPath, [tsc, ...args], { cwd: dir }, (err, stdout, stderr) => resolve({ code: err?.code ?? 0, text: stdout + stderr })));
     assert.equal(out.code, 0, out.text);
   } finally {
     await rm(dir, { recursive: true, force: true });
