@@ -4,7 +4,7 @@
 // Input: byte 0 selects RTP or RTCP (bit 0), whether the rest is first protected with the known
 // key (bit 1) and under which epoch (bit 2), and where a flip lands (bits 3-7); byte 1 is the
 // flip's XOR mask (0: none). The rest is the packet. A packet we protected must come back
-// unchanged, and any flipped bit must make it refused. Every buffer has its exact size, so a read
+// unchanged, and any flipped bit must make it refused; the same again without an MKI (WHEP). Every buffer has its exact size, so a read
 // or write past it trips ASan.
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +15,7 @@
 
 #include "fuzz_check.h"
 #include "secure/dtls_endpoint.h"
+#include "secure/srtp_aead.h"
 #include "secure/srtp_session.h"
 
 namespace {
@@ -83,5 +84,40 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(c.rtp_unprotected + c.rtcp_unprotected + c.too_short + c.malformed + c.auth_failed +
                  c.replayed + c.unknown_epoch + c.failed ==
              1);
+
+  // The same packet through the MKI-less contexts a WHEP session uses (a browser's SRTP): what
+  // they protect comes back unchanged, a flipped bit is refused, anything else is read safely.
+  std::vector<uint8_t> bare(data + 2, data + size);
+  SrtpAeadContext bare_rx;
+  FUZZ_CHECK(bare_rx.init(0, key_for(0), false, /*with_mki=*/false));
+  size_t bare_length = bare.size();
+  bool bare_sealed = false;
+  if (seal) {
+    SrtpAeadContext bare_tx;
+    FUZZ_CHECK(bare_tx.init(0, key_for(0), true, /*with_mki=*/false));
+    const size_t trailer = rtcp ? bare_tx.rtcp_trailer_bytes() : bare_tx.rtp_trailer_bytes();
+    std::vector<uint8_t> room(bare.size() + trailer);
+    if (!bare.empty()) std::memcpy(room.data(), bare.data(), bare.size());
+    const SrtpStatus s = rtcp ? bare_tx.protect_rtcp(room.data(), bare_length, room.size())
+                              : bare_tx.protect_rtp(room.data(), bare_length, room.size());
+    if (s == SrtpStatus::kOk) {
+      FUZZ_CHECK(bare_length == bare.size() + trailer);
+      bare_sealed = true;
+      plain = bare;     // the packet as given
+      bare.swap(room);  // and as protected
+      if (flip) bare[((mode >> 3) * 7919u) % bare.size()] ^= flip;
+    } else {
+      bare_length = bare.size();
+    }
+  }
+  const SrtpStatus bare_status = rtcp ? bare_rx.unprotect_rtcp(bare.data(), bare_length)
+                                      : bare_rx.unprotect_rtp(bare.data(), bare_length);
+  if (bare_sealed && !flip) {
+    FUZZ_CHECK(bare_status == SrtpStatus::kOk);
+    FUZZ_CHECK(bare_length == plain.size());
+    FUZZ_CHECK(std::memcmp(bare.data(), plain.data(), bare_length) == 0);
+  }
+  if (bare_sealed && flip) FUZZ_CHECK(bare_status != SrtpStatus::kOk);
+  if (bare_status == SrtpStatus::kOk) FUZZ_CHECK(bare_length <= bare.size());
   return 0;
 }
