@@ -222,20 +222,35 @@ void HttpRoutes::frame_events(Connection& c, const http::Request& r, char*, size
                   "\r\nX-Events-Lost: " + std::to_string(lost) + "\r\n");
 }
 
-void HttpRoutes::stream_receive(Connection& c, const http::Request& r, char*, size_t) {
-  const std::string_view name = r.path().substr(sizeof("/streams/") - 1);
+media::Stream* HttpRoutes::named_stream(Connection& c, const http::Request& r,
+                                        std::string_view prefix) {
+  const std::string_view name = r.path().substr(prefix.size());
   if (name.empty() || name.find('/') != std::string_view::npos) {
     ++s_.counters.http_not_found;
     c.send_http(404, "text/plain", "not found\n");
-    return;
+    return nullptr;
   }
-  if (!check_origin(c, r)) return;
+  if (!check_origin(c, r)) return nullptr;
   media::Stream* stream = s_.registry.find(std::string(name));
   if (!stream) {
     ++s_.counters.http_not_found;
     c.send_http(404, "text/plain", "no such stream\n");
-    return;
   }
+  return stream;
+}
+
+bool HttpRoutes::redeem_ticket(Connection& c, const std::string& ticket,
+                               const media::Stream& stream) {
+  if (s_.tickets.redeem(ticket, stream.id(), core::monotonic_ns()) == TicketCheck::kValid)
+    return true;
+  ++s_.counters.tickets_refused;
+  c.send_http(403, "text/plain", "missing, unknown, expired or spent ticket\n");
+  return false;
+}
+
+void HttpRoutes::stream_receive(Connection& c, const http::Request& r, char*, size_t) {
+  media::Stream* stream = named_stream(c, r, "/streams/");
+  if (!stream) return;
   uint64_t credit = 2;
   const auto credit_text = query_param(r.target, "credit");
   const bool credit_ok = credit_text.empty() || parse_uint(credit_text, credit);
@@ -245,12 +260,7 @@ void HttpRoutes::stream_receive(Connection& c, const http::Request& r, char*, si
     c.send_http(400, "text/plain", "bad credit\n");
     return;
   }
-  const std::string ticket(query_param(r.target, "ticket"));
-  if (s_.tickets.redeem(ticket, stream->id(), core::monotonic_ns()) != TicketCheck::kValid) {
-    ++s_.counters.tickets_refused;
-    c.send_http(403, "text/plain", "missing, unknown, expired or spent ticket\n");
-    return;
-  }
+  if (!redeem_ticket(c, std::string(query_param(r.target, "ticket")), *stream)) return;
   credit = std::clamp<uint64_t>(credit, 1, 16);
   const uint64_t receiver = s_.receivers.add(c, *stream, uint32_t(credit));
   c.start_streaming(
@@ -295,8 +305,7 @@ void HttpRoutes::stream_credit(Connection& c, const http::Request& r, char*, siz
 }
 
 void HttpRoutes::whep_offer(Connection& c, const http::Request& r, char*, size_t) {
-  const std::string_view name = r.path().substr(sizeof("/whep/") - 1);
-  if (name.empty() || name.find('/') != std::string_view::npos || !s_.whep) {
+  if (!s_.whep) {
     ++s_.counters.http_not_found;
     c.send_http(404, "text/plain", "not found\n");
     return;
@@ -304,23 +313,18 @@ void HttpRoutes::whep_offer(Connection& c, const http::Request& r, char*, size_t
   // Like a stream receive: an allowed Origin when there is one, and a ticket for the stream,
   // here as WHEP's bearer token (RFC 9725 4.3). The ticket is the authority, so a native player
   // (no Origin) needs no Sync-Client header: a page that could forge the request lacks it.
-  if (!check_origin(c, r)) return;
-  media::Stream* stream = s_.registry.find(std::string(name));
-  if (!stream) {
-    ++s_.counters.http_not_found;
-    c.send_http(404, "text/plain", "no such stream\n");
-    return;
-  }
+  media::Stream* stream = named_stream(c, r, "/whep/");
+  if (!stream) return;
   constexpr std::string_view kBearer = "Bearer ";
   const std::string_view auth = r.header("authorization");
-  const std::string ticket(auth.substr(0, kBearer.size()) == kBearer ? auth.substr(kBearer.size())
-                                                                     : std::string_view());
-  if (s_.tickets.redeem(ticket, stream->id(), core::monotonic_ns()) != TicketCheck::kValid) {
-    ++s_.counters.tickets_refused;
-    c.send_http(403, "text/plain", "missing, unknown, expired or spent ticket\n");
+  if (!redeem_ticket(
+          c,
+          std::string(auth.substr(0, kBearer.size()) == kBearer ? auth.substr(kBearer.size())
+                                                                : std::string_view()),
+          *stream))
     return;
-  }
-  const whep::WhepService::Response a = s_.whep->offer(name, r.header("content-type"), r.body);
+  const whep::WhepService::Response a =
+      s_.whep->offer(stream->config().name, r.header("content-type"), r.body);
   c.send_http(a.status, a.content_type, a.body,
               a.headers + "Access-Control-Expose-Headers: Location\r\n");
 }

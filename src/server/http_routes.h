@@ -19,8 +19,9 @@
 #include "net/http/request_parser.h"
 
 namespace syncd::media {
+class Stream;
 class StreamRegistry;
-}
+}  // namespace syncd::media
 namespace syncd::whep {
 class WhepService;
 }
@@ -78,7 +79,11 @@ class HttpRoutes {
   // DELETE /whep/NAME/SESSION.
   void whep_offer(Connection& c, const http::Request& r, char*, size_t);
   void whep_delete(Connection& c, const http::Request& r, char*, size_t);
-  // Each answers the refusal itself and returns false when the request must go no further.
+  // Each answers the refusal itself and returns false (nullptr) when the request must go no
+  // further. named_stream: the open stream named by the path after `prefix` (404 otherwise),
+  // after the Origin check; redeem_ticket: spends one use of a ticket for that stream (403).
+  media::Stream* named_stream(Connection& c, const http::Request& r, std::string_view prefix);
+  bool redeem_ticket(Connection& c, const std::string& ticket, const media::Stream& stream);
   bool check_host(Connection& c, const http::Request& r);
   bool check_origin(Connection& c, const http::Request& r);
   // An OPTIONS request: a CORS preflight, approved for a CORS origin asking for a method and
