@@ -250,6 +250,25 @@ bool stun_integrity_ok(std::span<const uint8_t> m, std::string_view password) {
   return CRYPTO_memcmp(expected, integrity.value.data(), kIntegrityBytes) == 0;
 }
 
+namespace {
+
+// Appends MESSAGE-INTEGRITY (RFC 8489 section 14.5: HMAC-SHA1 keyed with the password over the
+// message so far, its length field counting the attribute) and then FINGERPRINT; the message's
+// attributes end at pos. Returns the size, or 0 if the HMAC failed.
+size_t finish_with_integrity(uint8_t* p, size_t pos, std::string_view password) {
+  store_be16(p + 2, static_cast<uint16_t>(pos + kIntegrityAttributeBytes - kStunHeaderBytes));
+  uint8_t mac[kIntegrityBytes];
+  if (!hmac_sha1(password, {p, kStunHeaderBytes}, {p + kStunHeaderBytes, pos - kStunHeaderBytes},
+                 mac))
+    return 0;
+  store_be16(p + pos, kStunAttrMessageIntegrity);
+  store_be16(p + pos + 2, kIntegrityBytes);
+  std::memcpy(p + pos + kAttributeHeaderBytes, mac, kIntegrityBytes);
+  return finish_with_fingerprint(p, pos + kIntegrityAttributeBytes);
+}
+
+}  // namespace
+
 size_t write_stun_binding_success(const std::array<uint8_t, 12>& transaction_id,
                                   const StunAddress& mapped, std::string_view password,
                                   std::span<uint8_t> out) {
@@ -271,16 +290,7 @@ size_t write_stun_binding_success(const std::array<uint8_t, 12>& transaction_id,
   for (size_t i = 0; i < address_bytes; ++i) p[pos + 8 + i] = mapped.ip[i] ^ p[4 + i];
   pos += kAttributeHeaderBytes + 4 + address_bytes;
 
-  store_be16(p + 2, static_cast<uint16_t>(pos + kIntegrityAttributeBytes - kStunHeaderBytes));
-  uint8_t mac[kIntegrityBytes];
-  if (!hmac_sha1(password, {p, kStunHeaderBytes}, {p + kStunHeaderBytes, pos - kStunHeaderBytes},
-                 mac))
-    return 0;
-  store_be16(p + pos, kStunAttrMessageIntegrity);
-  store_be16(p + pos + 2, kIntegrityBytes);
-  std::memcpy(p + pos + kAttributeHeaderBytes, mac, kIntegrityBytes);
-  pos += kIntegrityAttributeBytes;
-  return finish_with_fingerprint(p, pos);
+  return finish_with_integrity(p, pos, password);
 }
 
 size_t write_stun_binding_error(const std::array<uint8_t, 12>& transaction_id, uint16_t code,
@@ -344,16 +354,7 @@ size_t write_stun_binding_request(const StunBindingRequest& request, std::string
     store_be16(p + pos + 2, 0);
     pos += kAttributeHeaderBytes;
   }
-  store_be16(p + 2, static_cast<uint16_t>(pos + kIntegrityAttributeBytes - kStunHeaderBytes));
-  uint8_t mac[kIntegrityBytes];
-  if (!hmac_sha1(password, {p, kStunHeaderBytes}, {p + kStunHeaderBytes, pos - kStunHeaderBytes},
-                 mac))
-    return 0;
-  store_be16(p + pos, kStunAttrMessageIntegrity);
-  store_be16(p + pos + 2, kIntegrityBytes);
-  std::memcpy(p + pos + kAttributeHeaderBytes, mac, kIntegrityBytes);
-  pos += kIntegrityAttributeBytes;
-  return finish_with_fingerprint(p, pos);
+  return finish_with_integrity(p, pos, password);
 }
 
 StunError parse_stun_binding_response(std::span<const uint8_t> m, StunBindingResponse& out) {
