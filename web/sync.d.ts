@@ -67,7 +67,9 @@ export type ClientErrorCode =
   | 'unsupported_format'
   /** Frame.drawTo on a canvas with neither a 2D nor a WebGL context. */
   | 'unsupported_canvas'
-  | 'webgl_failed';
+  | 'webgl_failed'
+  /** publishCanvas: the publish Worker failed after it started (before, the page sends). */
+  | 'worker_failed';
 
 export type SyncErrorCode = ServerErrorCode | ClientErrorCode;
 
@@ -226,7 +228,8 @@ export interface SyncConnectionEvents {
   'frame-error': SyncError;
   reconnecting: { attempt: number; delayMs: number; error: SyncError };
   pose: PoseEvent;
-  'pose.status': PoseStatusEvent;
+  /** The head tracker's status (the wire message `pose.status`). */
+  'pose-status': PoseStatusEvent;
   message: { type: string; [field: string]: unknown };
   binary: ArrayBuffer;
   /** Closed for good: after close() (no detail) or a failed connect (its error). */
@@ -307,6 +310,9 @@ export interface PublishOptions {
   readbackBuffers?: number;
   /** syncd pool slots for the stream. */
   slots?: number;
+  /** Send frames from a Worker on its own connection (default true where Workers exist; the
+   * page's thread sends when a Worker cannot start, or with false). */
+  worker?: boolean;
   /** Aborting stops the publisher and closes its stream (a start under way rejects `aborted`). */
   signal?: AbortSignal;
   firstSequence?: number;
@@ -327,6 +333,8 @@ export interface PublisherStats {
   stream: string;
   streamId: number | null;
   readback: 'webgl2' | '2d';
+  /** Where frames are sent from; null before the stream opened. */
+  sender: 'worker' | 'page' | null;
   width: number;
   height: number;
 }
@@ -335,6 +343,7 @@ export interface CanvasPublisher extends EventTarget {
   readonly name: string;
   readonly streamId: number | null;
   readonly readback: 'webgl2' | '2d';
+  readonly sender: 'worker' | 'page' | null;
   capture(): boolean;
   stats(): PublisherStats;
   createTicket(o?: TicketOptions): Promise<Ticket>;

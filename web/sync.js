@@ -616,7 +616,8 @@ export class SyncConnection extends Emitter {
         for (const cb of this._topics.get(topic) ?? []) {
           try { cb(m); } catch (e) { setTimeout(() => { throw e; }); }
         }
-        this.emit(m.type, m);
+        // Event names are kebab-case like the others (the message's wire type stays pose.status).
+        this.emit(m.type === 'pose' ? 'pose' : 'pose-status', m);
         return;
       }
       default:
@@ -753,7 +754,9 @@ export class SyncConnection extends Emitter {
 
   /** A ticket for a stream this connection owns: `{ticket, stream, name, uses, expires_in_s}`. */
   createTicket(stream, { uses, ttlSeconds, ttl_s } = {}) {
-    const id = typeof stream === 'object' && stream ? stream.streamId : stream;
+    // A publisher's stream may be owned by its Worker's connection: the publisher asks there.
+    if (typeof stream === 'object' && stream) return stream.createTicket({ uses, ttlSeconds: ttlSeconds ?? ttl_s });
+    const id = stream;
     // ttl_s: the wire's name, still taken from callers written before the camelCase option.
     return this.request(messages.ticketCreate(id, { uses, ttl_s: ttlSeconds ?? ttl_s }), 'ticket');
   }
@@ -911,18 +914,326 @@ export function readAudio(options = {}) {
 
 // ------------------------------------------------------------------------------------------------
 // Publishing a canvas
+//
+// Two halves. CanvasPublisher (the page's thread) captures: it reads the canvas's pixels into a
+// message buffer and owns the counters. A StreamSender (where the socket is) owns the stream on
+// one connection: it opens and re-opens it, numbers, flips, stamps and sends each frame, and
+// sends the publisher's counters as stream.report. By default the sender runs in a Worker
+// (web/sync-worker.js) on its own connection, with message buffers transferred there and back,
+// so the copy into the socket and the row flip, a few ms a frame at 1080p, leave the thread that
+// renders; `worker: false` (or a page where no Worker can start) sends from the page's thread.
+
+/**
+ * Sends one stream's frames on one connection. Runs on the thread that owns the connection: the
+ * page's (worker: false) or the publish Worker's. Internal to publishCanvas and sync-worker.js.
+ */
+export class StreamSender extends Emitter {
+  constructor(conn, { name, width, height, fps, slots, maxBufferedFrames = 2, firstSequence = 1 }) {
+    super();
+    this.connection = conn;
+    this.open = { name, width, height, format: 'rgba8', fps, slots };
+    this.width = width;
+    this.height = height;
+    this.frameBytes = width * height * 4;
+    this.messageBytes = FRAME_HEADER_BYTES + this.frameBytes;
+    this.maxBufferedFrames = maxBufferedFrames;
+    this.sequence = firstSequence;
+    this.streamId = null;
+    this._closed = false;
+    this._rowScratch = new Uint8Array(width * 4);
+    this._message = null; // the views below are of this buffer (rebuilt when another arrives)
+    this._view = null;
+    this._pixels = null;
+    this._offOpen = conn.on('open', ({ reconnected }) => {
+      if (reconnected && !this._closed) this.openStream(true).catch((e) => this.emit('error', e));
+    });
+    this._offDown = conn.on('disconnect', () => {
+      this.streamId = null;
+      this.emit('down');
+    });
+  }
+
+  /** The stream is open on a connected socket. */
+  get ready() {
+    return this.streamId !== null && this.connection.connected;
+  }
+
+  /** The socket holds more than maxBufferedFrames (+ slack) frames not yet sent. */
+  congested(slackFrames = 0) {
+    return this.connection.bufferedAmount > (this.maxBufferedFrames + slackFrames) * this.messageBytes;
+  }
+
+  /** Opens (or, after a reconnect, re-opens) the stream; emits 'open' {reply, reopened}. */
+  async openStream(reopened = false) {
+    const reply = await this.connection.openStream(this.open);
+    if (this._closed) return reply;
+    this.streamId = reply.stream;
+    this.emit('open', { reply, reopened });
+    return reply;
+  }
+
+  /**
+   * Sends `message` (FRAME_HEADER_BYTES, then the pixels; rows bottom-up when `bottomUp`, as GL
+   * reads them): returns the frame's sequence, or the reason it was dropped ('not_open', or
+   * 'pre_send' when the socket filled since the frame was admitted). The socket copies the
+   * bytes, so the buffer is the caller's again on return.
+   */
+  send(message, captureUs, bottomUp) {
+    if (!this.ready) return 'not_open';
+    if (this.congested(1)) return 'pre_send';
+    if (message !== this._message) {
+      this._message = message;
+      this._view = new DataView(message);
+      this._pixels = new Uint8Array(message, FRAME_HEADER_BYTES, this.frameBytes);
+    }
+    // GL rows are bottom-up; the wire is top-down like the native producer's.
+    if (bottomUp) flipRowsInPlace(this._pixels, this.width * 4, this.height, this._rowScratch);
+    const seq = this.sequence;
+    stampMarker(this._pixels, seq);
+    writeFrameHeader(this._view, {
+      streamId: this.streamId, flags: 0, sequence: seq, captureTimeUs: captureUs,
+      width: this.width, height: this.height, format: FORMAT_CODES.rgba8,
+    });
+    if (!this.connection.sendBinary(message)) return 'not_open';
+    ++this.sequence;
+    return seq;
+  }
+
+  /** Tells syncd the publisher's own counters (shown in /stats `source` and the dashboard). */
+  report(counters) {
+    if (this.streamId !== null) this.connection.send(messages.streamReport(this.streamId, counters));
+  }
+
+  createTicket(opts) {
+    if (this.streamId === null) return Promise.reject(new SyncError('not_open', 'stream is not open'));
+    return this.connection.createTicket(this.streamId, opts);
+  }
+
+  /** Stops sending; with `closeStream`, closes the stream (its receivers end cleanly). */
+  async close(closeStream) {
+    if (this._closed) return;
+    this._closed = true;
+    this._offOpen();
+    this._offDown();
+    const id = this.streamId;
+    this.streamId = null;
+    if (closeStream && id !== null && this.connection.connected) {
+      try {
+        await this.connection.closeStream(id);
+      } catch (e) {
+        if (e.code !== 'unknown_stream') throw e;
+      }
+    }
+  }
+}
+
+// Where a CanvasPublisher's frames go. Both sinks call the publisher's handlers: sent(seq,
+// bytes), dropped(reason), open({reply, reopened}), down(), error(e); the Worker's also
+// answered() before sent or dropped, for a frame it had in flight.
+
+// The page's thread: one message buffer, reused (the socket copies it on send).
+class PageSink {
+  constructor(conn, streamOptions, handlers) {
+    this.kind = 'page';
+    this.sender = new StreamSender(conn, streamOptions);
+    this.handlers = handlers;
+    const message = new ArrayBuffer(this.sender.messageBytes);
+    this._buffer = { message, pixels: new Uint8Array(message, FRAME_HEADER_BYTES, this.sender.frameBytes) };
+    this.sender.on('open', handlers.open);
+    this.sender.on('down', handlers.down);
+    this.sender.on('error', handlers.error);
+  }
+  get ready() { return this.sender.ready; }
+  congested(slackFrames = 0) { return this.sender.congested(slackFrames); }
+  takeBuffer() { return this._buffer; }
+  giveBack() {}
+  async start() { await this.sender.openStream(); }
+  send(buffer, captureUs, bottomUp) {
+    const r = this.sender.send(buffer.message, captureUs, bottomUp);
+    if (typeof r === 'number') this.handlers.sent(r, buffer.message.byteLength);
+    else this.handlers.dropped(r);
+  }
+  report(counters) { this.sender.report(counters); }
+  createTicket(opts) { return this.sender.createTicket(opts); }
+  async stop(closeStream) { await this.sender.close(closeStream); }
+}
+
+// The publish Worker: its own connection (same URL and client name), a small pool of message
+// buffers that travel to the Worker and back (transferred, never copied), and the Worker's
+// bufferedAmount mirrored here for admission.
+class WorkerSink {
+  constructor(worker, conn, streamOptions, handlers, buffers) {
+    this.kind = 'worker';
+    this.worker = worker;
+    this.handlers = handlers;
+    this.frameBytes = streamOptions.width * streamOptions.height * 4;
+    this.messageBytes = FRAME_HEADER_BYTES + this.frameBytes;
+    this.maxBufferedFrames = streamOptions.maxBufferedFrames;
+    this._streamOptions = streamOptions;
+    this._conn = conn;
+    this._free = [];
+    for (let i = 0; i < buffers; ++i) this._free.push(this._wrap(new ArrayBuffer(this.messageBytes)));
+    this._posted = 0; // frames in the Worker, not yet answered
+    this._buffered = 0; // the Worker's socket's bufferedAmount, as last told
+    this._streamOpen = false;
+    this._requests = new Map(); // id -> {resolve, reject}
+    this._nextRequest = 1;
+    this._started = null; // {resolve, reject} while starting
+    this._stopped = null; // resolve, while stopping
+    worker.onmessage = (e) => this._onMessage(e.data);
+    worker.onerror = (e) => this._onWorkerError(e);
+  }
+
+  _wrap(message) {
+    return { message, pixels: new Uint8Array(message, FRAME_HEADER_BYTES, this.frameBytes) };
+  }
+
+  get ready() { return this._streamOpen; }
+
+  congested(slackFrames = 0) {
+    return this._buffered + this._posted * this.messageBytes > (this.maxBufferedFrames + slackFrames) * this.messageBytes;
+  }
+
+  takeBuffer() { return this._free.pop() ?? null; }
+  giveBack(buffer) { this._free.push(buffer); }
+
+  start() {
+    return new Promise((resolve, reject) => {
+      this._started = { resolve, reject };
+      const c = this._conn;
+      this.worker.postMessage({ type: 'start', url: c.url, client: c.client, reconnect: c.reconnect, backoff: c.backoff, timeoutMs: c.requestTimeoutMs, stream: this._streamOptions });
+    });
+  }
+
+  send(buffer, captureUs, bottomUp) {
+    ++this._posted;
+    this.worker.postMessage({ type: 'frame', message: buffer.message, captureUs, bottomUp }, [buffer.message]);
+  }
+
+  report(counters) { this.worker.postMessage({ type: 'report', counters }); }
+
+  createTicket(opts) {
+    return new Promise((resolve, reject) => {
+      const id = this._nextRequest++;
+      this._requests.set(id, { resolve, reject });
+      this.worker.postMessage({ type: 'ticket', id, opts });
+    });
+  }
+
+  async stop(closeStream) {
+    if (this._stopped) return;
+    await new Promise((resolve) => {
+      this._stopped = resolve;
+      this.worker.postMessage({ type: 'stop', close: closeStream });
+      // A Worker that cannot answer (it crashed) is not waited for.
+      this._stopTimer = setTimeout(resolve, 5000);
+    });
+    clearTimeout(this._stopTimer);
+    this.worker.terminate();
+    // Frames the Worker never answered for (only if it died) are dropped, so the account closes.
+    for (; this._posted > 0; --this._posted) {
+      this.handlers.answered();
+      this.handlers.dropped('not_open');
+    }
+    for (const r of this._requests.values()) r.reject(new SyncError('closed', 'publisher stopped'));
+    this._requests.clear();
+  }
+
+  _onMessage(m) {
+    switch (m.type) {
+      case 'sent':
+        --this._posted;
+        this._buffered = m.buffered;
+        this._free.push(this._wrap(m.message));
+        this.handlers.answered();
+        if (typeof m.result === 'number') this.handlers.sent(m.result, m.message.byteLength);
+        else this.handlers.dropped(m.result);
+        return;
+      case 'buffered':
+        this._buffered = m.buffered;
+        return;
+      case 'open':
+        this._streamOpen = true;
+        if (this._started) {
+          this._started.resolve();
+          this._started = null;
+        }
+        this.handlers.open({ reply: m.reply, reopened: m.reopened });
+        return;
+      case 'down':
+        this._streamOpen = false;
+        this._buffered = 0;
+        this.handlers.down();
+        return;
+      case 'error': {
+        const err = new SyncError(m.error.code, m.error.message, { details: m.error.details });
+        if (this._started) {
+          this._started.reject(err);
+          this._started = null;
+          return;
+        }
+        this.handlers.error(err);
+        return;
+      }
+      case 'ticket': {
+        const r = this._requests.get(m.id);
+        this._requests.delete(m.id);
+        if (!r) return;
+        if (m.error) r.reject(new SyncError(m.error.code, m.error.message, { details: m.error.details }));
+        else r.resolve(m.ticket);
+        return;
+      }
+      case 'stopped':
+        this._streamOpen = false;
+        this._stopped?.();
+        return;
+      default:
+        break;
+    }
+  }
+
+  _onWorkerError(e) {
+    // The module failed to load or threw: while starting, publishCanvas falls back to the page.
+    e.preventDefault?.();
+    const err = new SyncError('worker_failed', `publish worker: ${e.message ?? 'failed to load'}`);
+    if (this._started) {
+      this._started.reject(err);
+      this._started = null;
+      return;
+    }
+    this.handlers.error(err);
+  }
+}
+
+// The publish Worker, or null where none can start. A module Worker must come from the page's
+// origin; a page of another origin (a dev server importing syncd's module with CORS) starts it
+// through a same-origin blob that imports the module.
+function startPublishWorker() {
+  if (typeof Worker !== 'function') return null;
+  const url = new URL('./sync-worker.js', import.meta.url);
+  try {
+    if (globalThis.location && url.origin === globalThis.location.origin) return new Worker(url, { type: 'module' });
+    const shim = URL.createObjectURL(new Blob([`import ${JSON.stringify(url.href)};`], { type: 'text/javascript' }));
+    const worker = new Worker(shim, { type: 'module' });
+    setTimeout(() => URL.revokeObjectURL(shim), 10000);
+    return worker;
+  } catch {
+    return null; // a Content-Security-Policy without worker-src, for one
+  }
+}
 
 /**
  * Publishes a canvas as a stream. Pixels are read with WebGL2 asynchronous readback (pixel-pack
- * buffers + fence) when the canvas has a WebGL2 context, else with 2D getImageData. Rows are
- * flipped so the wire is top-down. Frames that would pile up in the WebSocket are dropped and
- * counted (never queued without bound).
+ * buffers + fence) when the canvas has a WebGL2 context, else with 2D getImageData. Frames are
+ * sent from a Worker unless `worker: false` (see above). Frames that would pile up in the
+ * WebSocket are dropped and counted (never queued without bound).
  *
  * options: stream (name), fps (capture rate in auto mode, default 30), width/height (default the
  * canvas size; the stream's geometry), connection, context (the canvas's own context, if it was
  * created elsewhere), manual (true: no timer, call handle.capture() right after drawing),
  * clock ('raf' default, or 'timer'), maxBufferedFrames (drop threshold in frames of
- * bufferedAmount, default 2), readbackBuffers (default 3), slots (syncd pool slots).
+ * bufferedAmount, default 2), readbackBuffers (default 3), slots (syncd pool slots), worker
+ * (default true where Workers exist), signal.
  */
 export async function publishCanvas(canvas, options = {}) {
   const conn = connectionFrom(options);
@@ -933,9 +1244,10 @@ export async function publishCanvas(canvas, options = {}) {
   const onAbort = () => p.stop().catch((e) => p.emit('error', e));
   signal?.addEventListener('abort', onAbort, { once: true });
   try {
-    await p._start();
+    await p._start(options.worker ?? true);
   } catch (e) {
     signal?.removeEventListener('abort', onAbort);
+    await p.stop({ close: false }).catch(() => {});
     throw signal?.aborted ? new SyncError('aborted', 'publish aborted', { cause: e }) : e;
   }
   return p;
@@ -951,19 +1263,22 @@ class CanvasPublisher extends Emitter {
     this.fps = o.fps ?? 30;
     this.width = o.width ?? canvas.width;
     this.height = o.height ?? canvas.height;
-    this.slots = o.slots;
     this.manual = !!o.manual;
     this.clock = o.clock ?? 'raf';
-    this.maxBufferedFrames = o.maxBufferedFrames ?? 2;
     this.streamId = null;
+    this.sender = null; // 'worker' or 'page', once started
     this.frameBytes = this.width * this.height * 4;
-    this.sequence = o.firstSequence ?? 1;
+    this._readbackBuffers = o.readbackBuffers ?? 3;
+    this._streamOptions = {
+      name: this.name, width: this.width, height: this.height, fps: this.fps, slots: o.slots,
+      maxBufferedFrames: o.maxBufferedFrames ?? 2, firstSequence: o.firstSequence ?? 1,
+    };
     this.counters = {
       offered: 0, // capture attempts (ticks)
       sent: 0,
       dropped: { backpressure: 0, readback_busy: 0, pre_send: 0, not_open: 0, readback_failed: 0 },
       droppedTotal: 0,
-      inFlight: 0, // readbacks started and not yet sent or dropped
+      inFlight: 0, // readbacks started, and frames handed to the Worker, not yet sent or dropped
       bytesSent: 0,
       reopens: 0,
       lastSequence: 0,
@@ -974,18 +1289,28 @@ class CanvasPublisher extends Emitter {
     this._timer = null;
     this._raf = null;
     this._nextDue = 0;
-    // One message buffer (header + pixels), reused for every frame: WebSocket.send copies it.
-    this._message = new ArrayBuffer(FRAME_HEADER_BYTES + this.frameBytes);
-    this._messageView = new DataView(this._message);
-    this._pixels = new Uint8Array(this._message, FRAME_HEADER_BYTES, this.frameBytes);
-    this._rowScratch = new Uint8Array(this.width * 4);
+    this._sink = null;
+    this._handlers = {
+      sent: (seq, bytes) => {
+        ++this.counters.sent;
+        this.counters.bytesSent += bytes;
+        this.counters.lastSequence = seq;
+        this.emit('frame', seq);
+      },
+      dropped: (reason) => this._drop(reason),
+      answered: () => --this.counters.inFlight,
+      open: ({ reply, reopened }) => {
+        this.streamId = reply.stream;
+        this.opened = reply;
+        if (reopened) ++this.counters.reopens;
+        this.emit('open', reply);
+      },
+      down: () => {
+        this.streamId = null;
+      },
+      error: (e) => this.emit('error', e),
+    };
     this._setupReader(o);
-    this._offOpen = conn.on('open', ({ reconnected }) => {
-      if (reconnected && !this._stopped) this._reopen();
-    });
-    this._offDown = conn.on('disconnect', () => {
-      this.streamId = null;
-    });
   }
 
   _setupReader(o) {
@@ -1000,9 +1325,8 @@ class CanvasPublisher extends Emitter {
     if (gl) {
       this.gl = gl;
       this.readback = 'webgl2';
-      const n = o.readbackBuffers ?? 3;
       this._pbos = [];
-      for (let i = 0; i < n; ++i) {
+      for (let i = 0; i < this._readbackBuffers; ++i) {
         const buf = gl.createBuffer();
         gl.bindBuffer(gl.PIXEL_PACK_BUFFER, buf);
         gl.bufferData(gl.PIXEL_PACK_BUFFER, this.frameBytes, gl.STREAM_READ);
@@ -1019,29 +1343,31 @@ class CanvasPublisher extends Emitter {
     }
   }
 
-  async _start() {
-    await this._openStream();
-    if (!this.manual) this._schedule();
-  }
-
-  async _openStream() {
-    const reply = await this.connection.openStream({ name: this.name, width: this.width, height: this.height, format: 'rgba8', fps: this.fps, slots: this.slots });
+  async _start(useWorker) {
+    const worker = useWorker ? startPublishWorker() : null;
+    if (worker) {
+      // Each buffer is one frame in the Worker or its socket: admission keeps maxBufferedFrames
+      // there, plus the readbacks finishing meanwhile.
+      this._sink = new WorkerSink(worker, this.connection, this._streamOptions, this._handlers, this._streamOptions.maxBufferedFrames + 2);
+      try {
+        await this._sink.start();
+      } catch (e) {
+        if (e.code !== 'worker_failed') throw e;
+        // No Worker here after all (the module could not load): send from the page.
+        worker.terminate();
+        this._sink = null;
+      }
+    }
+    if (!this._sink) {
+      this._sink = new PageSink(this.connection, this._streamOptions, this._handlers);
+      await this._sink.start();
+    }
+    this.sender = this._sink.kind;
     if (this._stopped) return;
-    this.streamId = reply.stream;
-    this.opened = reply;
     // Once a second syncd hears the page's own counters, so /stats and the dashboard show the
     // frames the page captured and dropped before they reached syncd.
-    if (this._reportTimer === undefined) this._reportTimer = setInterval(() => this._report(), 1000);
-    this.emit('open', reply);
-  }
-
-  async _reopen() {
-    ++this.counters.reopens;
-    try {
-      await this._openStream();
-    } catch (e) {
-      this.emit('error', e);
-    }
+    this._reportTimer = setInterval(() => this._report(), 1000);
+    if (!this.manual) this._schedule();
   }
 
   _schedule() {
@@ -1075,12 +1401,10 @@ class CanvasPublisher extends Emitter {
     ++this.counters.droppedTotal;
   }
 
-  // A capture is admitted while the socket holds at most maxBufferedFrames frames; a completed
-  // readback is sent with one frame of slack above that, so the socket stays full (the page's
-  // WebSocket is the bottleneck: an idle socket while a readback runs is throughput lost) and a
-  // readback is rarely thrown away (pre_send) after the GPU copied it.
-  _congested(slackFrames = 0) {
-    return this.connection.bufferedAmount > (this.maxBufferedFrames + slackFrames) * this._message.byteLength;
+  // Frames handed to the Worker are in flight until it answers.
+  _handOff(buffer, captureUs, bottomUp) {
+    if (this._sink.kind === 'worker') ++this.counters.inFlight;
+    this._sink.send(buffer, captureUs, bottomUp);
   }
 
   /**
@@ -1090,28 +1414,39 @@ class CanvasPublisher extends Emitter {
   capture() {
     if (this._stopped) return false;
     ++this.counters.offered;
-    if (this.streamId === null || !this.connection.connected) {
+    const sink = this._sink;
+    if (!sink || !sink.ready) {
       this._drop('not_open');
       return false;
     }
-    if (this._congested()) {
+    // A capture is admitted while the socket holds at most maxBufferedFrames frames; a completed
+    // readback is sent with one frame of slack above that, so the socket stays full (it is the
+    // bottleneck: an idle socket while a readback runs is throughput lost) and a readback is
+    // rarely thrown away (pre_send) after the GPU copied it.
+    if (sink.congested()) {
       this._drop('backpressure');
       return false;
     }
     const captureUs = nowUs();
     if (this.readback === '2d') {
+      const buffer = sink.takeBuffer();
+      if (!buffer) {
+        this._drop('backpressure');
+        return false;
+      }
       let img;
       try {
-        // getImageData allocates by API design; the pixels are then copied into the reused
+        // getImageData allocates by API design; the pixels are then copied into a reused
         // message buffer.
         img = this._ctx2d.getImageData(0, 0, this.width, this.height);
       } catch (e) {
+        sink.giveBack(buffer);
         this._drop('readback_failed');
         this.emit('error', e);
         return false;
       }
-      this._pixels.set(img.data);
-      this._send(captureUs);
+      buffer.pixels.set(img.data);
+      this._handOff(buffer, captureUs, false);
       return true;
     }
     const gl = this.gl;
@@ -1165,62 +1500,40 @@ class CanvasPublisher extends Emitter {
       this.counters.readbackMsTotal += ms;
       if (ms > this.counters.readbackMsMax) this.counters.readbackMsMax = ms;
       // The socket may have filled while the GPU worked: drop before copying anything.
-      if (this.streamId === null || !this.connection.connected) {
-        this._drop('not_open');
-        this._free.push(slot);
-        continue;
-      }
-      if (this._congested(1)) {
-        this._drop('pre_send');
+      const sink = this._sink;
+      const buffer = sink.ready && !sink.congested(1) ? sink.takeBuffer() : null;
+      if (!buffer) {
+        this._drop(sink.ready ? 'pre_send' : 'not_open');
         this._free.push(slot);
         continue;
       }
       gl.bindBuffer(gl.PIXEL_PACK_BUFFER, slot.buf);
-      gl.getBufferSubData(gl.PIXEL_PACK_BUFFER, 0, this._pixels);
+      gl.getBufferSubData(gl.PIXEL_PACK_BUFFER, 0, buffer.pixels);
       gl.bindBuffer(gl.PIXEL_PACK_BUFFER, null);
       this._free.push(slot);
-      // GL rows are bottom-up; the wire is top-down like the native producer's.
-      flipRowsInPlace(this._pixels, this.width * 4, this.height, this._rowScratch);
-      this._send(slot.captureUs);
+      this._handOff(buffer, slot.captureUs, true);
     }
     if (this._busy.length && !this._stopped) this._armPoll();
   }
 
-  _send(captureUs) {
-    const seq = this.sequence++;
-    stampMarker(this._pixels, seq);
-    writeFrameHeader(this._messageView, {
-      streamId: this.streamId, flags: 0, sequence: seq, captureTimeUs: captureUs,
-      width: this.width, height: this.height, format: FORMAT_CODES.rgba8,
-    });
-    if (!this.connection.sendBinary(this._message)) {
-      this._drop('not_open');
-      return;
-    }
-    ++this.counters.sent;
-    this.counters.bytesSent += this._message.byteLength;
-    this.counters.lastSequence = seq;
-    this.emit('frame', seq);
-  }
-
   /** Counters plus rates; offered = sent + droppedTotal + inFlight. */
   stats() {
-    return { ...this.counters, dropped: { ...this.counters.dropped }, stream: this.name, streamId: this.streamId, readback: this.readback, width: this.width, height: this.height };
+    return { ...this.counters, dropped: { ...this.counters.dropped }, stream: this.name, streamId: this.streamId, readback: this.readback, sender: this.sender, width: this.width, height: this.height };
   }
 
   /** A ticket for this stream (see SyncConnection.createTicket). */
   createTicket(opts) {
-    if (this.streamId === null) return Promise.reject(new SyncError('not_open', 'stream is not open'));
-    return this.connection.createTicket(this.streamId, opts);
+    if (this.streamId === null || !this._sink) return Promise.reject(new SyncError('not_open', 'stream is not open'));
+    return this._sink.createTicket(opts);
+  }
+
+  _report() {
+    if (this.streamId === null || !this._sink) return;
+    const c = this.counters;
+    this._sink.report({ offered: c.offered, sent: c.sent, inFlight: c.inFlight, dropped: { ...c.dropped } });
   }
 
   /** Stops capturing and closes the stream (receivers' HTTP streams then end). */
-  _report() {
-    if (this.streamId === null) return;
-    const c = this.counters;
-    this.connection.send(messages.streamReport(this.streamId, { offered: c.offered, sent: c.sent, inFlight: c.inFlight, dropped: c.dropped }));
-  }
-
   async stop({ close = true } = {}) {
     if (this._stopped) return;
     this._report();
@@ -1229,8 +1542,6 @@ class CanvasPublisher extends Emitter {
     if (this._raf !== null && typeof cancelAnimationFrame === 'function') cancelAnimationFrame(this._raf);
     if (this._timer !== null) clearTimeout(this._timer);
     if (this._poll !== null) clearTimeout(this._poll);
-    this._offOpen();
-    this._offDown();
     if (this.gl) {
       for (const slot of this._busy) {
         this.gl.deleteSync(slot.sync);
@@ -1242,15 +1553,8 @@ class CanvasPublisher extends Emitter {
       this._pbos = [];
       this._free = [];
     }
-    const id = this.streamId;
     this.streamId = null;
-    if (close && id !== null && this.connection.connected) {
-      try {
-        await this.connection.closeStream(id);
-      } catch (e) {
-        if (e.code !== 'unknown_stream') throw e;
-      }
-    }
+    await this._sink?.stop(close);
   }
 }
 

@@ -6,12 +6,15 @@
 //
 //   cd tests/browser && SYNCD=../../build/release/src/daemon/syncd node bench/publish.bench.js
 //   env: SYNC_BENCH_FPS (requested rate, default 60), SYNC_BENCH_SECONDS (window, default 6),
-//        SYNC_BENCH_SIZES ("640x360,1280x720,1920x1080"), SYNC_BENCH_ROUNDS (default 2)
+//        SYNC_BENCH_SIZES ("640x360,1280x720,1920x1080"), SYNC_BENCH_ROUNDS (default 2),
+//        SYNC_BENCH_PAGE=1 also measures the library sending from the page's thread
+//        (worker: false) beside its default, the publish Worker
 import { startSyncd, launch, sleep, streamStats } from '../lib/harness.js';
 
 const FPS = Number(process.env.SYNC_BENCH_FPS ?? 60);
 const SECONDS = Number(process.env.SYNC_BENCH_SECONDS ?? 6);
 const ROUNDS = Number(process.env.SYNC_BENCH_ROUNDS ?? 2);
+const PAGE_MODE = process.env.SYNC_BENCH_PAGE === '1';
 const SIZES = (process.env.SYNC_BENCH_SIZES ?? '640x360,1280x720,1920x1080').split(',').map((s) => s.split('x').map(Number));
 
 const syncd = await startSyncd(['--max-pool-mb', '4096']);
@@ -42,9 +45,9 @@ async function run(mode, w, h, round) {
       let index = 0;
       let next = performance.now();
       let send;
-      if (mode === 'library') {
+      if (mode !== 'bare') {
         await sync.connect(location.host, { client: 'bench' });
-        const pub = await sync.publishCanvas(canvas, { stream: name, fps, manual: true, context: gl, slots: 4 });
+        const pub = await sync.publishCanvas(canvas, { stream: name, fps, manual: true, context: gl, slots: 4, worker: mode === 'library' });
         send = () => pub.capture();
         window.benchStats = () => pub.stats();
       } else {
@@ -94,12 +97,15 @@ const rows = [];
 for (const [w, h] of SIZES) {
   for (let round = 0; round < ROUNDS; ++round) {
     // Alternate the order so neither mode always runs on the warmer machine.
-    const order = round % 2 === 0 ? ['bare', 'library'] : ['library', 'bare'];
+    const modes = PAGE_MODE ? ['bare', 'library', 'page'] : ['bare', 'library'];
+    const order = round % 2 === 0 ? modes : [...modes].reverse();
     const r = {};
     for (const mode of order) r[mode] = await run(mode, w, h, round);
     const ratio = r.bare.fps > 0 ? r.library.fps / r.bare.fps : 0;
-    rows.push({ size: `${w}x${h}`, round, bare: +r.bare.fps.toFixed(2), library: +r.library.fps.toFixed(2), ratio: +ratio.toFixed(3), libraryReadbackMsMax: +(r.library.stats.readbackMsMax ?? 0).toFixed(1), libraryDropped: r.library.stats.dropped });
-    console.log(`${w}x${h} round ${round}: bare ${r.bare.fps.toFixed(2)} fps, library ${r.library.fps.toFixed(2)} fps, ratio ${ratio.toFixed(3)}; library drops ${JSON.stringify(r.library.stats.dropped)}, readback max ${(r.library.stats.readbackMsMax ?? 0).toFixed(1)} ms`);
+    const pageRatio = PAGE_MODE && r.bare.fps > 0 ? r.page.fps / r.bare.fps : null;
+    rows.push({ size: `${w}x${h}`, round, bare: +r.bare.fps.toFixed(2), library: +r.library.fps.toFixed(2), ratio: +ratio.toFixed(3), sender: r.library.stats.sender, pageRatio: pageRatio === null ? null : +pageRatio.toFixed(3), libraryReadbackMsMax: +(r.library.stats.readbackMsMax ?? 0).toFixed(1), libraryDropped: r.library.stats.dropped });
+    const page = PAGE_MODE ? `, page-thread library ${r.page.fps.toFixed(2)} fps (ratio ${pageRatio.toFixed(3)})` : '';
+    console.log(`${w}x${h} round ${round}: bare ${r.bare.fps.toFixed(2)} fps, library (${r.library.stats.sender}) ${r.library.fps.toFixed(2)} fps, ratio ${ratio.toFixed(3)}${page}; library drops ${JSON.stringify(r.library.stats.dropped)}, readback max ${(r.library.stats.readbackMsMax ?? 0).toFixed(1)} ms`);
   }
 }
 console.log(JSON.stringify({ fps: FPS, seconds: SECONDS, rows }));

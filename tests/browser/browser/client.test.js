@@ -1,12 +1,40 @@
 // The client module in real Chromium, where a page author meets it: Frame.drawTo on 2D, WebGL
 // and WebGL2 canvases (rows the right way up, bgra8 swapped); connect() settling with a code that
-// says what went wrong; and CORS: a page on another loopback origin (a dev server on :5173)
-// imports /web/sync.js and connects only when syncd runs with --cors-loopback.
+// says what went wrong; publishCanvas sending from its Worker (the default) and from the page;
+// and CORS: a page on another loopback origin (a dev server on :5173) imports /web/sync.js,
+// connects and publishes (its Worker started through a same-origin shim) only when syncd runs
+// with --cors-loopback.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { startSyncd, launch, webRoot } from '../lib/harness.js';
+import { startSyncd, launch, webRoot, streamStats, waitFor } from '../lib/harness.js';
+
+// In a page: draws the demo pattern into a WebGL2 canvas and publishes it for `ms`, then asks for
+// two tickets (one through the connection, one through the publisher), stops, and returns the
+// publisher's account. Passed to page.evaluate, so it stands alone.
+async function publishPatternInPage({ base, stream, worker, ms }) {
+  const sync = await import(`${base}/web/sync.js`);
+  const { drawPattern } = await import(`${base}/demo/pattern.js`);
+  const conn = await sync.connect(base.replace('http://', ''), { client: `publish-${stream}`, timeoutMs: 5000 });
+  const canvas = document.createElement('canvas');
+  canvas.width = 320; canvas.height = 180;
+  const gl = canvas.getContext('webgl2', { preserveDrawingBuffer: false });
+  const pub = await sync.publishCanvas(canvas, { stream, fps: 30, manual: true, context: gl, worker });
+  let i = 0;
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    drawPattern(gl, 320, 180, i++);
+    pub.capture();
+    await new Promise((r) => setTimeout(r, 33));
+  }
+  const viaConnection = await conn.createTicket(pub, { uses: 2 });
+  const viaPublisher = await pub.createTicket();
+  const sender = pub.sender;
+  await pub.stop();
+  conn.close();
+  return { sender, stats: pub.stats(), tickets: [viaConnection, viaPublisher] };
+}
 
 let syncd, browser;
 before(async () => {
@@ -145,6 +173,18 @@ test('CORS: a page on a loopback dev origin imports sync.js and connects only wi
     assert.equal(refused.ok, false, 'without --cors-loopback the module import is blocked');
     const allowed = await tryImport(dev);
     assert.equal(allowed.ok, true, allowed.error);
+    // The dev page publishes too: its Worker cannot load from syncd's origin directly, so
+    // sync.js starts it from a same-origin blob that imports the module (CORS again).
+    const page = await browser.newPage(`${DEV}/`);
+    try {
+      const r = await page.evaluate(publishPatternInPage, { base: dev.base, stream: 'from-dev-origin', worker: true, ms: 1000 });
+      assert.equal(r.sender, 'worker');
+      assert.ok(r.stats.sent >= 5 && r.stats.offered === r.stats.sent + r.stats.droppedTotal, JSON.stringify(r.stats));
+      const s = await waitFor(async () => { const x = await streamStats(dev, 'from-dev-origin'); return x?.frames_offered === r.stats.sent && x; }, { what: 'the dev page frames in syncd' });
+      assert.equal(s.publishers.test.verify_failed.marker_mismatch, 0);
+    } finally {
+      await page.close();
+    }
   } finally {
     assert.equal(await dev.stop(), 0);
     devServer.close();
@@ -220,6 +260,34 @@ test('publishCanvas stops on its AbortSignal: the stream closes in syncd', async
     assert.equal(r.later, r.after, 'nothing sent after the abort');
     const s = (await (await fetch(`${syncd.base}/stats`)).json()).streams.find((x) => x.name === 'aborted');
     assert.equal(s?.open, false, 'syncd closed the stream');
+  } finally {
+    await page.close();
+  }
+});
+
+test('publishCanvas sends from a Worker by default, from the page with worker: false; same frames, exact account', async () => {
+  const page = await browser.newPage(`${syncd.base}/`);
+  try {
+    for (const worker of [true, false]) {
+      const stream = `sent-from-${worker ? 'worker' : 'page'}`;
+      const r = await page.evaluate(publishPatternInPage, { base: syncd.base, stream, worker, ms: 1500 });
+      assert.equal(r.sender, worker ? 'worker' : 'page');
+      const p = r.stats;
+      // Every capture sent or dropped by reason; nothing left in flight once stopped.
+      assert.equal(p.inFlight, 0, JSON.stringify(p));
+      assert.equal(p.offered, p.sent + p.droppedTotal, JSON.stringify(p));
+      assert.ok(p.sent >= 10, JSON.stringify(p));
+      assert.equal(p.lastSequence, p.sent, 'sequences run 1..sent without gaps');
+      // syncd took every frame sent and its test publisher verified each marker.
+      const s = await waitFor(async () => { const x = await streamStats(syncd, stream); return x?.frames_offered === p.sent && x; }, { what: `syncd's count of ${stream}` });
+      assert.equal(s.frames_accepted + s.frames_dropped_total, p.sent);
+      const t = s.publishers.test;
+      assert.equal(t.verify_failed.marker_mismatch, 0);
+      assert.equal(t.sequence_duplicates + t.sequence_reordered, 0);
+      assert.ok(t.marker_verified >= 10, `marker_verified ${t.marker_verified}`);
+      // Tickets reach the stream wherever its connection is.
+      for (const ticket of r.tickets) assert.equal(ticket.name, stream);
+    }
   } finally {
     await page.close();
   }

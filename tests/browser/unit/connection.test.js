@@ -99,6 +99,8 @@ test('reconnects with backoff and re-runs hello (and re-subscribes topics)', asy
   const conn = new SyncConnection(f.url, { client: 'rc', WebSocket, backoff: { initialMs: 20, maxMs: 100, jitter: 0 } });
   await conn.ready;
   const events = [];
+  const statusEvents = []; // the kebab-case event beside the topic callback
+  conn.on('pose-status', (e) => statusEvents.push(e.connected));
   const firstStatus = new Promise((r) => conn.subscribe('pose', (e) => { events.push(e.type); r(); }));
   await firstStatus;
   const reconnecting = [];
@@ -111,7 +113,8 @@ test('reconnects with backoff and re-runs hello (and re-subscribes topics)', asy
   await new Promise((r) => setTimeout(r, 50));
   assert.equal(f.seen.filter((m) => m.type === 'hello').length, 2);
   assert.equal(f.seen.filter((m) => m.type === 'subscribe').length, 2);
-  assert.deepEqual(events, ['pose.status', 'pose.status']);
+  assert.deepEqual(events, ['pose.status', 'pose.status']); // wire types, verbatim
+  assert.deepEqual(statusEvents, [false, false]);
   conn.close();
   f.wss.close();
 });

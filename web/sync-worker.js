@@ -1,0 +1,79 @@
+// The publish Worker: sends a canvas publisher's frames from off the page's thread (see
+// "Publishing a canvas" in sync.js). It holds its own connection to syncd (the page's URL and
+// client name) and the stream on it; the page transfers each frame's message buffer here and
+// gets it back with the frame's sequence or the reason it was dropped.
+import { SyncConnection, StreamSender } from './sync.js';
+
+let conn = null;
+let sender = null;
+let drainTimer = null;
+
+const post = (m, transfer) => self.postMessage(m, transfer ?? []);
+const errorOf = (e) => ({ code: e?.code ?? 'error', message: String(e?.message ?? e), details: e?.details });
+
+// While the socket drains, the page's copy of bufferedAmount is refreshed so it admits the next
+// frame as soon as there is room (a 2 ms poll, only while something is queued).
+function watchDrain() {
+  if (drainTimer !== null) return;
+  let last = conn.bufferedAmount;
+  drainTimer = setInterval(() => {
+    const now = conn.bufferedAmount;
+    if (now !== last) post({ type: 'buffered', buffered: now });
+    last = now;
+    if (now === 0) {
+      clearInterval(drainTimer);
+      drainTimer = null;
+    }
+  }, 2);
+}
+
+async function start(m) {
+  try {
+    conn = new SyncConnection(m.url, { client: m.client, reconnect: m.reconnect, backoff: m.backoff, requestTimeoutMs: m.timeoutMs });
+    await conn.ready;
+    sender = new StreamSender(conn, m.stream);
+    sender.on('open', ({ reply, reopened }) => post({ type: 'open', reply, reopened }));
+    sender.on('down', () => post({ type: 'down' }));
+    sender.on('error', (e) => post({ type: 'error', error: errorOf(e) }));
+    await sender.openStream();
+  } catch (e) {
+    post({ type: 'error', error: errorOf(e) });
+  }
+}
+
+self.onmessage = async ({ data: m }) => {
+  switch (m.type) {
+    case 'start':
+      await start(m);
+      return;
+    case 'frame': {
+      const result = sender ? sender.send(m.message, m.captureUs, m.bottomUp) : 'not_open';
+      post({ type: 'sent', message: m.message, result, buffered: conn?.bufferedAmount ?? 0 }, [m.message]);
+      if (conn?.bufferedAmount) watchDrain();
+      return;
+    }
+    case 'report':
+      sender?.report(m.counters);
+      return;
+    case 'ticket':
+      try {
+        if (!sender) throw Object.assign(new Error('stream is not open'), { code: 'not_open' });
+        post({ type: 'ticket', id: m.id, ticket: await sender.createTicket(m.opts) });
+      } catch (e) {
+        post({ type: 'ticket', id: m.id, error: errorOf(e) });
+      }
+      return;
+    case 'stop':
+      try {
+        await sender?.close(m.close);
+      } catch (e) {
+        post({ type: 'error', error: errorOf(e) });
+      }
+      clearInterval(drainTimer);
+      conn?.close();
+      post({ type: 'stopped' });
+      return;
+    default:
+      break;
+  }
+};
