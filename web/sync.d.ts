@@ -308,6 +308,9 @@ export interface PublishOptions {
   maxBufferedFrames?: number;
   /** Pixel-pack buffers in flight (default 3). */
   readbackBuffers?: number;
+  /** WebGL2 readback: 'async' (pixel-pack buffers + fence), 'sync' (readPixels into the
+   * message buffer), or 'auto' (default: sync on a software GL such as SwiftShader, else async). */
+  readback?: 'auto' | 'async' | 'sync';
   /** syncd pool slots for the stream. */
   slots?: number;
   /** Send frames from a Worker on its own connection (default true where Workers exist; the
@@ -332,7 +335,7 @@ export interface PublisherStats {
   readbackMsTotal: number;
   stream: string;
   streamId: number | null;
-  readback: 'webgl2' | '2d';
+  readback: 'webgl2' | 'webgl2-sync' | '2d';
   /** Where frames are sent from; null before the stream opened. */
   sender: 'worker' | 'page' | null;
   width: number;
@@ -342,7 +345,7 @@ export interface PublisherStats {
 export interface CanvasPublisher extends EventTarget {
   readonly name: string;
   readonly streamId: number | null;
-  readonly readback: 'webgl2' | '2d';
+  readonly readback: 'webgl2' | 'webgl2-sync' | '2d';
   readonly sender: 'worker' | 'page' | null;
   capture(): boolean;
   stats(): PublisherStats;
