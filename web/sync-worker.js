@@ -11,19 +11,19 @@ let drainTimer = null;
 const post = (m, transfer) => self.postMessage(m, transfer ?? []);
 const errorOf = (e) => ({ code: e?.code ?? 'error', message: String(e?.message ?? e), details: e?.details });
 
-// While the socket drains, the page's copy of bufferedAmount is refreshed so it admits the next
-// frame as soon as there is room (a 2 ms poll, only while something is queued).
+// The page admits a capture while the socket holds at most maxBufferedFrames frames, and learns
+// the socket's level from each frame's answer. While the socket is above that bound, a 2 ms poll
+// here tells the page the moment it drains below it: one message per frame of room, not one per
+// poll (the page's thread is the one that renders).
 function watchDrain() {
   if (drainTimer !== null) return;
-  let last = conn.bufferedAmount;
+  const bound = sender.maxBufferedFrames * sender.messageBytes;
   drainTimer = setInterval(() => {
     const now = conn.bufferedAmount;
-    if (now !== last) post({ type: 'buffered', buffered: now });
-    last = now;
-    if (now === 0) {
-      clearInterval(drainTimer);
-      drainTimer = null;
-    }
+    if (now > bound) return;
+    post({ type: 'buffered', buffered: now });
+    clearInterval(drainTimer);
+    drainTimer = null;
   }, 2);
 }
 
@@ -48,8 +48,9 @@ self.onmessage = async ({ data: m }) => {
       return;
     case 'frame': {
       const result = sender ? sender.send(m.message, m.captureUs, m.bottomUp) : 'not_open';
-      post({ type: 'sent', message: m.message, result, buffered: conn?.bufferedAmount ?? 0 }, [m.message]);
-      if (conn?.bufferedAmount) watchDrain();
+      const buffered = conn?.bufferedAmount ?? 0;
+      post({ type: 'sent', message: m.message, result, buffered }, [m.message]);
+      if (sender && buffered > sender.maxBufferedFrames * sender.messageBytes) watchDrain();
       return;
     }
     case 'report':

@@ -931,7 +931,7 @@ export class StreamSender extends Emitter {
   constructor(conn, { name, width, height, fps, slots, maxBufferedFrames = 2, firstSequence = 1 }) {
     super();
     this.connection = conn;
-    this.open = { name, width, height, format: 'rgba8', fps, slots };
+    this._openRequest = { name, width, height, format: 'rgba8', fps, slots };
     this.width = width;
     this.height = height;
     this.frameBytes = width * height * 4;
@@ -965,7 +965,7 @@ export class StreamSender extends Emitter {
 
   /** Opens (or, after a reconnect, re-opens) the stream; emits 'open' {reply, reopened}. */
   async openStream(reopened = false) {
-    const reply = await this.connection.openStream(this.open);
+    const reply = await this.connection.openStream(this._openRequest);
     if (this._closed) return reply;
     this.streamId = reply.stream;
     this.emit('open', { reply, reopened });
