@@ -1058,6 +1058,9 @@ class PageSink {
   async stop(closeStream) { await this.sender.close(closeStream); }
 }
 
+// A SyncError the Worker posted as {code, message, details} (errors do not cross threads whole).
+const errorFromWorker = (e) => new SyncError(e.code, e.message, { details: e.details });
+
 // The publish Worker: its own connection (same URL and client name), a small pool of message
 // buffers that travel to the Worker and back (transferred, never copied), and the Worker's
 // bufferedAmount mirrored here for admission.
@@ -1166,7 +1169,7 @@ class WorkerSink {
         this.handlers.down();
         return;
       case 'error': {
-        const err = new SyncError(m.error.code, m.error.message, { details: m.error.details });
+        const err = errorFromWorker(m.error);
         if (this._started) {
           this._started.reject(err);
           this._started = null;
@@ -1179,7 +1182,7 @@ class WorkerSink {
         const r = this._requests.get(m.id);
         this._requests.delete(m.id);
         if (!r) return;
-        if (m.error) r.reject(new SyncError(m.error.code, m.error.message, { details: m.error.details }));
+        if (m.error) r.reject(errorFromWorker(m.error));
         else r.resolve(m.ticket);
         return;
       }

@@ -100,6 +100,11 @@ void RelaySource::on_description(const StreamDescription& d) {
 
 void RelaySource::on_frame_in(const FromRelay& m, uint64_t now_ns) {
   ++counters_.frames_in;
+  // Transport time of a frame for a stream, decoded or raw. Only a plausible figure: both ends
+  // on one clock put the sender's accept shortly before.
+  if (stream_ && m.sender_accept_ns != 0 && m.sender_accept_ns <= m.complete_ns &&
+      m.complete_ns - m.sender_accept_ns < 10'000'000'000ull)
+    counters_.transport.record(m.complete_ns - m.sender_accept_ns);
   if (stream_ && decoding_) {
     AccessUnitIn au;
     au.data = m.data;
@@ -110,9 +115,6 @@ void RelaySource::on_frame_in(const FromRelay& m, uint64_t now_ns) {
     au.flags = m.flags;
     au.start_ns = m.complete_ns;
     au.loss_before = m.loss_before;
-    if (m.sender_accept_ns != 0 && m.sender_accept_ns <= m.complete_ns &&
-        m.complete_ns - m.sender_accept_ns < 10'000'000'000ull)
-      counters_.transport.record(m.complete_ns - m.sender_accept_ns);
     decoder_->submit(au, now_ns);  // the buffer comes back through free_buffer
     return;
   }
@@ -139,10 +141,6 @@ void RelaySource::on_frame_in(const FromRelay& m, uint64_t now_ns) {
       else
         ++counters_.frames_refused;
     }
-    // Only a plausible figure: both ends on one clock put the sender's accept shortly before.
-    if (m.sender_accept_ns != 0 && m.sender_accept_ns <= m.complete_ns &&
-        m.complete_ns - m.sender_accept_ns < 10'000'000'000ull)
-      counters_.transport.record(m.complete_ns - m.sender_accept_ns);
   }
   free_buffer(m.buffer, this);
 }
