@@ -17,11 +17,9 @@ const errorOf = (e) => ({ code: e?.code ?? 'error', message: String(e?.message ?
 // poll (the page's thread is the one that renders).
 function watchDrain() {
   if (drainTimer !== null) return;
-  const bound = sender.maxBufferedFrames * sender.messageBytes;
   drainTimer = setInterval(() => {
-    const now = conn.bufferedAmount;
-    if (now > bound) return;
-    post({ type: 'buffered', buffered: now });
+    if (sender.congested()) return;
+    post({ type: 'buffered', buffered: conn.bufferedAmount });
     clearInterval(drainTimer);
     drainTimer = null;
   }, 2);
@@ -50,7 +48,7 @@ self.onmessage = async ({ data: m }) => {
       const result = sender ? sender.send(m.message, m.captureUs, m.bottomUp) : 'not_open';
       const buffered = conn?.bufferedAmount ?? 0;
       post({ type: 'sent', message: m.message, result, buffered }, [m.message]);
-      if (sender && buffered > sender.maxBufferedFrames * sender.messageBytes) watchDrain();
+      if (sender?.congested()) watchDrain();
       return;
     }
     case 'report':

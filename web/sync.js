@@ -923,6 +923,12 @@ export function readAudio(options = {}) {
 // so the copy into the socket and the row flip, a few ms a frame at 1080p, leave the thread that
 // renders; `worker: false` (or a page where no Worker can start) sends from the page's thread.
 
+// The one admission rule, for the socket where it is (the page's) or as the page last heard of
+// it (the Worker's): more than maxBufferedFrames (+ slack) frames queued and not yet sent.
+function overBound(bufferedBytes, maxBufferedFrames, messageBytes, slackFrames) {
+  return bufferedBytes > (maxBufferedFrames + slackFrames) * messageBytes;
+}
+
 /**
  * Sends one stream's frames on one connection. Runs on the thread that owns the connection: the
  * page's (worker: false) or the publish Worker's. Internal to publishCanvas and sync-worker.js.
@@ -960,7 +966,7 @@ export class StreamSender extends Emitter {
 
   /** The socket holds more than maxBufferedFrames (+ slack) frames not yet sent. */
   congested(slackFrames = 0) {
-    return this.connection.bufferedAmount > (this.maxBufferedFrames + slackFrames) * this.messageBytes;
+    return overBound(this.connection.bufferedAmount, this.maxBufferedFrames, this.messageBytes, slackFrames);
   }
 
   /** Opens (or, after a reconnect, re-opens) the stream; emits 'open' {reply, reopened}. */
@@ -1093,8 +1099,9 @@ class WorkerSink {
 
   get ready() { return this._streamOpen; }
 
+  // The Worker's socket as it last said, plus the frames on their way there.
   congested(slackFrames = 0) {
-    return this._buffered + this._posted * this.messageBytes > (this.maxBufferedFrames + slackFrames) * this.messageBytes;
+    return overBound(this._buffered + this._posted * this.messageBytes, this.maxBufferedFrames, this.messageBytes, slackFrames);
   }
 
   takeBuffer() { return this._free.pop() ?? null; }
@@ -1281,7 +1288,6 @@ class CanvasPublisher extends Emitter {
     this.manual = !!o.manual;
     this.clock = o.clock ?? 'raf';
     this.streamId = null;
-    this.sender = null; // 'worker' or 'page', once started
     this.frameBytes = this.width * this.height * 4;
     this._readbackBuffers = o.readbackBuffers ?? 3;
     this._streamOptions = {
@@ -1326,6 +1332,11 @@ class CanvasPublisher extends Emitter {
       error: (e) => this.emit('error', e),
     };
     this._setupReader(o);
+  }
+
+  /** Where frames are sent from: 'worker' or 'page' (null before the stream opened). */
+  get sender() {
+    return this._sink?.kind ?? null;
   }
 
   _setupReader(o) {
@@ -1383,7 +1394,6 @@ class CanvasPublisher extends Emitter {
       this._sink = new PageSink(this.connection, this._streamOptions, this._handlers);
       await this._sink.start();
     }
-    this.sender = this._sink.kind;
     if (this._stopped) return;
     // Once a second syncd hears the page's own counters, so /stats and the dashboard show the
     // frames the page captured and dropped before they reached syncd.

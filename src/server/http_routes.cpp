@@ -317,12 +317,9 @@ void HttpRoutes::whep_offer(Connection& c, const http::Request& r, char*, size_t
   if (!stream) return;
   constexpr std::string_view kBearer = "Bearer ";
   const std::string_view auth = r.header("authorization");
-  if (!redeem_ticket(
-          c,
-          std::string(auth.substr(0, kBearer.size()) == kBearer ? auth.substr(kBearer.size())
-                                                                : std::string_view()),
-          *stream))
-    return;
+  const std::string_view bearer =
+      auth.substr(0, kBearer.size()) == kBearer ? auth.substr(kBearer.size()) : std::string_view();
+  if (!redeem_ticket(c, std::string(bearer), *stream)) return;
   const whep::WhepService::Response a =
       s_.whep->offer(stream->config().name, r.header("content-type"), r.body);
   c.send_http(a.status, a.content_type, a.body,
