@@ -1,10 +1,11 @@
 // libFuzzer target for the SDP core (src/webrtc/sdp.h): any text through parse_sdp_offer and
 // parse_sdp_description; for an accepted offer, choose_h264 must have a value, and the answer
-// written for it must parse back as a description with the chosen mid, our fingerprint, passive
-// setup and sendonly direction.
+// written for it (with the Opus m-line choose_opus picks, when it picks one) must parse back as a
+// description with the chosen mids bundled, our fingerprint, passive setup and sendonly direction.
 //
 // Input: the whole input is the SDP text, copied into its own exact-size allocation so a read
 // past it trips ASan.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -33,6 +34,8 @@ SdpAnswerParams make_params() {
   p.cname = "fuzz";
   p.stream_id = "stream";
   p.track_id = "video";
+  p.audio_ssrc = 0xfeedface;
+  p.audio_track_id = "audio";
   return p;
 }
 
@@ -66,7 +69,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(chosen.codec(choice->payload_type) != nullptr);
   FUZZ_CHECK(choice->profile_level_id.size() == 6);
 
-  std::string answer = write_sdp_answer(offer, *choice, params);
+  std::optional<OpusChoice> audio = choose_opus(offer, *choice);
+  if (audio) {
+    FUZZ_CHECK(audio->media_index < offer.media.size() && audio->media_index != choice->media_index);
+    const SdpMedia& m = offer.media[audio->media_index];
+    FUZZ_CHECK(m.kind == "audio" && !m.mid.empty() && m.rtcp_mux);
+    FUZZ_CHECK(m.codec(audio->payload_type) != nullptr);
+  }
+  std::string answer = write_sdp_answer(offer, *choice, audio ? &*audio : nullptr, params);
   // The answer echoes the offer's kinds, protocols, first formats and mids and adds under a
   // kilobyte of its own; only an offer near kMaxSdpBytes can make it too large to re-parse.
   if (answer.size() > kMaxSdpBytes) {
@@ -79,7 +89,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(parsed.fingerprint == params.fingerprint);
   FUZZ_CHECK(parsed.setup == "passive");
   FUZZ_CHECK(parsed.ice_ufrag == params.ice_ufrag && parsed.ice_pwd == params.ice_pwd);
-  FUZZ_CHECK(parsed.bundle_mids.size() == 1 && parsed.bundle_mids[0] == chosen.mid);
+  FUZZ_CHECK(parsed.bundle_mids.size() == (audio ? 2u : 1u));
+  FUZZ_CHECK(std::find(parsed.bundle_mids.begin(), parsed.bundle_mids.end(), chosen.mid) !=
+             parsed.bundle_mids.end());
   const SdpMedia& answered = parsed.media[choice->media_index];
   FUZZ_CHECK(answered.mid == chosen.mid);
   FUZZ_CHECK(answered.direction == SdpDirection::kSendOnly);
@@ -87,7 +99,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < parsed.media.size(); ++i) {
     FUZZ_CHECK(parsed.media[i].kind == offer.media[i].kind);
     FUZZ_CHECK(parsed.media[i].mid == offer.media[i].mid);
-    if (i != choice->media_index) {
+    if (audio && i == audio->media_index) {
+      FUZZ_CHECK(parsed.media[i].port == 9);
+      FUZZ_CHECK(parsed.media[i].direction == SdpDirection::kSendOnly);
+      FUZZ_CHECK(parsed.media[i].formats.size() == 1 &&
+                 parsed.media[i].formats[0] == audio->payload_type);
+    } else if (i != choice->media_index) {
       FUZZ_CHECK(parsed.media[i].port == 0);
       FUZZ_CHECK(parsed.media[i].direction == SdpDirection::kInactive);
     }

@@ -1,5 +1,6 @@
 #include "webrtc/sdp.h"
 
+#include <algorithm>
 #include <charconv>
 #include <system_error>
 #include <utility>
@@ -476,33 +477,51 @@ std::optional<H264Choice> choose_h264(const SdpOffer& offer) {
   return std::nullopt;
 }
 
+std::optional<OpusChoice> choose_opus(const SdpOffer& offer, const H264Choice& video) {
+  const std::string& video_mid = offer.media[video.media_index].mid;
+  auto bundled = [&offer](const std::string& mid) {
+    return std::find(offer.bundle_mids.begin(), offer.bundle_mids.end(), mid) !=
+           offer.bundle_mids.end();
+  };
+  if (!bundled(video_mid)) return std::nullopt;
+  for (size_t i = 0; i < offer.media.size(); ++i) {
+    const SdpMedia& media = offer.media[i];
+    if (media.kind != "audio") continue;
+    if (media.protocol != kSecureRtpProtocol || media.mid.empty() || !media.rtcp_mux ||
+        !bundled(media.mid) || (media.port == 0 && !media.bundle_only) ||
+        (media.direction != SdpDirection::kRecvOnly && media.direction != SdpDirection::kSendRecv))
+      return std::nullopt;  // the first audio m-line is the one a player listens on
+    for (uint8_t pt : media.formats) {
+      const SdpCodec* codec = media.codec(pt);
+      if (codec && equals_ignore_case(codec->name, "opus") && codec->clock_rate == 48000 &&
+          codec->channels == 2)
+        return OpusChoice{i, pt};
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 std::string write_sdp_answer(const SdpOffer& offer, const H264Choice& choice,
-                             const SdpAnswerParams& params) {
+                             const OpusChoice* audio, const SdpAnswerParams& params) {
   const std::string crlf = "\r\n";
-  const std::string& mid = offer.media[choice.media_index].mid;
-  const std::string pt = std::to_string(choice.payload_type);
   std::string sdp;
-  sdp.reserve(1024 + 64 * offer.media.size());
+  sdp.reserve(1536 + 64 * offer.media.size());
   sdp += "v=0" + crlf;
   sdp += "o=- " + std::to_string(params.session_id) + " 2 IN IP4 127.0.0.1" + crlf;
   sdp += "s=-" + crlf;
   sdp += "t=0 0" + crlf;
-  sdp += "a=group:BUNDLE " + mid + crlf;
+  sdp += "a=group:BUNDLE";
+  for (size_t i = 0; i < offer.media.size(); ++i)
+    if (i == choice.media_index || (audio && i == audio->media_index))
+      sdp += " " + offer.media[i].mid;
+  sdp += crlf;
   sdp += "a=ice-lite" + crlf;
   sdp += "a=msid-semantic:WMS " + params.stream_id + crlf;
-  for (size_t i = 0; i < offer.media.size(); ++i) {
-    const SdpMedia& media = offer.media[i];
-    if (i != choice.media_index) {
-      // RFC 8829 section 5.3.1 / RFC 8866 section 5.14: a rejected m-line has port 0.
-      sdp += "m=" + media.kind + " 0 " + media.protocol + " " +
-             (media.format_tokens.empty() ? std::string("0") : media.format_tokens.front()) + crlf;
-      if (!media.mid.empty()) sdp += "a=mid:" + media.mid + crlf;
-      sdp += "a=inactive" + crlf;
-      continue;
-    }
-    sdp += "m=video 9 UDP/TLS/RTP/SAVPF " + pt + crlf;
+  // What every accepted (bundled) m-line repeats: the one transport both media share.
+  auto transport_lines = [&](const SdpMedia& media) {
     sdp += "c=IN IP4 0.0.0.0" + crlf;
-    sdp += "a=mid:" + mid + crlf;
+    sdp += "a=mid:" + media.mid + crlf;
     sdp += "a=sendonly" + crlf;
     sdp += "a=rtcp-mux" + crlf;
     if (media.rtcp_rsize) sdp += "a=rtcp-rsize" + crlf;
@@ -510,18 +529,45 @@ std::string write_sdp_answer(const SdpOffer& offer, const H264Choice& choice,
     sdp += "a=ice-pwd:" + params.ice_pwd + crlf;
     sdp += "a=fingerprint:" + secure::format_fingerprint(params.fingerprint) + crlf;
     sdp += "a=setup:passive" + crlf;
-    sdp += "a=rtpmap:" + pt + " H264/90000" + crlf;
-    if (choice.nack) sdp += "a=rtcp-fb:" + pt + " nack" + crlf;
-    if (choice.pli) sdp += "a=rtcp-fb:" + pt + " nack pli" + crlf;
-    if (choice.fir) sdp += "a=rtcp-fb:" + pt + " ccm fir" + crlf;
-    if (choice.remb) sdp += "a=rtcp-fb:" + pt + " goog-remb" + crlf;
-    sdp += "a=fmtp:" + pt + " level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=" +
-           choice.profile_level_id + crlf;
-    sdp += "a=msid:" + params.stream_id + " " + params.track_id + crlf;
-    sdp += "a=ssrc:" + std::to_string(params.video_ssrc) + " cname:" + params.cname + crlf;
+  };
+  auto source_lines = [&](const std::string& track_id, uint32_t ssrc) {
+    sdp += "a=msid:" + params.stream_id + " " + track_id + crlf;
+    sdp += "a=ssrc:" + std::to_string(ssrc) + " cname:" + params.cname + crlf;
     sdp += "a=candidate:1 1 udp 2130706431 " + params.candidate_ip + " " +
            std::to_string(params.candidate_port) + " typ host" + crlf;
     sdp += "a=end-of-candidates" + crlf;
+  };
+  for (size_t i = 0; i < offer.media.size(); ++i) {
+    const SdpMedia& media = offer.media[i];
+    if (i == choice.media_index) {
+      const std::string pt = std::to_string(choice.payload_type);
+      sdp += "m=video 9 UDP/TLS/RTP/SAVPF " + pt + crlf;
+      transport_lines(media);
+      sdp += "a=rtpmap:" + pt + " H264/90000" + crlf;
+      if (choice.nack) sdp += "a=rtcp-fb:" + pt + " nack" + crlf;
+      if (choice.pli) sdp += "a=rtcp-fb:" + pt + " nack pli" + crlf;
+      if (choice.fir) sdp += "a=rtcp-fb:" + pt + " ccm fir" + crlf;
+      if (choice.remb) sdp += "a=rtcp-fb:" + pt + " goog-remb" + crlf;
+      sdp += "a=fmtp:" + pt + " level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=" +
+             choice.profile_level_id + crlf;
+      source_lines(params.track_id, params.video_ssrc);
+    } else if (audio && i == audio->media_index) {
+      const std::string pt = std::to_string(audio->payload_type);
+      sdp += "m=audio 9 UDP/TLS/RTP/SAVPF " + pt + crlf;
+      transport_lines(media);
+      sdp += "a=rtpmap:" + pt + " opus/48000/2" + crlf;
+      // RFC 7587 section 7.1: stereo=1 tells the receiver it may decode two channels (it does
+      // anyway), sprop-stereo=1 that the sender sends them; minptime and in-band FEC as offered.
+      sdp += "a=fmtp:" + pt + " minptime=10;useinbandfec=1" +
+             (params.audio_stereo ? ";stereo=1;sprop-stereo=1" : "") + crlf;
+      source_lines(params.audio_track_id, params.audio_ssrc);
+    } else {
+      // RFC 8829 section 5.3.1 / RFC 8866 section 5.14: a rejected m-line has port 0.
+      sdp += "m=" + media.kind + " 0 " + media.protocol + " " +
+             (media.format_tokens.empty() ? std::string("0") : media.format_tokens.front()) + crlf;
+      if (!media.mid.empty()) sdp += "a=mid:" + media.mid + crlf;
+      sdp += "a=inactive" + crlf;
+    }
   }
   return sdp;
 }

@@ -1,12 +1,14 @@
-// SDP for the WHEP endpoint: a browser's offer parsed, the H.264 video m-line chosen, the answer
-// of an ICE-lite, DTLS-passive, send-only peer written.
+// SDP for the WHEP endpoint: a browser's offer parsed, the H.264 video m-line (and, when syncd
+// sends audio, the Opus audio m-line) chosen, the answer of an ICE-lite, DTLS-passive, send-only
+// peer written.
 //
 // Implements the parts of RFC 8866 (SDP: section 5 line grammar, 5.14 m=, 6.6 rtpmap, 6.7
 // direction, 6.15 fmtp) that JSEP offers use (RFC 8829 section 5.2 offer, 5.3 answer, 5.8
 // parsing), RFC 8843 (BUNDLE: a=group:BUNDLE, a=mid, bundle-only), RFC 8839 section 5.4 (ice-ufrag,
 // ice-pwd and their characters and lengths), RFC 8122 section 5 / RFC 5763 section 5 (fingerprint,
 // setup), RFC 5761 (rtcp-mux), RFC 5506 (rtcp-rsize), RFC 4585 section 4.2 (rtcp-fb), RFC 6184
-// section 8.1 (H.264 packetization-mode, profile-level-id), RFC 8830 (msid).
+// section 8.1 (H.264 packetization-mode, profile-level-id), RFC 7587 section 7 (Opus: opus/48000/2,
+// stereo, sprop-stereo, useinbandfec, minptime), RFC 8830 (msid).
 //
 // Pure: text in, structs out; no sockets, clocks, logs; nothing throws but std::bad_alloc from the
 // strings and vectors (control plane: one offer per WHEP POST). Any thread; no shared state.
@@ -110,6 +112,19 @@ struct H264Choice {
   bool nack = false, pli = false, fir = false, remb = false;
 };
 
+// What we send back for the chosen audio m-line.
+struct OpusChoice {
+  size_t media_index = 0;
+  uint8_t payload_type = 0;
+};
+
+// Picks the audio m-line syncd's audio goes on: the first audio m-line, UDP/TLS/RTP/SAVPF with a
+// mid, a port other than 0 (or bundle-only), direction recvonly or sendrecv, rtcp-mux, offering
+// opus/48000/2 (RFC 7587 section 7: Opus is always written with 2 channels, whatever is sent),
+// and in the same BUNDLE group as the chosen video (one ICE and DTLS transport carries both).
+// None: the offer asks for no audio we can send, and its audio m-line is rejected. Any thread.
+std::optional<OpusChoice> choose_opus(const SdpOffer& offer, const H264Choice& video);
+
 // Picks the video m-line (the first with direction recvonly or sendrecv and a H264 codec with
 // packetization-mode=1) and its payload type, preferring profile-level-id 42e01f, then 42001f,
 // then any other 42xxxx (constrained baseline / baseline), then 4d (main), then 64 (high).
@@ -126,6 +141,11 @@ struct SdpAnswerParams {
   uint16_t candidate_port = 0;
   uint32_t video_ssrc = 0;
   std::string cname, stream_id, track_id;
+  // With an audio choice: its SSRC and track, and whether syncd sends two channels (stereo=1;
+  // sprop-stereo=1 in the fmtp) or one.
+  uint32_t audio_ssrc = 0;
+  std::string audio_track_id;
+  bool audio_stereo = true;
 };
 
 // The answer (CRLF lines): v=0, o=- <session_id> 2 IN IP4 127.0.0.1, s=-, t=0 0,
@@ -136,11 +156,15 @@ struct SdpAnswerParams {
 // offer had among nack / nack pli / ccm fir / goog-remb, a=fmtp:<pt>
 // level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=<chosen>, a=msid:<stream_id>
 // <track_id>, a=ssrc:<ssrc> cname:<cname>, a=candidate:1 1 udp 2130706431 <ip> <port> typ host,
-// a=end-of-candidates. Every other m-line is rejected: "m=<kind> 0 <protocol> <its first format>",
-// its a=mid (when it has one), a=inactive (not in the BUNDLE group). `offer` and `choice` are
-// those parse_sdp_offer and choose_h264 gave; the strings of `params` are the caller's and are
-// written as they are. Any thread.
+// a=end-of-candidates. With `audio`, its m-line is accepted too, in the BUNDLE group (mids in
+// m-line order): m=audio 9 UDP/TLS/RTP/SAVPF <pt>, the same transport lines, a=rtpmap:<pt>
+// opus/48000/2, a=fmtp:<pt> minptime=10;useinbandfec=1 (plus ;stereo=1;sprop-stereo=1 when
+// audio_stereo), a=msid:<stream_id> <audio_track_id>, a=ssrc:<audio_ssrc> cname:<cname>. Every
+// other m-line is rejected: "m=<kind> 0 <protocol> <its first format>", its a=mid (when it has
+// one), a=inactive (not in the BUNDLE group). `offer`, `choice` and `audio` are those
+// parse_sdp_offer, choose_h264 and choose_opus gave; the strings of `params` are the caller's and
+// are written as they are. Any thread.
 std::string write_sdp_answer(const SdpOffer& offer, const H264Choice& choice,
-                             const SdpAnswerParams& params);
+                             const OpusChoice* audio, const SdpAnswerParams& params);
 
 }  // namespace syncd::webrtc

@@ -191,7 +191,7 @@ WhepService::Response WhepService::offer(std::string_view stream_name,
   // REMB is not followed (docs/whep.md "Not here"): not asked for either.
   webrtc::H264Choice answered = *choice;
   answered.remb = false;
-  r.body = webrtc::write_sdp_answer(offer, answered, params);
+  r.body = webrtc::write_sdp_answer(offer, answered, nullptr, params);
 
   const uint64_t id = setup->id;
   sessions_[id] = SessionRecord{name, setup->stats};

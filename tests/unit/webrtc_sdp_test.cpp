@@ -268,6 +268,8 @@ SdpAnswerParams answer_params() {
   p.cname = "syncd";
   p.stream_id = "stream";
   p.track_id = "video";
+  p.audio_ssrc = 0x5678;
+  p.audio_track_id = "audio";
   return p;
 }
 
@@ -350,7 +352,7 @@ TEST(WebrtcSdp, AnswerToChromiumOfferIsExactly) {
   ASSERT_EQ(parse_sdp_offer(kChromiumOffer, offer), SdpError::kNone);
   std::optional<H264Choice> choice = choose_h264(offer);
   ASSERT_TRUE(choice);
-  std::string answer = write_sdp_answer(offer, *choice, answer_params());
+  std::string answer = write_sdp_answer(offer, *choice, nullptr, answer_params());
   std::vector<std::string> expected = {
       "v=0",
       "o=- 1234 2 IN IP4 127.0.0.1",
@@ -401,6 +403,91 @@ TEST(WebrtcSdp, AnswerToChromiumOfferIsExactly) {
   EXPECT_NE(parse_sdp_offer(answer, parsed), SdpError::kNone);
 }
 
+TEST(WebrtcSdp, AnswerWithAudioToChromiumOfferIsExactly) {
+  SdpOffer offer;
+  ASSERT_EQ(parse_sdp_offer(kChromiumOffer, offer), SdpError::kNone);
+  std::optional<H264Choice> choice = choose_h264(offer);
+  ASSERT_TRUE(choice);
+  std::optional<OpusChoice> audio = choose_opus(offer, *choice);
+  ASSERT_TRUE(audio);
+  EXPECT_EQ(audio->media_index, 0u);
+  EXPECT_EQ(audio->payload_type, 111);  // opus, not red (63) nor the 8 kHz codecs
+  const std::string answer = write_sdp_answer(offer, *choice, &*audio, answer_params());
+  const std::vector<std::string> lines = lines_of(answer);
+  const std::vector<std::string> head(lines.begin(), lines.begin() + 27);
+  const std::vector<std::string> expected = {
+      "v=0",
+      "o=- 1234 2 IN IP4 127.0.0.1",
+      "s=-",
+      "t=0 0",
+      "a=group:BUNDLE 0 1",
+      "a=ice-lite",
+      "a=msid-semantic:WMS stream",
+      "m=audio 9 UDP/TLS/RTP/SAVPF 111",
+      "c=IN IP4 0.0.0.0",
+      "a=mid:0",
+      "a=sendonly",
+      "a=rtcp-mux",
+      "a=rtcp-rsize",
+      "a=ice-ufrag:sYnC",
+      "a=ice-pwd:0123456789abcdefghijklmn",
+      "a=fingerprint:sha-256 A0:A1:A2:A3:A4:A5:A6:A7:A8:A9:AA:AB:AC:AD:AE:AF:B0:B1:B2:B3:B4:B5:"
+      "B6:B7:B8:B9:BA:BB:BC:BD:BE:BF",
+      "a=setup:passive",
+      "a=rtpmap:111 opus/48000/2",
+      "a=fmtp:111 minptime=10;useinbandfec=1;stereo=1;sprop-stereo=1",
+      "a=msid:stream audio",
+      "a=ssrc:22136 cname:syncd",
+      "a=candidate:1 1 udp 2130706431 192.0.2.10 50000 typ host",
+      "a=end-of-candidates",
+      "m=video 9 UDP/TLS/RTP/SAVPF 108",
+      "c=IN IP4 0.0.0.0",
+      "a=mid:1",
+      "a=sendonly",
+  };
+  EXPECT_EQ(head, expected);
+  // The video m-line is the same as without audio.
+  const std::string video_only = write_sdp_answer(offer, *choice, nullptr, answer_params());
+  EXPECT_EQ(answer.substr(answer.find("m=video")), video_only.substr(video_only.find("m=video")));
+
+  SdpOffer parsed;
+  ASSERT_EQ(parse_sdp_description(answer, parsed), SdpError::kNone);
+  EXPECT_EQ(parsed.bundle_mids, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(parsed.media[0].direction, SdpDirection::kSendOnly);
+  EXPECT_EQ(parsed.media[0].codec(111)->fmtp, "minptime=10;useinbandfec=1;stereo=1;sprop-stereo=1");
+
+  // Mono: no stereo parameters.
+  SdpAnswerParams mono = answer_params();
+  mono.audio_stereo = false;
+  EXPECT_NE(write_sdp_answer(offer, *choice, &*audio, mono)
+                .find("a=fmtp:111 minptime=10;useinbandfec=1\r\n"),
+            std::string::npos);
+}
+
+TEST(WebrtcSdp, OpusOnlyWhereTheVideoIsBundledAndTheBrowserReceives) {
+  SdpOffer offer;
+  const std::string ok(kChromiumOffer);
+  auto audio_of = [&offer](const std::string& text) -> std::optional<OpusChoice> {
+    if (parse_sdp_offer(text, offer) != SdpError::kNone) return std::nullopt;
+    return choose_opus(offer, *choose_h264(offer));
+  };
+  ASSERT_TRUE(audio_of(ok));
+  // An audio-less offer (video only): nothing to choose.
+  EXPECT_FALSE(audio_of(video_offer({"packetization-mode=1"})));
+  // The browser only sends audio (the first a=recvonly is the audio m-line's): nothing to play.
+  std::string send_only = ok;
+  send_only.replace(send_only.find("a=recvonly"), 10, "a=sendonly");
+  EXPECT_FALSE(audio_of(send_only));
+  // Not in the video's BUNDLE group: it would need a transport of its own.
+  EXPECT_FALSE(audio_of(replaced(ok, "a=group:BUNDLE 0 1", "a=group:BUNDLE 1")));
+  // No opus/48000/2 (mono opus is not RFC 7587's form; PCMU is not offered by syncd).
+  EXPECT_FALSE(audio_of(replaced(ok, "a=rtpmap:111 opus/48000/2", "a=rtpmap:111 opus/48000")));
+  // Rejected by the browser itself (port 0, not bundle-only).
+  EXPECT_FALSE(audio_of(replaced(ok, "m=audio 9 ", "m=audio 0 ")));
+  // Upper-case codec names are the same codec (RFC 8866 6.6).
+  EXPECT_TRUE(audio_of(replaced(ok, "a=rtpmap:111 opus/48000/2", "a=rtpmap:111 OPUS/48000/2")));
+}
+
 TEST(WebrtcSdp, LineFeedOnlyOfferParsesTheSame) {
   SdpOffer crlf, lf;
   ASSERT_EQ(parse_sdp_offer(kChromiumOffer, crlf), SdpError::kNone);
@@ -449,7 +536,7 @@ TEST(WebrtcSdp, FeedbackWildcardAndOnlyOffered) {
   EXPECT_TRUE(choice->fir);
   EXPECT_FALSE(choice->pli);
   EXPECT_FALSE(choice->remb);
-  std::string answer = write_sdp_answer(offer, *choice, answer_params());
+  std::string answer = write_sdp_answer(offer, *choice, nullptr, answer_params());
   EXPECT_NE(answer.find("a=rtcp-fb:100 nack\r\na=rtcp-fb:100 ccm fir\r\na=fmtp:100 "),
             std::string::npos);
   EXPECT_EQ(answer.find("a=rtcp-rsize"), std::string::npos);  // not offered
@@ -500,7 +587,7 @@ TEST(WebrtcSdp, SessionLevelTransportAndOtherMedia) {
   EXPECT_EQ(choice->payload_type, 126);
   EXPECT_TRUE(choice->nack && choice->pli);
   EXPECT_FALSE(choice->fir || choice->remb);
-  std::vector<std::string> lines = lines_of(write_sdp_answer(offer, *choice, answer_params()));
+  std::vector<std::string> lines = lines_of(write_sdp_answer(offer, *choice, nullptr, answer_params()));
   ASSERT_GE(lines.size(), 14u);
   EXPECT_EQ(lines[4], "a=group:BUNDLE v");
   EXPECT_EQ(lines[7], "m=audio 0 UDP/TLS/RTP/SAVPF 109");
