@@ -133,6 +133,16 @@ class CaptureRing {
                           std::memory_order_relaxed);
   }
 
+  // The absolute index the next committed frame gets.
+  uint64_t next_write_frame() const { return next_frame_; }
+
+  // Moves the next frame's absolute index forward to `next_frame` without counting a loss: for a
+  // writer that copies another ring's frames (audio_tap.h) and starts, or starts again, later
+  // than where it stopped. The reader sees the jump as a discontinuity between blocks.
+  void jump_to(uint64_t next_frame) {
+    if (next_frame > next_frame_) next_frame_ = next_frame;
+  }
+
   // The source delivered nothing for `frames` frames (e.g. the JACK server was away).
   void mark_gap(uint64_t frames) {
     gap_ += frames;
@@ -153,15 +163,28 @@ class CaptureRing {
   // The longest run of at most max_frames readable frames without a gap, starting at the
   // oldest unconsumed frame. Does not consume: the memory stays valid and unchanged until
   // consume() releases it. An empty run (total() == 0) when nothing is readable.
-  ReadRun peek(uint32_t max_frames) const {
+  ReadRun peek(uint32_t max_frames) const { return peek_from(0, max_frames); }
+
+  // Like peek(), but the run starts at the first readable frame whose absolute index is at least
+  // first_frame (later than the oldest unconsumed one when the reader has read that far without
+  // consuming): for a second look at frames the reader has not released yet (audio_tap.h).
+  ReadRun peek_from(uint64_t first_frame, uint32_t max_frames) const {
     ReadRun run;
     const uint64_t wb = written_blocks_.load(std::memory_order_acquire);
     uint64_t b = reader_block_;
-    if (b == wb || max_frames == 0) return run;
+    if (max_frames == 0) return run;
+    // The block holding first_frame, or the first after it (blocks rise in absolute index).
+    for (; b != wb; ++b) {
+      const CaptureBlock& blk = blocks_[b % capacity_blocks_];
+      if (blk.first_frame + blk.frames > first_frame) break;
+    }
+    if (b == wb) return run;
     const CaptureBlock& first = blocks_[b % capacity_blocks_];
-    const uint32_t offset = uint32_t(reader_frames_ - first.ring_pos);
+    uint64_t offset = first_frame > first.first_frame ? first_frame - first.first_frame : 0;
+    // The first block may be partly consumed already.
+    if (first.ring_pos + offset < reader_frames_) offset = reader_frames_ - first.ring_pos;
     run.first_frame = first.first_frame + offset;
-    run.timestamp_ns = first.timestamp_ns + uint64_t(offset) * 1'000'000'000ull / rate_;
+    run.timestamp_ns = first.timestamp_ns + offset * 1'000'000'000ull / rate_;
     run.dropped_total = first.dropped_total;
     run.gap_total = first.gap_total;
     uint64_t frames = first.frames - offset;
@@ -173,7 +196,7 @@ class CaptureRing {
       expected_next += next.frames;
     }
     if (frames > max_frames) frames = max_frames;
-    run.samples = span_at(reader_frames_, uint32_t(frames));
+    run.samples = span_at(first.ring_pos + offset, uint32_t(frames));
     return run;
   }
 

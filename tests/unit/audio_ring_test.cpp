@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "audio/audio_tap.h"
 #include "audio/backend.h"
 #include "audio/capture_ring.h"
 #include "audio/test_signal.h"
@@ -185,6 +186,76 @@ TEST(CaptureRing, SkipToNewestStartsAfterTheNewestFrame) {
   const ReadRun run = fx.ring.peek(100);
   EXPECT_EQ(run.first_frame, full.next_frame + (run.dropped_total - full.dropped_total));
   EXPECT_EQ(run.dropped_total, 10u);
+}
+
+// A second look at frames the reader has not released (the loop thread's tap, audio_tap.h):
+// from any absolute index on, across the wrap and partly consumed blocks, ending at a gap.
+TEST(CaptureRing, PeekFromStartsAtAnAbsoluteIndex) {
+  Fixture fx(64, 2);
+  ASSERT_TRUE(write_counter(fx.ring, 0, 40, 1'000'000'000));
+  fx.ring.consume(30);
+  ASSERT_TRUE(write_counter(fx.ring, 40, 30, 2'000'000'000));  // wraps
+  ReadRun run = fx.ring.peek_from(0, 1000);  // older than the oldest unconsumed: starts there
+  EXPECT_EQ(run.first_frame, 30u);
+  EXPECT_EQ(run.samples.total(), 40u);
+  expect_counter(run, 2);
+  run = fx.ring.peek_from(35, 1000);
+  EXPECT_EQ(run.first_frame, 35u);
+  EXPECT_EQ(run.timestamp_ns, 1'000'000'000u + 35u * 1'000'000'000ull / 48000);
+  EXPECT_EQ(run.samples.total(), 35u);
+  expect_counter(run, 2);
+  run = fx.ring.peek_from(50, 5);
+  EXPECT_EQ(run.first_frame, 50u);
+  EXPECT_EQ(run.samples.total(), 5u);
+  expect_counter(run, 2);
+  EXPECT_EQ(fx.ring.peek_from(70, 1000).samples.total(), 0u);  // nothing that new yet
+  // A gap ends a run; the next run starts after it.
+  fx.ring.mark_gap(10);
+  ASSERT_TRUE(write_counter(fx.ring, 80, 8));
+  run = fx.ring.peek_from(60, 1000);
+  EXPECT_EQ(run.first_frame, 60u);
+  EXPECT_EQ(run.samples.total(), 10u);
+  run = fx.ring.peek_from(70, 1000);
+  EXPECT_EQ(run.first_frame, 80u);
+  EXPECT_EQ(run.samples.total(), 8u);
+  expect_counter(run, 2);
+  // peek_from leaves the reader where it was.
+  EXPECT_EQ(fx.ring.peek(1000).first_frame, 30u);
+}
+
+// The tap copies its two channels of every frame with the capture's indices and timestamps,
+// follows gaps, and overruns (counted) rather than blocking when its consumer stalls.
+TEST(AudioTap, CopiesTwoChannelsWithCaptureIndices) {
+  Fixture fx(4096, 4);
+  AudioTap tap(3, 1, 48000, 2048);
+  EXPECT_FALSE(tap.mono());
+  ASSERT_TRUE(write_counter(fx.ring, 0, 1500, 7'000'000'000));
+  tap.write(fx.ring.peek_from(100, 100000), 4);  // joins late, at frame 100
+  ReadRun run = tap.ring().peek(100000);
+  EXPECT_EQ(run.first_frame, 100u);
+  EXPECT_EQ(run.timestamp_ns, 7'000'000'000u + 100u * 1'000'000'000ull / 48000);
+  EXPECT_EQ(run.samples.total(), 1400u);  // two blocks (1024 + 376), one run
+  uint64_t frame = 100;
+  for (int p = 0; p < 2; ++p)
+    for (uint32_t f = 0; f < run.samples.frames[p]; ++f, ++frame) {
+      ASSERT_EQ(run.samples.part[p][f * 2], counter_sample(frame, 4, 3));
+      ASSERT_EQ(run.samples.part[p][f * 2 + 1], counter_sample(frame, 4, 1));
+    }
+  tap.ring().consume(run.samples.total());
+  // A capture gap shows in the tap as a jump of the index, not as a loss of the tap's.
+  fx.ring.consume_all();
+  fx.ring.mark_gap(20);
+  ASSERT_TRUE(write_counter(fx.ring, 1520, 10));
+  tap.write(fx.ring.peek(100000), 4);
+  run = tap.ring().peek(100000);
+  EXPECT_EQ(run.first_frame, 1520u);
+  EXPECT_EQ(tap.ring().dropped_frames(), 0u);
+  // A stalled consumer: what does not fit is dropped whole and counted.
+  fx.ring.consume_all();
+  ASSERT_TRUE(write_counter(fx.ring, 1530, 3000));
+  tap.write(fx.ring.peek(100000), 4);
+  EXPECT_GT(tap.ring().dropped_frames(), 0u);
+  EXPECT_EQ(tap.ring().readable_frames() + tap.ring().dropped_frames(), 3010u);
 }
 
 // One writer thread, one reader thread, a small ring so that both wrap thousands of times and
