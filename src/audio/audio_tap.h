@@ -41,6 +41,7 @@ class AudioTap {
 
   // Consumer's thread.
   CaptureRing& ring() { return ring_; }
+  const CaptureRing& ring() const { return ring_; }  // its counters, from any thread
   void set_wanted(bool wanted) { wanted_.store(wanted, std::memory_order_release); }
 
   bool wanted() const { return wanted_.load(std::memory_order_acquire); }

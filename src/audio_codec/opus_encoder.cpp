@@ -50,9 +50,11 @@ EncoderStatus OpusMultistreamEncoder::open(const EncoderConfig& config) {
       uint32_t(g.first_channel) + g.channels > config.input_channels ||
       (config.frame_ms != 10 && config.frame_ms != 20) || config.complexity < 0 ||
       config.complexity > 10 || config.expected_loss_percent > 100 || config.max_packet_bytes < 1 ||
-      config.bitrate_per_channel < 6000 || config.bitrate_per_channel > 256000)
+      config.bitrate_per_channel < 6000 || config.bitrate_per_channel > 256000 ||
+      (config.stereo_pair && g.channels != 2))
     return last_error_ = EncoderStatus::kBadConfig;
-  // Input channel c feeds mono stream c - first; channels outside the group are ignored (255).
+  // Input channel c feeds mono stream c - first (or, for a stereo pair, the one coupled stream's
+  // left and right); channels outside the group are ignored (255).
   unsigned char mapping[kMaxChannels];
   for (uint32_t c = 0; c < config.input_channels; ++c)
     mapping[c] = (c >= g.first_channel && c < uint32_t(g.first_channel) + g.channels)
@@ -62,8 +64,10 @@ EncoderStatus OpusMultistreamEncoder::open(const EncoderConfig& config) {
                               ? OPUS_APPLICATION_AUDIO
                               : OPUS_APPLICATION_RESTRICTED_LOWDELAY;
   int error = OPUS_OK;
-  encoder_ = opus_multistream_encoder_create(kSampleRate, int(config.input_channels), g.channels, 0,
-                                             mapping, application, &error);
+  const int streams = config.stereo_pair ? 1 : g.channels;
+  const int coupled = config.stereo_pair ? 1 : 0;
+  encoder_ = opus_multistream_encoder_create(kSampleRate, int(config.input_channels), streams,
+                                             coupled, mapping, application, &error);
   if (!encoder_ || error != OPUS_OK) {
     close();
     return last_error_ = EncoderStatus::kOpusInitFailed;

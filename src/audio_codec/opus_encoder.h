@@ -50,6 +50,10 @@ struct EncoderConfig {
   bool inband_fec = true;
   uint32_t expected_loss_percent = 5;                   // 0..100, OPUS_SET_PACKET_LOSS_PERC
   size_t max_packet_bytes = kDefaultGroupPayloadBytes;  // the Opus packet's hard cap
+  // A 2-channel group as one coupled stereo stream instead of two mono ones: the packet is then
+  // a plain RFC 7587 stereo Opus packet, what a browser plays (WHEP). The relay's own format
+  // keeps channels independent (see the top of this file).
+  bool stereo_pair = false;
 };
 
 enum class EncoderStatus : uint8_t {

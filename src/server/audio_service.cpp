@@ -89,6 +89,37 @@ audio::CaptureRing* AudioService::lend_ring_to_relay() {
   return ring_.get();
 }
 
+std::shared_ptr<audio::AudioTap> AudioService::open_tap(uint32_t left, uint32_t right,
+                                                        std::string& why) {
+  if (!ring_) {
+    why = "no audio source is running";
+    return nullptr;
+  }
+  if (lent_to_relay_) {
+    why = "the WAN relay reads this audio source (--relay-audio-channels none frees it)";
+    return nullptr;
+  }
+  if (left >= config_.channels || right >= config_.channels) {
+    why = "the audio source has " + std::to_string(config_.channels) + " channels";
+    return nullptr;
+  }
+  // One second: a consumer thread that stalls that long loses audio, never the capture.
+  auto tap = std::make_shared<audio::AudioTap>(left, right, ring_->rate(), ring_->rate());
+  taps_.push_back(tap);
+  return tap;
+}
+
+void AudioService::feed_taps() {
+  if (taps_.empty()) return;
+  for (;;) {
+    const audio::ReadRun run = ring_->peek_from(tapped_next_frame_, 1u << 20);
+    if (run.samples.total() == 0) return;
+    for (const auto& tap : taps_)
+      if (tap->wanted()) tap->write(run, config_.channels);
+    tapped_next_frame_ = run.first_frame + run.samples.total();
+  }
+}
+
 audio::CaptureRing* AudioService::ring_for_relay_writer() {
   return ring_ && config_.backend == "relay" ? ring_.get() : nullptr;
 }
@@ -158,6 +189,7 @@ const char* AudioService::read(Connection& connection, const control::AudioRead&
 
 void AudioService::send_packet(uint64_t /*now_ns*/) {
   Reader& r = *reader_;
+  feed_taps();  // before these frames can be released
   r.waiting = false;
   if (!r.connection->is_websocket()) return;  // closing: the close callback detaches us
   uint32_t limit = max_packet_frames();
@@ -242,6 +274,7 @@ void AudioService::on_timer(uv_timer_t* timer) {
   auto* self = static_cast<AudioService*>(timer->data);
   Reader& r = *self->reader_;
   if (self->lent_to_relay_) return;  // the relay thread is the ring's reader now
+  self->feed_taps();
   if (!self->attached_) {
     self->frames_discarded_ += self->ring_->consume_all();
     return;
@@ -321,6 +354,16 @@ void AudioService::write_stats(nlohmann::json& out) const {
       {"bytes_sent", bytes_sent_},
       {"read_rtt", telemetry::stage_json(read_rtt_)},
   };
+  // Copies for other threads (WHEP egresses): what each took, and what its consumer was too
+  // slow for.
+  nlohmann::json taps = nlohmann::json::array();
+  for (const auto& tap : taps_)
+    taps.push_back({{"left", tap->left()},
+                    {"right", tap->right()},
+                    {"wanted", tap->wanted()},
+                    {"frames", tap->ring().captured_frames()},
+                    {"frames_dropped", tap->ring().dropped_frames()}});
+  out["audio"]["taps"] = std::move(taps);
 }
 
 void AudioService::write_metrics(telemetry::PrometheusText& out) const {

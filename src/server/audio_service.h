@@ -8,6 +8,11 @@
 // samples are copied once, by the kernel. While no
 // connection reads, a timer discards what the backend captures so the ring never overruns.
 //
+// Taps (audio/audio_tap.h): consumers on other threads (WHEP egresses) get a copy of two chosen
+// channels. The service copies every frame once, as it first sees it: on its timer and before a
+// reader's packet is sent (a reader's frames are released only after its write completes, so
+// they are still in the ring to be copied).
+//
 // Thread: the loop thread for everything here; the backend's threads only touch the ring.
 #pragma once
 
@@ -19,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "audio/audio_tap.h"
 #include "audio/backend.h"
 #include "audio/capture_ring.h"
 #include "audio/naud.h"
@@ -50,6 +56,11 @@ class AudioService {
   // ring's one reader (this service stops reading it; audio.read answers audio_in_use). nullptr
   // when there is no ring, or it is a relay-written one.
   audio::CaptureRing* lend_ring_to_relay();
+  // A tap of capture channels left and right (equal for mono) for a consumer on another thread;
+  // it lives as long as either side holds it. nullptr when there is no ring or the relay thread
+  // reads it (lend_ring_to_relay), with the reason in `why`.
+  std::shared_ptr<audio::AudioTap> open_tap(uint32_t left, uint32_t right, std::string& why);
+  uint32_t channels() const { return config_.channels; }
   // Receiver (--audio-source relay:N): the ring the relay thread writes, or nullptr.
   audio::CaptureRing* ring_for_relay_writer();
   // Stops the backend (joins its threads) and closes the timer handle. Idempotent.
@@ -90,6 +101,8 @@ class AudioService {
   };
 
   static void on_timer(uv_timer_t* timer);
+  // Copies every frame not yet copied into the taps that want it.
+  void feed_taps();
   static void on_write(void* self, int status);
   void send_packet(uint64_t now_ns);
   uint32_t max_packet_frames() const;
@@ -105,6 +118,8 @@ class AudioService {
   std::unique_ptr<Reader> reader_;  // allocated once, reused by each attaching connection
   bool attached_ = false;
   bool lent_to_relay_ = false;
+  std::vector<std::shared_ptr<audio::AudioTap>> taps_;
+  uint64_t tapped_next_frame_ = 0;  // the capture index of the first frame not yet copied
 
   // Loop-thread counters.
   uint64_t frames_delivered_ = 0;

@@ -3,7 +3,10 @@
 // and FEC paths, configuration errors.
 #include <gtest/gtest.h>
 
+#include <opus/opus.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -119,6 +122,49 @@ double mean_bytes(OpusMultistreamEncoder& encoder, const std::vector<float>& inp
     total += double(e.bytes);
   }
   return total / double(count);
+}
+
+// A stereo pair is one coupled stream: a plain stereo Opus packet (RFC 7587, what a browser
+// plays) that libopus's ordinary stereo decoder takes, each side coming back on its own side.
+TEST(OpusEncoder, StereoPairIsAPlainStereoPacket) {
+  const uint32_t channels = 3;  // the pair is channels 1 and 2 of a 3-channel frame
+  const size_t frames = 48000;
+  std::vector<float> input(frames * channels, 0.0f);
+  for (size_t f = 0; f < frames; ++f) {
+    input[f * channels + 0] = 0.5f * std::sin(2 * M_PI * 3000.0 * double(f) / 48000);  // ignored
+    input[f * channels + 1] = 0.5f * std::sin(2 * M_PI * 440.0 * double(f) / 48000);
+    input[f * channels + 2] = 0.0f;  // the right side is silent
+  }
+  EncoderConfig config;
+  config.input_channels = channels;
+  config.group = {1, 2};
+  config.frame_ms = 20;
+  config.bitrate_per_channel = 48000;
+  config.stereo_pair = true;
+  OpusMultistreamEncoder encoder;
+  ASSERT_EQ(encoder.open(config), EncoderStatus::kOk);
+  int error = 0;
+  OpusDecoder* decoder = opus_decoder_create(48000, 2, &error);
+  ASSERT_EQ(error, OPUS_OK);
+  uint8_t packet[1500];
+  std::vector<float> out(960 * 2);
+  double left = 0, right = 0;
+  for (size_t pos = 0; pos + 960 <= frames; pos += 960) {
+    const EncodeResult e = encoder.encode(input.data() + pos * channels, 960, packet);
+    ASSERT_EQ(e.status, EncoderStatus::kOk);
+    ASSERT_EQ(opus_packet_get_nb_channels(packet), 2);
+    ASSERT_EQ(opus_decode_float(decoder, packet, opus_int32(e.bytes), out.data(), 960, 0), 960);
+    if (pos < 4800) continue;  // past the codec's start-up
+    for (size_t f = 0; f < 960; ++f) {
+      left += double(out[2 * f]) * out[2 * f];
+      right += double(out[2 * f + 1]) * out[2 * f + 1];
+    }
+  }
+  opus_decoder_destroy(decoder);
+  EXPECT_GT(left, 1000 * right) << "left " << left << " right " << right;
+  // Only a 2-channel group can be a pair.
+  config.group = {0, 3};
+  EXPECT_EQ(encoder.open(config), EncoderStatus::kBadConfig);
 }
 
 TEST(OpusEncoder, LiveBitrateChangeMovesPacketSize) {
