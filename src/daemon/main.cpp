@@ -195,6 +195,10 @@ int main(int argc, char** argv) {
                  "WHEP: kbit/s a raw stream is encoded at for browsers")
       ->check(CLI::Range(100, 200000))
       ->capture_default_str();
+  app.add_option("--whep-audio-channels", whep.audio_channels,
+                 "WHEP: the --audio-source channels browsers hear as Opus: L,R (stereo), N "
+                 "(mono) or none")
+      ->default_str("0,1");
   app.add_flag("--print-fingerprint", print_fingerprint,
                "Print this syncd's relay certificate fingerprint (making the certificate if "
                "needed) and exit");

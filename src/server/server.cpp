@@ -220,6 +220,27 @@ int Server::start() {
   if (config_.whep) {
     whep::WhepConfig wc = *config_.whep;
     wc.host = config_.host;
+    // Audio for browsers (docs/whep.md, "Audio"): two channels of the audio source, checked now
+    // so a wrong index stops syncd at start rather than silencing every viewer later.
+    if (audio_) {
+      whep::WhepAudioChannels channels;
+      std::string why;
+      if (!whep::parse_whep_audio_channels(wc.audio_channels, audio_->channels(), channels, why)) {
+        std::fprintf(stderr, "syncd: --whep-audio-channels: %s\n", why.c_str());
+        return UV_EINVAL;
+      }
+      if (channels.enabled) {
+        wc.open_audio_tap = [audio = audio_.get(), channels]() {
+          std::string why;
+          std::shared_ptr<audio::AudioTap> tap = audio->open_tap(channels.left, channels.right, why);
+          if (!tap) std::fprintf(stderr, "syncd: WHEP without audio: %s\n", why.c_str());
+          return tap;
+        };
+      }
+    } else if (!config_.audio && !wc.audio_channels.empty() && wc.audio_channels != "none") {
+      std::fprintf(stderr, "syncd: --whep-audio-channels needs an --audio-source\n");
+      return UV_EINVAL;
+    }
     whep_ = std::make_unique<whep::WhepService>(wc, registry_, &loop_);
     http_routes_.set_whep(whep_.get());
   }

@@ -43,6 +43,36 @@ bool is_wildcard(const std::string& host) {
 
 }  // namespace
 
+bool parse_whep_audio_channels(std::string_view text, uint32_t source_channels,
+                               WhepAudioChannels& out, std::string& why) {
+  out = {};
+  if (text == "none") return true;
+  if (text.empty()) text = source_channels >= 2 ? "0,1" : "0";
+  auto index = [&](std::string_view part, uint32_t& value) {
+    value = 0;
+    if (part.empty() || part.size() > 3) return false;
+    for (char c : part) {
+      if (c < '0' || c > '9') return false;
+      value = value * 10 + uint32_t(c - '0');
+    }
+    return true;
+  };
+  const size_t comma = text.find(',');
+  const std::string_view first = text.substr(0, comma);
+  const std::string_view second = comma == std::string_view::npos ? first : text.substr(comma + 1);
+  if (!index(first, out.left) || !index(second, out.right)) {
+    why = "expected none, N or L,R (capture channel indices), got '" + std::string(text) + "'";
+    return false;
+  }
+  if (out.left >= source_channels || out.right >= source_channels) {
+    why = "channel " + std::to_string(std::max(out.left, out.right)) +
+          " is past the audio source's " + std::to_string(source_channels) + " channels";
+    return false;
+  }
+  out.enabled = true;
+  return true;
+}
+
 struct WhepService::Egress {
   WhepService* service = nullptr;
   std::string stream;
@@ -50,6 +80,8 @@ struct WhepService::Egress {
   WhepTransport* transport = nullptr;          // owned by the thread
   relay::RelayPublisher* publisher = nullptr;  // owned by the registry
   size_t sessions = 0;                         // live ones
+  bool audio = false;                          // its transport encodes the audio tap
+  bool audio_stereo = false;
 };
 
 WhepService::WhepService(WhepConfig config, media::StreamRegistry& registry, uv_loop_t* loop)
@@ -85,7 +117,11 @@ WhepService::Egress* WhepService::egress_for(const std::string& stream_name, boo
   auto egress = std::make_unique<Egress>();
   egress->service = this;
   egress->stream = stream_name;
-  auto transport = std::make_unique<WhepTransport>(config_.transport, identity_);
+  std::shared_ptr<audio::AudioTap> tap =
+      config_.open_audio_tap ? config_.open_audio_tap() : nullptr;
+  auto transport = std::make_unique<WhepTransport>(config_.transport, identity_, tap);
+  egress->audio = transport->audio() && transport->audio()->ok();
+  egress->audio_stereo = egress->audio && transport->audio()->stereo();
   egress->transport = transport.get();
   relay::RelayThreadConfig tc;
   tc.bind_host = is_wildcard(config_.host) ? "0.0.0.0" : config_.host;
@@ -176,6 +212,14 @@ WhepService::Response WhepService::offer(std::string_view stream_name,
   setup->payload_type = choice->payload_type;
   setup->ssrc = uint32_t(random_u64());
   setup->stats = std::make_shared<WhepSessionStats>();
+  const std::optional<webrtc::OpusChoice> audio =
+      egress->audio ? webrtc::choose_opus(offer, *choice) : std::nullopt;
+  if (audio) {
+    setup->audio = true;
+    setup->audio_payload_type = audio->payload_type;
+    do setup->audio_ssrc = uint32_t(random_u64());
+    while (setup->audio_ssrc == setup->ssrc);
+  }
 
   webrtc::SdpAnswerParams params;
   params.session_id = random_u64() >> 2;  // RFC 8866 5.2: fits a 63-bit signed integer
@@ -188,13 +232,16 @@ WhepService::Response WhepService::offer(std::string_view stream_name,
   params.cname = "syncd";
   params.stream_id = name;
   params.track_id = "video";
+  params.audio_ssrc = setup->audio_ssrc;
+  params.audio_track_id = "audio";
+  params.audio_stereo = egress->audio_stereo;
   // REMB is not followed (docs/whep.md "Not here"): not asked for either.
   webrtc::H264Choice answered = *choice;
   answered.remb = false;
-  r.body = webrtc::write_sdp_answer(offer, answered, nullptr, params);
+  r.body = webrtc::write_sdp_answer(offer, answered, audio ? &*audio : nullptr, params);
 
   const uint64_t id = setup->id;
-  sessions_[id] = SessionRecord{name, setup->stats};
+  sessions_[id] = SessionRecord{name, setup->stats, setup->audio};
   relay::ToRelay m;
   m.kind = relay::ToRelay::Kind::kCommand;
   m.command = setup.release();
@@ -210,6 +257,7 @@ WhepService::Response WhepService::offer(std::string_view stream_name,
   ++egress->sessions;
   update_activity(*egress);
   ++counters_.answered;
+  if (audio) ++counters_.answered_with_audio;
   r.status = 201;
   r.content_type = "application/sdp";
   // RFC 9725 4.2: the session's resource; ETag-less, DELETE ends it.
@@ -270,6 +318,8 @@ void WhepService::on_session_ended(Egress& egress, uint64_t id) {
   const WhepSessionStats& s = *it->second.stats;
   ended_frames_sent_ += s.frames_sent.load(kRelaxed);
   for (const auto& d : s.frames_dropped) ended_frames_dropped_ += d.load(kRelaxed);
+  ended_audio_frames_sent_ += s.audio_frames_sent.load(kRelaxed);
+  for (const auto& d : s.audio_frames_dropped) ended_audio_frames_dropped_ += d.load(kRelaxed);
   sessions_.erase(it);
   if (egress.sessions > 0) --egress.sessions;
   update_activity(egress);
@@ -311,6 +361,16 @@ void WhepService::write_stats(nlohmann::json& out) const {
         {"rtt_us", v(s.rtt_us)},
         {"fraction_lost", v(s.fraction_lost)},
     });
+    if (v(s.audio_frames_offered) > 0 || record.audio) {
+      nlohmann::json audio_dropped = nlohmann::json::object();
+      for (WhepDrop d : {WhepDrop::kNotConnected, WhepDrop::kSendFailed})
+        audio_dropped[whep_drop_name(d)] = v(s.audio_frames_dropped[size_t(d)]);
+      sessions.back()["audio"] = {{"frames_offered", v(s.audio_frames_offered)},
+                                  {"frames_sent", v(s.audio_frames_sent)},
+                                  {"frames_dropped", audio_dropped},
+                                  {"bytes_sent", v(s.audio_bytes_sent)},
+                                  {"fraction_lost", v(s.audio_fraction_lost)}};
+    }
   }
   nlohmann::json egresses = nlohmann::json::array();
   for (const auto& [name, e] : egresses_) {
@@ -335,6 +395,17 @@ void WhepService::write_stats(nlohmann::json& out) const {
                         {"in_flight", pc->in_flight},
                         {"dropped", dropped}};
     }
+    if (const WhepAudioEncoder* a = e->transport->audio()) {
+      const WhepAudioCounters& ac = a->counters();
+      const uint64_t encoded = v(ac.frames_encoded);
+      j["audio"] = {{"stereo", a->stereo()},
+                    {"frames_read", v(ac.frames_read)},
+                    {"frames_encoded", encoded},
+                    {"encode_errors", v(ac.encode_errors)},
+                    {"capture_gaps", v(ac.capture_gaps)},
+                    {"bytes", v(ac.bytes)},
+                    {"encode_us_per_frame", encoded ? v(ac.encode_ns) / encoded / 1000.0 : 0.0}};
+    }
     if (const relay::EncodeStage* enc = e->publisher->encoder()) {
       const relay::EncodeStageCounters& ec = enc->counters();
       j["encoder"] = {{"submitted", ec.submitted}, {"encoded", ec.encoded},
@@ -345,6 +416,7 @@ void WhepService::write_stats(nlohmann::json& out) const {
   }
   out = {{"offers", c.offers},
          {"answered", c.answered},
+         {"answered_with_audio", c.answered_with_audio},
          {"refused",
           {{"bad_sdp", c.refused_bad_sdp},
            {"no_h264", c.refused_no_h264},
@@ -357,6 +429,8 @@ void WhepService::write_stats(nlohmann::json& out) const {
          {"delete_unknown", c.delete_unknown},
          {"ended_sessions_frames_sent", ended_frames_sent_},
          {"ended_sessions_frames_dropped", ended_frames_dropped_},
+         {"ended_sessions_audio_frames_sent", ended_audio_frames_sent_},
+         {"ended_sessions_audio_frames_dropped", ended_audio_frames_dropped_},
          {"sessions", std::move(sessions)},
          {"egresses", std::move(egresses)}};
 }
@@ -375,6 +449,16 @@ void WhepService::write_metrics(telemetry::PrometheusText& out) const {
   out.sample("syncd_whep_refused_total", "reason=\"format\"", c.refused_format);
   out.sample("syncd_whep_refused_total", "reason=\"busy\"", c.refused_busy);
   out.sample("syncd_whep_refused_total", "reason=\"failed\"", c.refused_failed);
+  out.family("syncd_whep_answered_with_audio_total", "counter",
+             "WHEP offers answered with syncd's audio (Opus) as well as video");
+  out.sample("syncd_whep_answered_with_audio_total", "", c.answered_with_audio);
+  uint64_t audio_frames = 0;
+  for (const auto& [name, e] : egresses_)
+    if (const WhepAudioEncoder* a = e->transport->audio())
+      audio_frames += a->counters().frames_encoded.load(kRelaxed);
+  out.family("syncd_whep_audio_frames_encoded_total", "counter",
+             "20 ms Opus frames the WHEP egresses encoded (once for all their sessions)");
+  out.sample("syncd_whep_audio_frames_encoded_total", "", audio_frames);
   out.family("syncd_whep_sessions", "gauge", "WHEP sessions live");
   out.sample("syncd_whep_sessions", "", uint64_t(sessions_.size()));
 }

@@ -9,6 +9,10 @@
 // publisher is active only while the stream has viewers: a stream nobody watches is not encoded.
 // An egress, once made, stays until syncd stops (its thread sleeps), at most kMaxStreams of them.
 //
+// Audio (docs/whep.md, "Audio"): with an audio source, each egress asks for a tap of two capture
+// channels (WhepConfig::open_audio_tap) and encodes them once for its sessions; an offer with an
+// Opus m-line bundled with its video gets stereo (or mono) Opus on it.
+//
 // The certificate is made in memory when the service starts (a browser takes the fingerprint the
 // answer carries; nothing is pinned, so nothing needs to persist).
 //
@@ -16,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
@@ -32,12 +37,26 @@
 
 namespace syncd::whep {
 
+// --whep-audio-channels: which capture channels a browser hears.
+struct WhepAudioChannels {
+  bool enabled = false;
+  uint32_t left = 0, right = 0;  // equal: mono
+};
+// "none"; "N" (mono: channel N on both sides); "L,R" (stereo). Empty text is the default: "0,1",
+// or "0" when the source has one channel. False, with why, for bad syntax or an index at or past
+// source_channels. Any thread.
+bool parse_whep_audio_channels(std::string_view text, uint32_t source_channels,
+                               WhepAudioChannels& out, std::string& why);
+
 struct WhepConfig {
   // The address the egresses' UDP sockets bind to, and the host candidate the answer offers:
   // syncd's --host. A wildcard binds all and offers 127.0.0.1.
   std::string host = "127.0.0.1";
   relay::EncodeSettings encode;  // --whep-bitrate (the start and the most)
   WhepTransportConfig transport;
+  std::string audio_channels;  // --whep-audio-channels as given (parse_whep_audio_channels)
+  // A tap of the audio to send, asked once per egress; empty or returning nullptr: no audio.
+  std::function<std::shared_ptr<audio::AudioTap>()> open_audio_tap;
 };
 
 // Counted on the main loop (/stats whep, /metrics syncd_whep_*).
@@ -46,6 +65,7 @@ struct WhepServiceCounters {
   uint64_t answered = 0;
   uint64_t refused_bad_sdp = 0;         // 400: the offer did not parse (reason in the body)
   uint64_t refused_no_h264 = 0;         // 400: no video m-line offers H.264 packetization mode 1
+  uint64_t answered_with_audio = 0;     // of the answered, those that took syncd's audio
   uint64_t refused_content_type = 0;    // 415: not application/sdp
   uint64_t refused_unknown_stream = 0;  // 404
   uint64_t refused_format = 0;          // 409: a stream neither H.264 nor encodable
@@ -87,6 +107,7 @@ class WhepService {
   struct SessionRecord {
     std::string stream;
     std::shared_ptr<WhepSessionStats> stats;
+    bool audio = false;  // the answer took the offer's Opus m-line
   };
   // The stream's egress, made on first use; nullptr when kMaxStreams have one (busy = true) or
   // it could not start (why says so).
@@ -105,6 +126,8 @@ class WhepService {
   // What ended sessions sent and dropped, summed (their records go when they end).
   uint64_t ended_frames_sent_ = 0;
   uint64_t ended_frames_dropped_ = 0;
+  uint64_t ended_audio_frames_sent_ = 0;
+  uint64_t ended_audio_frames_dropped_ = 0;
   uint64_t next_id_ = 1;
   WhepServiceCounters counters_;
 };

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <random>
 
+#include "core/clock.h"
 #include "relay/socket_address.h"
 #include "rtp/h264_packetizer.h"
 #include "rtp/rtcp.h"
@@ -124,6 +125,8 @@ class WhepTransport::Session final : public rtp::RtcpSink {
         created_ns_(now_ns) {
     sequence_ = uint16_t(random_u32());
     timestamp_offset_ = random_u32();
+    audio_sequence_ = uint16_t(random_u32());
+    audio_timestamp_offset_ = random_u32();
     stats_.created_ns.store(now_ns, kRelaxed);
     stats_.state.store(uint32_t(WhepState::kWaitingForIce), kRelaxed);
   }
@@ -134,6 +137,7 @@ class WhepTransport::Session final : public rtp::RtcpSink {
   WhepState state() const { return state_; }
   WhepSessionStats& stats() { return stats_; }
   bool has_address() const { return has_address_; }
+  bool listens() const { return setup_->audio && state_ == WhepState::kConnected; }
   const sockaddr_storage& address() const { return address_; }
   bool awaiting_keyframe() const { return state_ == WhepState::kConnected && !keyframe_seen_; }
   // Not yet sent an IDR (connected or not): the frame's IDR scan matters to it.
@@ -225,6 +229,34 @@ class WhepTransport::Session final : public rtp::RtcpSink {
     return true;
   }
 
+  // One 20 ms Opus frame, as one RTP packet (RFC 7587 section 4.2), when this session took audio.
+  void send_audio(const EncodedAudio& frame) {
+    if (!setup_->audio || state_ == WhepState::kEnded) return;
+    bump(stats_.audio_frames_offered);
+    if (state_ != WhepState::kConnected) {
+      bump(stats_.audio_frames_dropped[size_t(WhepDrop::kNotConnected)]);
+      return;
+    }
+    rtp::RtpHeader header;
+    header.payload_type = setup_->audio_payload_type;
+    header.ssrc = setup_->audio_ssrc;
+    header.sequence = audio_sequence_++;
+    header.timestamp = audio_timestamp_offset_ + uint32_t(frame.capture_index);
+    // RFC 3551 4.1 / RFC 7587 4.2: the marker starts a talkspurt; ours after every gap.
+    header.marker = frame.discontinuity;
+    size_t size = rtp::write_rtp_packet(header, frame.opus, audio_packet_);
+    if (size == 0 ||
+        send_.protect_rtp(audio_packet_, size, sizeof audio_packet_) != secure::SrtpStatus::kOk ||
+        !send_raw({audio_packet_, size})) {
+      bump(stats_.audio_frames_dropped[size_t(WhepDrop::kSendFailed)]);
+      return;
+    }
+    ++audio_packets_sent_;
+    audio_octets_sent_ += uint32_t(frame.opus.size());
+    bump(stats_.audio_frames_sent);
+    bump(stats_.audio_bytes_sent, size);
+  }
+
   // Timers: DTLS retransmission, the sender report, consent. Returns the session's end when it
   // ended here.
   WhepEnd on_tick(uint64_t now_ns) {
@@ -259,6 +291,8 @@ class WhepTransport::Session final : public rtp::RtcpSink {
   // ---- rtp::RtcpSink ----
   void on_receiver_report(const rtp::ReceiverReport& rr) override {
     for (const rtp::ReportBlock& b : rr.blocks) {
+      if (setup_->audio && b.source_ssrc == setup_->audio_ssrc)
+        stats_.audio_fraction_lost.store(b.fraction_lost, kRelaxed);
       if (b.source_ssrc != setup_->ssrc) continue;
       stats_.fraction_lost.store(b.fraction_lost, kRelaxed);
       const uint32_t arrival = rtp::ntp_compact(rtp::ntp_from_ns(relay::wall_clock_ntp_ns()));
@@ -333,6 +367,9 @@ class WhepTransport::Session final : public rtp::RtcpSink {
     send_raw({buffer, size});
   }
 
+  // One compound packet: the video's SR, and the audio's when it has a clock, both from the same
+  // reading of the wall clock at now_ns (RFC 3550 6.4.1), so the browser can align the audio's
+  // capture clock and the video's 90 kHz one (lip sync), and the CNAME both share.
   void send_sender_report(uint64_t now_ns) {
     uint8_t buffer[256];
     rtp::RtcpWriter writer({buffer, sizeof buffer - secure::kRtcpTrailerBytes});
@@ -342,16 +379,26 @@ class WhepTransport::Session final : public rtp::RtcpSink {
     info.packet_count = packets_sent_;
     info.octet_count = octets_sent_;
     writer.add_sender_report(setup_->ssrc, info);
+    const WhepAudioEncoder* audio = owner_.audio_.get();
+    if (setup_->audio && audio && audio->has_clock() && audio_packets_sent_ > 0) {
+      rtp::SenderInfo audio_info = info;
+      audio_info.rtp_timestamp =
+          audio_timestamp_offset_ + uint32_t(audio->capture_index_at(now_ns));
+      audio_info.packet_count = audio_packets_sent_;
+      audio_info.octet_count = audio_octets_sent_;
+      writer.add_sender_report(setup_->audio_ssrc, audio_info);
+    }
     writer.add_cname(setup_->ssrc, "syncd");
+    if (setup_->audio) writer.add_cname(setup_->audio_ssrc, "syncd");
     send_rtcp(writer, buffer, sizeof buffer);
   }
 
   void send_goodbye() {
     uint8_t buffer[128];
     rtp::RtcpWriter writer({buffer, sizeof buffer - secure::kRtcpTrailerBytes});
-    const uint32_t ssrc = setup_->ssrc;
-    writer.add_receiver_report(ssrc);
-    writer.add_goodbye({&ssrc, 1});
+    const uint32_t ssrcs[2] = {setup_->ssrc, setup_->audio_ssrc};
+    writer.add_receiver_report(ssrcs[0]);
+    writer.add_goodbye({ssrcs, size_t(setup_->audio ? 2 : 1)});
     send_rtcp(writer, buffer, sizeof buffer);
   }
 
@@ -373,14 +420,22 @@ class WhepTransport::Session final : public rtp::RtcpSink {
   uint32_t timestamp_offset_ = 0;
   uint32_t packets_sent_ = 0;
   uint32_t octets_sent_ = 0;
+  uint16_t audio_sequence_ = 0;
+  uint32_t audio_timestamp_offset_ = 0;
+  uint32_t audio_packets_sent_ = 0;
+  uint32_t audio_octets_sent_ = 0;
+  uint8_t audio_packet_[12 + WhepAudioEncoder::kMaxOpusBytes + secure::kSrtpTagBytes];
   uint64_t created_ns_ = 0;
   uint64_t last_consent_ns_ = 0;
   uint64_t next_report_ns_ = 0;
   uint64_t now_ns_ = 0;  // the time of the datagram being handled (for RtcpSink callbacks)
 };
 
-WhepTransport::WhepTransport(WhepTransportConfig config, const secure::Identity& identity)
-    : config_(config), dtls_context_(identity, config.dtls) {}
+WhepTransport::WhepTransport(WhepTransportConfig config, const secure::Identity& identity,
+                             std::shared_ptr<audio::AudioTap> audio_tap)
+    : config_(config), dtls_context_(identity, config.dtls) {
+  if (audio_tap) audio_ = std::make_unique<WhepAudioEncoder>(std::move(audio_tap));
+}
 
 WhepTransport::~WhepTransport() = default;
 
@@ -538,13 +593,25 @@ void WhepTransport::on_timer(uint64_t now_ns) {
   }
   // Ended sessions go once their end has been told (their stats stay with the service).
   std::erase_if(sessions_, [](const auto& s) { return s->state() == WhepState::kEnded; });
+  send_audio();
   if (keyframe_request_pending_) request_keyframe(now_ns);
   if (!sessions_.empty()) thread_->arm_timer(kTickNs);
+}
+
+void WhepTransport::send_audio() {
+  if (!audio_) return;
+  // Encoded only while some session listens: the tap copies nothing otherwise.
+  audio_->set_wanted(std::any_of(sessions_.begin(), sessions_.end(),
+                                 [](const auto& s) { return s->listens(); }));
+  EncodedAudio frame;
+  while (audio_->next(frame, &core::monotonic_ns))
+    for (auto& s : sessions_) s->send_audio(frame);
 }
 
 void WhepTransport::on_stop(uint64_t) {
   for (auto& s : sessions_) end(*s, WhepEnd::kStopped);
   sessions_.clear();
+  if (audio_) audio_->set_wanted(false);
 }
 
 }  // namespace syncd::whep

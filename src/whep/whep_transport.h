@@ -19,6 +19,10 @@
 // RTP (RFC 6184 packetization mode 1), protected with AEAD_AES_128_GCM without MKI (secure/
 // srtp_aead.h); a session that has not is dropped the frame with its reason. Every frame offered
 // to a session is sent or dropped by reason (WhepSessionStats).
+// Audio (with an audio tap, for sessions whose offer took it): on every tick, each 20 ms Opus
+// frame the egress's WhepAudioEncoder makes goes to every such session as one RTP packet (RFC
+// 7587) on its own SSRC, in the same SRTP session (BUNDLE), with a sender report of its own on the
+// same wall clock as the video's. No NACK or FEC for audio: Opus repairs loss (in-band FEC, PLC).
 //
 // Threads: constructed on the main loop, then every RelayHandler method on the egress's relay
 // thread. WhepSessionStats and WhepTransportCounters are read anywhere (relaxed atomics).
@@ -34,6 +38,7 @@
 #include "relay/relay_thread.h"
 #include "secure/certificate.h"
 #include "secure/dtls_endpoint.h"
+#include "whep/whep_audio.h"
 
 namespace syncd::whep {
 
@@ -86,6 +91,13 @@ struct WhepSessionStats {
   std::atomic<uint64_t> rtcp_refused{0};  // SRTCP that did not authenticate, or bad RTCP
   std::atomic<uint64_t> rtt_us{0};
   std::atomic<uint64_t> fraction_lost{0};  // of 256, from the browser's latest RR
+  // Audio (sessions that took it): 20 ms Opus frames offered = sent + dropped by reason (only
+  // kNotConnected and kSendFailed apply).
+  std::atomic<uint64_t> audio_frames_offered{0};
+  std::atomic<uint64_t> audio_frames_sent{0};
+  std::array<std::atomic<uint64_t>, size_t(WhepDrop::kCount)> audio_frames_dropped{};
+  std::atomic<uint64_t> audio_bytes_sent{0};
+  std::atomic<uint64_t> audio_fraction_lost{0};  // of 256, the browser's latest RR for the audio
 };
 
 // A new browser session (main loop -> relay thread).
@@ -97,6 +109,9 @@ struct WhepSessionSetup final : relay::HandlerCommand {
   secure::Fingerprint remote_fingerprint;  // the browser's certificate, from the offer
   uint8_t payload_type = 0;                // H.264's, from the offer
   uint32_t ssrc = 0;
+  bool audio = false;                      // the answer accepted the offer's Opus m-line
+  uint8_t audio_payload_type = 0;          // Opus's, from the offer
+  uint32_t audio_ssrc = 0;
   std::shared_ptr<WhepSessionStats> stats;
 };
 
@@ -130,7 +145,9 @@ struct WhepTransportCounters {
 class WhepTransport final : public relay::RelayHandler {
  public:
   // identity: syncd's certificate (the answer's fingerprint); must outlive the transport.
-  WhepTransport(WhepTransportConfig config, const secure::Identity& identity);
+  // audio_tap: two capture channels for the sessions that take audio; nullptr for none.
+  WhepTransport(WhepTransportConfig config, const secure::Identity& identity,
+                std::shared_ptr<audio::AudioTap> audio_tap = nullptr);
   ~WhepTransport() override;
 
   void on_start(relay::RelayThread& thread, uint64_t now_ns) override;
@@ -141,10 +158,13 @@ class WhepTransport final : public relay::RelayHandler {
   void on_stop(uint64_t now_ns) override;
 
   const WhepTransportCounters& counters() const { return counters_; }
+  // The egress's audio encoder (its counters are read anywhere), or nullptr without audio.
+  const WhepAudioEncoder* audio() const { return audio_.get(); }
   // Sessions at once per egress.
   static constexpr size_t kMaxSessions = 16;
-  // How often on_timer runs: DTLS retransmissions, sender reports, consent.
-  static constexpr uint64_t kTickNs = 20'000'000;
+  // How often on_timer runs: audio frames out, DTLS retransmissions, sender reports, consent.
+  // Half an audio frame, so a frame leaves at most 10 ms after the tap has it.
+  static constexpr uint64_t kTickNs = 10'000'000;
 
  private:
   class Session;
@@ -153,6 +173,7 @@ class WhepTransport final : public relay::RelayHandler {
   void send_frame(relay::ToRelay& message, uint64_t now_ns);
   void end(Session& session, WhepEnd why);
   void request_keyframe(uint64_t now_ns);
+  void send_audio();
 
   WhepTransportConfig config_;
   secure::DtlsContext dtls_context_;
@@ -161,6 +182,7 @@ class WhepTransport final : public relay::RelayHandler {
   uint64_t last_keyframe_request_ns_ = 0;
   bool keyframe_request_pending_ = false;
   WhepTransportCounters counters_;
+  std::unique_ptr<WhepAudioEncoder> audio_;
 };
 
 }  // namespace syncd::whep

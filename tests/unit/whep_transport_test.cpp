@@ -2,7 +2,9 @@
 // socket: ICE-lite checks (good, wrong password, unknown ufrag), a DTLS client handshake with the
 // browser's own certificate, SRTP without MKI, access units depacketized back byte for byte, the
 // IDR gate, NACK answered with the same bytes, PLI turned into a keyframe request, DELETE ending
-// the session with an RTCP BYE. The Chromium test (tests/browser/browser/whep.test.js) runs the
+// the session with an RTCP BYE; and with an audio tap, stereo Opus decoded back (continuous
+// sequence and timestamps, each side on its side) with a sender report that maps the audio's
+// capture clock to the same wall clock. The Chromium test (tests/browser/browser/whep.test.js) runs the
 // same path with a real browser; this one runs under the sanitizers.
 #include "whep/whep_transport.h"
 
@@ -12,13 +14,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
+#include <opus/opus.h>
+
+#include "audio/audio_tap.h"
 #include "core/clock.h"
 #include "media/frame_pool.h"
 #include "relay/relay_thread.h"
+#include "relay/socket_address.h"
 #include "rtp/h264_depacketizer.h"
 #include "rtp/rtcp.h"
 #include "rtp/rtp_packet.h"
@@ -35,6 +43,8 @@ constexpr char kPassword[] = "0123456789abcdefghijklmn";
 constexpr uint8_t kPayloadType = 102;
 constexpr uint32_t kSsrc = 0x5eed1234;
 constexpr uint64_t kSessionId = 77;
+constexpr uint8_t kAudioPayloadType = 111;
+constexpr uint32_t kAudioSsrc = 0xa0d10001;
 
 struct MainSide {
   int keyframe_requests = 0;
@@ -64,6 +74,7 @@ void on_main(relay::FromRelay& m, void* context) {
 // The browser: one UDP socket on loopback.
 struct Browser {
   int fd = -1;
+  std::function<void()> idle;  // run between polls, as the main loop's other work would
   sockaddr_in to{};
   Browser(uint16_t port) {
     fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -97,6 +108,7 @@ struct Browser {
     const uint64_t deadline = core::monotonic_ns() + uint64_t(timeout_ms) * 1'000'000;
     while (core::monotonic_ns() < deadline) {
       uv_run(loop, UV_RUN_NOWAIT);
+      if (idle) idle();
       pollfd p{fd, POLLIN, 0};
       if (poll(&p, 1, 5) == 1) {
         std::vector<uint8_t> d(2048);
@@ -135,8 +147,39 @@ std::vector<uint8_t> access_unit(size_t size, bool idr, std::mt19937& rng) {
   return au;
 }
 
+// The browser's side of DTLS (the client: our answer says setup:passive), driven to completion.
+struct BrowserDtls {
+  secure::DtlsContext context;
+  secure::DtlsEndpoint endpoint;
+  BrowserDtls(const secure::Identity& browser_id, const secure::Identity& syncd_id,
+              Browser& browser)
+      : context(browser_id, config()),
+        endpoint(context, secure::DtlsRole::kClient, syncd_id.fingerprint,
+                 [&browser](std::span<const uint8_t> out) { browser.send(out); }) {}
+  static secure::DtlsConfig config() {
+    secure::DtlsConfig dc;
+    dc.initial_retransmit_ms = 200;
+    return dc;
+  }
+  bool handshake(Browser& browser, uv_loop_t* loop) {
+    endpoint.start(core::monotonic_ns());
+    const std::array<uint8_t, 4> address{127, 0, 0, 1};
+    for (int i = 0; i < 50; ++i) {
+      std::vector<uint8_t> d = browser.receive(loop, 300);
+      if (d.empty()) {
+        endpoint.handle_timeout(core::monotonic_ns());
+        continue;
+      }
+      if (endpoint.feed(d, address, core::monotonic_ns()) == secure::DtlsEvent::kHandshakeComplete)
+        return true;
+    }
+    return false;
+  }
+};
+
 struct WhepTransportTest : ::testing::Test {
   secure::Identity syncd_id, browser_id;
+  std::shared_ptr<audio::AudioTap> tap;  // set before SetUp for a session with audio
   uv_loop_t loop{};
   MainSide main;
   std::unique_ptr<relay::RelayThread> thread;
@@ -150,7 +193,7 @@ struct WhepTransportTest : ::testing::Test {
     WhepTransportConfig config;
     config.dtls.initial_retransmit_ms = 200;
     config.keyframe_interval_ns = 1'000'000;
-    auto t = std::make_unique<WhepTransport>(config, syncd_id);
+    auto t = std::make_unique<WhepTransport>(config, syncd_id, tap);
     transport = t.get();
     thread = std::make_unique<relay::RelayThread>(relay::RelayThreadConfig{"127.0.0.1", 0, "", 0},
                                                   std::move(t), &on_main, &main);
@@ -164,6 +207,9 @@ struct WhepTransportTest : ::testing::Test {
     setup->remote_fingerprint = browser_id.fingerprint;
     setup->payload_type = kPayloadType;
     setup->ssrc = kSsrc;
+    setup->audio = tap != nullptr;
+    setup->audio_payload_type = kAudioPayloadType;
+    setup->audio_ssrc = kAudioSsrc;
     setup->stats = stats;
     relay::ToRelay m;
     m.kind = relay::ToRelay::Kind::kCommand;
@@ -231,23 +277,9 @@ TEST_F(WhepTransportTest, ABrowserChecksHandshakesAndReceivesAccessUnitsByteForB
   ASSERT_TRUE(run_until([&] { return main.frames_done == 1; }));
 
   // DTLS, the browser as the client (our answer said setup:passive).
-  secure::DtlsConfig dc;
-  dc.initial_retransmit_ms = 200;
-  secure::DtlsContext context(browser_id, dc);
-  secure::DtlsEndpoint dtls(context, secure::DtlsRole::kClient, syncd_id.fingerprint,
-                            [&](std::span<const uint8_t> out) { browser.send(out); });
-  dtls.start(core::monotonic_ns());
-  const std::array<uint8_t, 4> address{127, 0, 0, 1};
-  bool complete = false;
-  for (int i = 0; i < 50 && !complete; ++i) {
-    d = browser.receive(&loop, 300);
-    if (d.empty()) {
-      dtls.handle_timeout(core::monotonic_ns());
-      continue;
-    }
-    complete = dtls.feed(d, address, core::monotonic_ns()) == secure::DtlsEvent::kHandshakeComplete;
-  }
-  ASSERT_TRUE(complete);
+  BrowserDtls browser_dtls(browser_id, syncd_id, browser);
+  ASSERT_TRUE(browser_dtls.handshake(browser, &loop));
+  secure::DtlsEndpoint& dtls = browser_dtls.endpoint;
   ASSERT_TRUE(run_until([&] { return main.keyframe_requests >= 1; }));  // a new viewer's IDR
   secure::SrtpAeadContext receive, send;
   ASSERT_TRUE(receive.init(0, dtls.keys().server_write, false, /*with_mki=*/false));
@@ -348,6 +380,163 @@ TEST_F(WhepTransportTest, ABrowserChecksHandshakesAndReceivesAccessUnitsByteForB
     }
   }
   EXPECT_TRUE(goodbye);
+}
+
+// The audio service's side of a tap, played by the test: a two-channel capture ring written at
+// real time (left a 440 Hz tone, right silent) with CLOCK_MONOTONIC timestamps, copied into the
+// tap while the egress wants it, as AudioService::feed_taps does on the loop thread.
+struct CaptureSource {
+  static constexpr uint32_t kRate = 48000;
+  std::vector<float> samples = std::vector<float>(kRate * 2);
+  std::vector<audio::CaptureBlock> blocks = std::vector<audio::CaptureBlock>(
+      audio::CaptureRing::blocks_for(kRate));
+  audio::CaptureRing ring{samples, blocks, 2, kRate};
+  uint64_t start_ns = core::monotonic_ns();
+  uint64_t written = 0;
+
+  // Writes the frames due by now (blocks of 240, 5 ms), then feeds the tap.
+  void pump(audio::AudioTap& tap) {
+    const uint64_t due = (core::monotonic_ns() - start_ns) * kRate / 1'000'000'000ull;
+    while (written + 240 <= due) {
+      audio::RingSpan span = ring.begin_write(240);
+      if (span.total() == 0) break;
+      uint64_t index = written;
+      for (int part = 0; part < 2; ++part)
+        for (uint32_t f = 0; f < span.frames[part]; ++f, ++index) {
+          span.part[part][2 * f] = 0.5f * float(std::sin(2 * M_PI * 440.0 * double(index) / kRate));
+          span.part[part][2 * f + 1] = 0.0f;
+        }
+      ring.commit(240, start_ns + written * 1'000'000'000ull / kRate);
+      written += 240;
+    }
+    if (tap.wanted()) tap.write(ring.peek(1u << 20), 2);
+    ring.consume_all();
+  }
+  // The capture index of CLOCK_MONOTONIC time `ns`.
+  double index_at(uint64_t ns) const { return double(ns - start_ns) * kRate / 1e9; }
+};
+
+struct WhepAudioTest : WhepTransportTest {
+  WhepAudioTest() { tap = std::make_shared<audio::AudioTap>(0, 1, 48000, 48000); }
+};
+
+TEST_F(WhepAudioTest, StereoOpusArrivesContinuousWithASenderReportOnTheSameWallClock) {
+  CaptureSource source;
+  Browser browser(thread->local_port());
+  browser.idle = [&] { source.pump(*tap); };
+  browser.send(binding_request(kPassword, std::string(kUfrag) + ":brow", 1));
+  std::vector<uint8_t> d = browser.receive(&loop);
+  ASSERT_FALSE(d.empty());
+  BrowserDtls browser_dtls(browser_id, syncd_id, browser);
+  ASSERT_TRUE(browser_dtls.handshake(browser, &loop));
+  secure::SrtpAeadContext receive;
+  ASSERT_TRUE(receive.init(0, browser_dtls.endpoint.keys().server_write, false, false));
+
+  int error = 0;
+  OpusDecoder* decoder = opus_decoder_create(48000, 2, &error);
+  ASSERT_EQ(error, OPUS_OK);
+  std::vector<float> pcm(5760 * 2);
+  double left = 0, right = 0;
+  size_t packets = 0, decoded_frames = 0, markers = 0;
+  uint16_t last_sequence = 0;
+  uint32_t last_timestamp = 0;
+  uint64_t last_arrival_ns = 0;
+  bool sequence_ok = true, timestamp_ok = true;
+  // The audio's sender report, with the capture index the test's clock gives its wall time.
+  bool have_audio_sr = false, have_video_sr = false;
+  uint32_t sr_rtp = 0;
+  double sr_capture_index = 0;
+  uint64_t audio_sr_ntp = 0, video_sr_ntp = 0;
+  const uint64_t wall_minus_mono = relay::wall_clock_ntp_ns() - core::monotonic_ns();
+
+  const uint64_t deadline = core::monotonic_ns() + 10'000'000'000ull;
+  while ((packets < 100 || !have_audio_sr) && core::monotonic_ns() < deadline) {
+    d = browser.receive(&loop, 500);
+    if (d.size() < 12) continue;
+    size_t size = d.size();
+    if (d[1] >= 192 && d[1] <= 223) {  // SRTCP
+      if (receive.unprotect_rtcp(d.data(), size) != secure::SrtpStatus::kOk) continue;
+      struct Reports : rtp::RtcpSink {
+        std::vector<rtp::SenderReport> reports;
+        void on_sender_report(const rtp::SenderReport& sr) override { reports.push_back(sr); }
+      } sink;
+      rtp::parse_rtcp({d.data(), size}, sink);
+      for (const rtp::SenderReport& sr : sink.reports) {
+        if (sr.sender_ssrc == kSsrc) {
+          have_video_sr = true;
+          video_sr_ntp = sr.info.ntp_timestamp;
+        }
+        if (sr.sender_ssrc == kAudioSsrc && packets > 0) {
+          have_audio_sr = true;
+          audio_sr_ntp = sr.info.ntp_timestamp;
+          sr_rtp = sr.info.rtp_timestamp;
+          sr_capture_index =
+              source.index_at(rtp::ns_from_ntp(sr.info.ntp_timestamp) - wall_minus_mono);
+        }
+      }
+      continue;
+    }
+    ASSERT_EQ(receive.unprotect_rtp(d.data(), size), secure::SrtpStatus::kOk);
+    rtp::RtpPacketView packet;
+    ASSERT_EQ(rtp::parse_rtp({d.data(), size}, packet), rtp::RtpParseError::kOk);
+    ASSERT_EQ(packet.payload_type, kAudioPayloadType);  // no video is offered here
+    ASSERT_EQ(packet.ssrc, kAudioSsrc);
+    if (packets > 0) {
+      sequence_ok &= packet.sequence == uint16_t(last_sequence + 1);
+      timestamp_ok &= packet.timestamp == last_timestamp + 960;
+    }
+    markers += packet.marker;
+    last_sequence = packet.sequence;
+    last_timestamp = packet.timestamp;
+    last_arrival_ns = core::monotonic_ns();
+    ++packets;
+    ASSERT_EQ(opus_packet_get_nb_channels(packet.payload.data()), 2);
+    const int n = opus_decode_float(decoder, packet.payload.data(), opus_int32(packet.payload.size()),
+                                    pcm.data(), 5760, 0);
+    ASSERT_EQ(n, 960);
+    decoded_frames += size_t(n);
+    if (packets <= 5) continue;  // past the decoder's start-up
+    for (int f = 0; f < n; ++f) {
+      left += double(pcm[2 * f]) * pcm[2 * f];
+      right += double(pcm[2 * f + 1]) * pcm[2 * f + 1];
+    }
+  }
+  opus_decoder_destroy(decoder);
+  ASSERT_GE(packets, 100u);
+  EXPECT_TRUE(sequence_ok) << "a sequence number skipped";
+  EXPECT_TRUE(timestamp_ok) << "the RTP timestamps did not step by one 20 ms frame";
+  EXPECT_EQ(markers, 1u);  // the first packet only: the capture never paused
+  const double left_rms = std::sqrt(left / double(decoded_frames - 5 * 960));
+  EXPECT_GT(left_rms, 0.2);  // the tone: 0.5 peak, 0.35 RMS
+  EXPECT_LT(left_rms, 0.5);
+  EXPECT_GT(left, 1000 * right) << "the sides are swapped or mixed";
+
+  // The sender report: audio's and video's from one reading of the wall clock, and the audio's
+  // RTP time names the capture index of that wall time. Then the newest packet's capture time,
+  // through the report, is a little before it arrived: the 20 ms frame, the 10 ms tick and the
+  // test's own 5 ms blocks, plus scheduling on a loaded machine.
+  ASSERT_TRUE(have_audio_sr);
+  ASSERT_TRUE(have_video_sr);
+  EXPECT_EQ(audio_sr_ntp, video_sr_ntp);
+  const double offset = double(sr_rtp) - sr_capture_index;  // the session's timestamp offset
+  const double last_index = double(last_timestamp) - offset;
+  // mod 2^32 (the offset is random): bring the difference into range.
+  double behind_frames = source.index_at(last_arrival_ns) - last_index;
+  behind_frames = std::remainder(behind_frames, 4294967296.0);
+  std::printf("capture to arrival: %.1f ms\n", behind_frames / 48.0);
+  EXPECT_GT(behind_frames, 960 - 48) << "captured after it arrived?";
+  EXPECT_LT(behind_frames, 48000 * 0.5) << "more than 500 ms from capture to arrival";
+
+  // Every frame offered to the session was sent (it was connected the whole time).
+  ASSERT_TRUE(run_until([&] { return stats->audio_frames_sent.load() >= packets; }));
+  EXPECT_EQ(stats->audio_frames_offered.load(),
+            stats->audio_frames_sent.load() +
+                stats->audio_frames_dropped[size_t(WhepDrop::kNotConnected)].load() +
+                stats->audio_frames_dropped[size_t(WhepDrop::kSendFailed)].load());
+  EXPECT_EQ(stats->audio_frames_dropped[size_t(WhepDrop::kSendFailed)].load(), 0u);
+  EXPECT_EQ(transport->audio()->counters().encode_errors.load(), 0u);
+  EXPECT_EQ(transport->audio()->counters().capture_gaps.load(), 0u);
+  EXPECT_TRUE(tap->wanted());
 }
 
 }  // namespace
