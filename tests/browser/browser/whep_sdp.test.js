@@ -1,7 +1,8 @@
 // syncd's SDP core (src/webrtc/sdp.h) against a real Chromium: the page's own recvonly offers go
 // through tests/unit/webrtc_answer (the core as a filter), and Chromium must accept each answer
 // with setRemoteDescription, the video transceiver becoming recvonly on the H.264 payload type
-// the core chose, every other m-line rejected. No syncd: only the offer/answer text is under test
+// the core chose (and, answering as syncd with an audio source does, the audio one on Opus),
+// every other m-line rejected. No syncd: only the offer/answer text is under test
 // here; ICE, DTLS and media are the WHEP runtime's.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -26,8 +27,8 @@ after(async () => {
   if (profile) await rm(profile, { recursive: true, force: true });
 });
 
-function answerFor(offer) {
-  const r = spawnSync(ANSWER, { input: offer, encoding: 'utf8' });
+function answerFor(offer, { audio = false } = {}) {
+  const r = spawnSync(ANSWER, audio ? ['--audio'] : [], { input: offer, encoding: 'utf8' });
   assert.ok(!r.error, `cannot run ${ANSWER}: ${r.error}`);
   return { status: r.status, answer: r.stdout, log: r.stderr };
 }
@@ -46,10 +47,11 @@ async function makeOffer(kinds) {
   }, kinds);
 }
 
-for (const kinds of [['audio', 'video'], ['video'], ['audio', 'video', 'data'], ['video', 'audio']]) {
-  test(`Chromium accepts the answer to its ${kinds.join(' + ')} offer`, async () => {
+const shapes = [['audio', 'video'], ['video'], ['audio', 'video', 'data'], ['video', 'audio']];
+for (const [kinds, audio] of [...shapes.map((k) => [k, false]), ...shapes.filter((k) => k.includes('audio')).map((k) => [k, true])]) {
+  test(`Chromium accepts the answer to its ${kinds.join(' + ')} offer${audio ? ', with syncd\'s audio' : ''}`, async () => {
     const offer = await makeOffer(kinds);
-    const { status, answer, log } = answerFor(offer);
+    const { status, answer, log } = answerFor(offer, { audio });
     assert.equal(status, 0, log);
     const pt = Number(/chose payload type (\d+)/.exec(log)[1]);
     const result = await page.evaluate(async (sdp) => {
@@ -64,7 +66,13 @@ for (const kinds of [['audio', 'video'], ['video'], ['audio', 'video', 'data'], 
     }, answer);
     assert.equal(result.signaling, 'stable');
     for (const t of result.transceivers) {
-      assert.equal(t.currentDirection, t.kind === 'video' ? 'recvonly' : 'stopped', JSON.stringify(t));
+      const taken = t.kind === 'video' || (audio && t.kind === 'audio');
+      assert.equal(t.currentDirection, taken ? 'recvonly' : 'stopped', JSON.stringify(t));
+    }
+    if (audio) {
+      const apt = Number(/chose audio payload type (\d+)/.exec(log)[1]);
+      assert.match(result.remote, new RegExp(`^a=rtpmap:${apt} opus/48000/2\\r$`, 'm'));
+      assert.match(offer, new RegExp(`^a=rtpmap:${apt} opus/48000/2\\r$`, 'm'));
     }
     assert.match(result.remote, new RegExp(`^m=video 9 UDP/TLS/RTP/SAVPF ${pt}\\r$`, 'm'));
     assert.match(result.remote, new RegExp(`^a=fmtp:${pt} .*packetization-mode=1`, 'm'));
