@@ -75,6 +75,19 @@ bool is_ice_chars(std::string_view s, size_t min_size) {
 }
 
 // RFC 8866 section 9: token-char.
+// An IPv4 dotted quad or an IPv6 literal (hex digits, colons, dots): what a candidate's address
+// must be for syncd to send to it without a resolver.
+bool is_ip_literal(std::string_view s) {
+  if (s.empty() || s.size() > 45) return false;
+  const bool v6 = s.find(':') != std::string_view::npos;
+  for (char c : s) {
+    const bool digit = c >= '0' && c <= '9';
+    const bool hex = digit || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+    if (!(v6 ? hex || c == ':' || c == '.' : digit || c == '.')) return false;
+  }
+  return true;
+}
+
 bool is_token(std::string_view s, size_t max_size) {
   if (s.empty() || s.size() > max_size) return false;
   for (char ch : s) {
@@ -223,6 +236,21 @@ SdpError parse_media_attribute(std::string_view name, std::string_view value, Sd
       return SdpError::kMalformedLine;
     SdpCodec& codec = codec_for(media, pt);
     if (codec.fmtp.empty()) codec.fmtp = trim(parameters);
+  } else if (name == "candidate") {
+    // RFC 8839 section 5.1: <foundation> <component> <transport> <priority> <address> <port>
+    // typ <type> [extensions]. Lines we cannot use are skipped, not refused: a peer may list
+    // TCP, relay or mDNS candidates beside the ones we take.
+    std::string_view fields[8];
+    std::string_view rest = value;
+    size_t n = 0;
+    while (n < 8 && !rest.empty()) split_once(rest, ' ', fields[n++], rest);
+    uint32_t component = 0, priority = 0;
+    uint16_t port = 0;
+    if (n == 8 && parse_number(fields[1], component) && component == 1 &&
+        equals_ignore_case(fields[2], "udp") && parse_number(fields[3], priority) &&
+        parse_number(fields[5], port) && port != 0 && fields[6] == "typ" &&
+        is_ip_literal(fields[4]) && media.candidates.size() < kMaxSdpCandidates)
+      media.candidates.push_back({std::string(fields[4]), port, priority, std::string(fields[7])});
   } else if (name == "rtcp-fb") {
     // RFC 4585 section 4.2: a=rtcp-fb:<payload type or *> <feedback type> [<parameter>]
     std::string_view pt_text, feedback;
@@ -314,6 +342,8 @@ const char* to_string(SdpError e) {
       return "no_rtcp_mux";
     case SdpError::kNoH264:
       return "no_h264";
+    case SdpError::kNoCandidates:
+      return "no_candidates";
   }
   return "unknown";
 }
@@ -570,6 +600,115 @@ std::string write_sdp_answer(const SdpOffer& offer, const H264Choice& choice,
     }
   }
   return sdp;
+}
+
+std::string write_sdp_offer(const SdpOfferParams& params) {
+  const std::string crlf = "\r\n";
+  std::string sdp;
+  sdp.reserve(2048);
+  sdp += "v=0" + crlf;
+  sdp += "o=- " + std::to_string(params.session_id) + " 2 IN IP4 127.0.0.1" + crlf;
+  sdp += "s=-" + crlf;
+  sdp += "t=0 0" + crlf;
+  sdp += std::string("a=group:BUNDLE 0") + (params.audio ? " 1" : "") + crlf;
+  sdp += "a=msid-semantic:WMS " + params.stream_id + crlf;
+  auto media_lines = [&](const char* kind, uint8_t pt, const char* mid) {
+    sdp += std::string("m=") + kind + " 9 UDP/TLS/RTP/SAVPF " + std::to_string(pt) + crlf;
+    sdp += "c=IN IP4 0.0.0.0" + crlf;
+    sdp += std::string("a=mid:") + mid + crlf;
+    sdp += "a=sendonly" + crlf;
+    sdp += "a=rtcp-mux" + crlf;
+    sdp += "a=rtcp-rsize" + crlf;
+    sdp += "a=ice-ufrag:" + params.ice_ufrag + crlf;
+    sdp += "a=ice-pwd:" + params.ice_pwd + crlf;
+    sdp += "a=fingerprint:" + secure::format_fingerprint(params.fingerprint) + crlf;
+    sdp += "a=setup:actpass" + crlf;
+  };
+  auto source_lines = [&](const std::string& track_id, uint32_t ssrc) {
+    sdp += "a=msid:" + params.stream_id + " " + track_id + crlf;
+    sdp += "a=ssrc:" + std::to_string(ssrc) + " cname:" + params.cname + crlf;
+    sdp += "a=candidate:1 1 udp 2130706431 " + params.candidate_ip + " " +
+           std::to_string(params.candidate_port) + " typ host" + crlf;
+    sdp += "a=end-of-candidates" + crlf;
+  };
+  const std::string vpt = std::to_string(kOfferH264PayloadType);
+  media_lines("video", kOfferH264PayloadType, "0");
+  sdp += "a=rtpmap:" + vpt + " H264/90000" + crlf;
+  sdp += "a=rtcp-fb:" + vpt + " nack" + crlf;
+  sdp += "a=rtcp-fb:" + vpt + " nack pli" + crlf;
+  sdp += "a=rtcp-fb:" + vpt + " ccm fir" + crlf;
+  sdp += "a=fmtp:" + vpt +
+         " level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f" + crlf;
+  source_lines(params.track_id, params.video_ssrc);
+  if (params.audio) {
+    const std::string apt = std::to_string(kOfferOpusPayloadType);
+    media_lines("audio", kOfferOpusPayloadType, "1");
+    sdp += "a=rtpmap:" + apt + " opus/48000/2" + crlf;
+    sdp += "a=fmtp:" + apt + " minptime=10;useinbandfec=1" +
+           (params.audio_stereo ? ";stereo=1;sprop-stereo=1" : "") + crlf;
+    source_lines(params.audio_track_id, params.audio_ssrc);
+  }
+  return sdp;
+}
+
+SdpError parse_whip_answer(std::string_view text, bool audio_offered, WhipAnswer& out) {
+  SdpOffer answer;
+  if (SdpError e = parse_sdp_description(text, answer); e != SdpError::kNone) return e;
+  // RFC 5763 section 5: the answerer picks a role; actpass is an offerer's word.
+  if (answer.setup != "active" && answer.setup != "passive") return SdpError::kBadSetup;
+  auto accepted = [](const SdpMedia& m) {
+    return m.port != 0 &&
+           (m.direction == SdpDirection::kRecvOnly || m.direction == SdpDirection::kSendRecv);
+  };
+  WhipAnswer result;
+  const SdpMedia* video = nullptr;
+  const SdpMedia* audio = nullptr;
+  for (const SdpMedia& m : answer.media) {
+    if (m.kind == "video" && m.mid == "0" && !video) video = &m;
+    if (m.kind == "audio" && m.mid == "1" && !audio) audio = &m;
+  }
+  if (!video || !accepted(*video)) return SdpError::kNoH264;
+  for (uint8_t pt : video->formats) {
+    const SdpCodec* codec = video->codec(pt);
+    if (!codec || !equals_ignore_case(codec->name, "H264") || codec->clock_rate != 90000) continue;
+    bool mode1 = false;
+    std::string profile;
+    read_h264_fmtp(codec->fmtp, mode1, profile);
+    if (!mode1) continue;
+    result.video_payload_type = pt;
+    break;
+  }
+  if (result.video_payload_type == 0) return SdpError::kNoH264;
+  if (!video->rtcp_mux) return SdpError::kNoRtcpMux;
+  if (audio_offered && audio && accepted(*audio) && audio->rtcp_mux) {
+    for (uint8_t pt : audio->formats) {
+      const SdpCodec* codec = audio->codec(pt);
+      if (codec && equals_ignore_case(codec->name, "opus") && codec->clock_rate == 48000 &&
+          codec->channels == 2) {
+        result.audio = true;
+        result.audio_payload_type = pt;
+        break;
+      }
+    }
+  }
+  for (const SdpMedia* m : {video, result.audio ? audio : nullptr}) {
+    if (!m) continue;
+    for (const SdpCandidate& c : m->candidates) {
+      const bool seen = std::any_of(result.candidates.begin(), result.candidates.end(),
+                                    [&c](const SdpCandidate& o) {
+                                      return o.address == c.address && o.port == c.port;
+                                    });
+      if (!seen) result.candidates.push_back(c);
+    }
+  }
+  if (result.candidates.empty()) return SdpError::kNoCandidates;
+  result.ice_ufrag = answer.ice_ufrag;
+  result.ice_pwd = answer.ice_pwd;
+  result.fingerprint = answer.fingerprint;
+  result.dtls_client = answer.setup == "passive";
+  result.ice_lite = answer.ice_lite;
+  out = std::move(result);
+  return SdpError::kNone;
 }
 
 }  // namespace syncd::webrtc

@@ -49,6 +49,7 @@ enum class SdpError : uint8_t {
   kBadSetup,
   kNoRtcpMux,
   kNoH264,  // no video m-line offers H264 packetization-mode=1
+  kNoCandidates,  // an answer to our offer with no UDP candidate we can reach (WHIP)
 };
 // snake_case words, e.g. "no_h264", used in HTTP 400 bodies. Any thread.
 const char* to_string(SdpError e);
@@ -65,6 +66,16 @@ struct SdpCodec {
   std::vector<std::string> feedback;
 };
 
+// An a=candidate line (RFC 8839 section 5.1) we can use: component 1 (RTP; rtcp-mux), UDP, an
+// IPv4 or IPv6 literal (mDNS .local names are not resolved).
+struct SdpCandidate {
+  std::string address;
+  uint16_t port = 0;
+  uint32_t priority = 0;
+  std::string type;  // host, srflx, prflx, relay
+};
+inline constexpr size_t kMaxSdpCandidates = 16;  // per m-line; more are ignored
+
 struct SdpMedia {
   std::string kind;  // "video", "audio", "application"...
   uint16_t port = 0;
@@ -78,6 +89,7 @@ struct SdpMedia {
   bool bundle_only = false;
   std::vector<SdpCodec> codecs;    // in the order their rtpmap (or fmtp, rtcp-fb) first appears
   std::string ice_ufrag, ice_pwd;  // media-level, may be empty
+  std::vector<SdpCandidate> candidates;
   const SdpCodec* codec(uint8_t payload_type) const;
 };
 
@@ -166,5 +178,52 @@ struct SdpAnswerParams {
 // are written as they are. Any thread.
 std::string write_sdp_answer(const SdpOffer& offer, const H264Choice& choice,
                              const OpusChoice* audio, const SdpAnswerParams& params);
+
+// ---- WHIP: syncd offers, an SFU answers (RFC 9725 section 4.2) ----
+
+struct SdpOfferParams {
+  uint64_t session_id = 0;
+  std::string ice_ufrag, ice_pwd;  // ours
+  secure::Fingerprint fingerprint;  // our certificate's
+  std::string candidate_ip;
+  uint16_t candidate_port = 0;
+  uint32_t video_ssrc = 0;
+  std::string cname, stream_id, track_id;
+  bool audio = false;  // offer an Opus m-line too
+  uint32_t audio_ssrc = 0;
+  std::string audio_track_id;
+  bool audio_stereo = true;
+};
+inline constexpr uint8_t kOfferH264PayloadType = 102;
+inline constexpr uint8_t kOfferOpusPayloadType = 111;
+
+// syncd's offer (CRLF lines): a=group:BUNDLE 0 [1]; m=video 9 UDP/TLS/RTP/SAVPF 102, mid 0,
+// sendonly, rtcp-mux, rtcp-rsize, our ice-ufrag/ice-pwd, a=fingerprint:sha-256, a=setup:actpass
+// (RFC 8842 section 5.2: the answerer picks the DTLS role), H264/90000 with nack, nack pli, ccm
+// fir, packetization-mode=1 profile-level-id=42e01f (constrained baseline, what the encoder
+// makes), msid, ssrc cname, one host candidate and end-of-candidates; with audio, m=audio ... 111
+// opus/48000/2 the same way (mid 1, fmtp minptime=10;useinbandfec=1[;stereo=1;sprop-stereo=1]).
+// Any thread.
+std::string write_sdp_offer(const SdpOfferParams& params);
+
+// What the answer to write_sdp_offer lets syncd send.
+struct WhipAnswer {
+  std::string ice_ufrag, ice_pwd;  // the SFU's
+  secure::Fingerprint fingerprint;
+  bool dtls_client = false;  // the answer's setup:passive makes us the DTLS client
+  bool ice_lite = false;
+  uint8_t video_payload_type = 0;  // the answer's for H.264 (normally ours, 102)
+  bool audio = false;              // the answer accepted the Opus m-line
+  uint8_t audio_payload_type = 0;
+  std::vector<SdpCandidate> candidates;  // from every accepted m-line, in order, no duplicates
+};
+
+// Reads an SFU's answer to our offer: parse_sdp_description's checks, then a=setup active or
+// passive (else kBadSetup), the video m-line (mid 0) accepted (port not 0, direction recvonly or
+// sendrecv) with an H264/90000 packetization-mode=1 format (else kNoH264) and rtcp-mux (else
+// kNoRtcpMux), and at least one usable candidate (else kNoCandidates). The audio m-line (mid 1),
+// when offered, is taken if accepted with opus/48000/2; otherwise syncd sends video only. Pure;
+// any thread.
+SdpError parse_whip_answer(std::string_view text, bool audio_offered, WhipAnswer& out);
 
 }  // namespace syncd::webrtc

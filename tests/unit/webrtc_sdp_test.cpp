@@ -605,6 +605,110 @@ TEST(WebrtcSdp, SessionLevelTransportAndOtherMedia) {
   EXPECT_EQ(media_level.media[1].ice_ufrag, "m3d1");
 }
 
+// ---- WHIP: our offer, an SFU's answer ----
+
+SdpOfferParams offer_params(bool audio) {
+  SdpOfferParams p;
+  p.session_id = 99;
+  p.ice_ufrag = "wHiP";
+  p.ice_pwd = "0123456789abcdefghijklmn";
+  for (size_t i = 0; i < p.fingerprint.sha256.size(); ++i)
+    p.fingerprint.sha256[i] = static_cast<uint8_t>(0x10 + i);
+  p.candidate_ip = "192.0.2.7";
+  p.candidate_port = 40000;
+  p.video_ssrc = 0x1111;
+  p.cname = "syncd";
+  p.stream_id = "stream";
+  p.track_id = "video";
+  p.audio = audio;
+  p.audio_ssrc = 0x2222;
+  p.audio_track_id = "audio";
+  return p;
+}
+
+TEST(WebrtcSdp, WhipOfferParsesBackAsSendOnlyActpass) {
+  const std::string text = write_sdp_offer(offer_params(true));
+  SdpOffer parsed;
+  ASSERT_EQ(parse_sdp_description(text, parsed), SdpError::kNone);
+  EXPECT_EQ(parsed.bundle_mids, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(parsed.setup, "actpass");
+  EXPECT_EQ(parsed.ice_ufrag, "wHiP");
+  ASSERT_EQ(parsed.media.size(), 2u);
+  EXPECT_EQ(parsed.media[0].kind, "video");
+  EXPECT_EQ(parsed.media[0].direction, SdpDirection::kSendOnly);
+  EXPECT_EQ(parsed.media[0].codec(102)->fmtp,
+            "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f");
+  EXPECT_EQ(parsed.media[0].codec(102)->feedback,
+            (std::vector<std::string>{"nack", "nack pli", "ccm fir"}));
+  ASSERT_EQ(parsed.media[0].candidates.size(), 1u);
+  EXPECT_EQ(parsed.media[0].candidates[0].address, "192.0.2.7");
+  EXPECT_EQ(parsed.media[0].candidates[0].port, 40000);
+  EXPECT_EQ(parsed.media[0].candidates[0].type, "host");
+  EXPECT_EQ(parsed.media[1].codec(111)->name, "opus");
+  EXPECT_EQ(parsed.media[1].direction, SdpDirection::kSendOnly);
+  // Without audio: one m-line.
+  ASSERT_EQ(parse_sdp_description(write_sdp_offer(offer_params(false)), parsed), SdpError::kNone);
+  EXPECT_EQ(parsed.media.size(), 1u);
+}
+
+// An SFU's answer as a full ICE agent writes it (werift's shape: candidates per m-line, host and
+// a TCP one and an mDNS name we skip, setup:active).
+constexpr std::string_view kWhipAnswer =
+    "v=0\r\no=- 1 0 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0 1\r\n"
+    "a=msid-semantic:WMS *\r\n"
+    "m=video 9 UDP/TLS/RTP/SAVPF 102\r\nc=IN IP4 0.0.0.0\r\na=ice-ufrag:SfUu\r\n"
+    "a=ice-pwd:abcdefghijklmnopqrstuvwx\r\na=fingerprint:sha-256 "
+    "7B:8B:F0:65:5F:78:E2:51:3B:AC:6F:F3:3F:46:1B:35:DC:B8:5F:64:1A:24:C2:43:F0:A1:58:D0:A1:2C:"
+    "19:08\r\na=setup:active\r\na=mid:0\r\na=recvonly\r\na=rtcp-mux\r\n"
+    "a=rtpmap:102 H264/90000\r\na=rtcp-fb:102 nack\r\na=rtcp-fb:102 nack pli\r\n"
+    "a=fmtp:102 level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f\r\n"
+    "a=candidate:1 1 udp 2130706431 127.0.0.1 50001 typ host\r\n"
+    "a=candidate:2 1 tcp 1518280447 127.0.0.1 9 typ host tcptype active\r\n"
+    "a=candidate:3 1 udp 2122260223 4b3c0c1d-abcd.local 50002 typ host\r\n"
+    "a=candidate:4 2 udp 2130706430 127.0.0.1 50003 typ host\r\n"
+    "a=end-of-candidates\r\n"
+    "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 0.0.0.0\r\na=mid:1\r\na=recvonly\r\n"
+    "a=rtcp-mux\r\na=rtpmap:111 opus/48000/2\r\n"
+    "a=candidate:1 1 udp 2130706431 127.0.0.1 50001 typ host\r\n"
+    "a=candidate:5 1 udp 1694498815 203.0.113.9 61000 typ srflx raddr 0.0.0.0 rport 0\r\n";
+
+TEST(WebrtcSdp, WhipAnswerGivesRolesPayloadTypesAndCandidates) {
+  WhipAnswer a;
+  ASSERT_EQ(parse_whip_answer(kWhipAnswer, true, a), SdpError::kNone);
+  EXPECT_EQ(a.ice_ufrag, "SfUu");
+  EXPECT_EQ(a.ice_pwd, "abcdefghijklmnopqrstuvwx");
+  EXPECT_EQ(a.fingerprint.sha256[0], 0x7B);
+  EXPECT_FALSE(a.dtls_client);  // the SFU is active: we are the DTLS server
+  EXPECT_EQ(a.video_payload_type, 102);
+  EXPECT_TRUE(a.audio);
+  EXPECT_EQ(a.audio_payload_type, 111);
+  // The UDP host candidate once, the srflx one; not TCP, mDNS or component 2.
+  ASSERT_EQ(a.candidates.size(), 2u);
+  EXPECT_EQ(a.candidates[0].address, "127.0.0.1");
+  EXPECT_EQ(a.candidates[0].port, 50001);
+  EXPECT_EQ(a.candidates[1].address, "203.0.113.9");
+  EXPECT_EQ(a.candidates[1].type, "srflx");
+
+  const std::string ok(kWhipAnswer);
+  EXPECT_TRUE(parse_whip_answer(replaced(ok, "a=setup:active", "a=setup:passive"), true, a) ==
+                  SdpError::kNone &&
+              a.dtls_client);
+  EXPECT_EQ(parse_whip_answer(replaced(ok, "a=setup:active", "a=setup:actpass"), true, a),
+            SdpError::kBadSetup);
+  EXPECT_EQ(parse_whip_answer(replaced(ok, "m=video 9 ", "m=video 0 "), true, a),
+            SdpError::kNoH264);
+  EXPECT_EQ(parse_whip_answer(replaced(ok, "packetization-mode=1", "packetization-mode=0"), true, a),
+            SdpError::kNoH264);
+  EXPECT_EQ(parse_whip_answer(without_lines(ok, "a=candidate:1 "), false, a),
+            SdpError::kNoCandidates);  // audio not offered: its srflx candidate is not ours
+  // The audio refused by the SFU: video only.
+  ASSERT_EQ(parse_whip_answer(replaced(ok, "m=audio 9 ", "m=audio 0 "), true, a), SdpError::kNone);
+  EXPECT_FALSE(a.audio);
+  ASSERT_EQ(parse_whip_answer(ok, false, a), SdpError::kNone);
+  EXPECT_FALSE(a.audio);
+  EXPECT_EQ(to_string(SdpError::kNoCandidates), std::string("no_candidates"));
+}
+
 SdpError parse(std::string_view text) {
   SdpOffer offer;
   return parse_sdp_offer(text, offer);

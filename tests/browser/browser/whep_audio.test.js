@@ -131,6 +131,7 @@ test('a browser hears syncd\'s audio over WHEP: stereo Opus beside the video, li
     assert.equal(s.whep.answered_with_audio, 1);
     const egress = s.whep.egresses.find((e) => e.stream === 'whep-audio');
     assert.ok(egress?.audio, JSON.stringify(s.whep));
+    console.log(`# whep audio in syncd: ${JSON.stringify(egress.audio)}`);
     assert.equal(egress.audio.stereo, true);
     assert.ok(egress.audio.frames_encoded >= 150, JSON.stringify(egress.audio));
     assert.equal(egress.audio.encode_errors, 0);
