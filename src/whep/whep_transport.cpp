@@ -119,7 +119,7 @@ class WhepTransport::Session final : public rtp::RtcpSink {
       : owner_(owner),
         setup_(std::move(setup)),
         stats_(*setup_->stats),
-        dtls_(owner.dtls_context_, secure::DtlsRole::kServer, setup_->remote_fingerprint,
+        dtls_(owner.dtls_context_, setup_->dtls_role, setup_->remote_fingerprint,
               [this](std::span<const uint8_t> d) { send_raw(d); }),
         history_(new uint8_t[kHistory * kPacketBytes]),
         created_ns_(now_ns) {
@@ -129,6 +129,30 @@ class WhepTransport::Session final : public rtp::RtcpSink {
     audio_timestamp_offset_ = random_u32();
     stats_.created_ns.store(now_ns, kRelaxed);
     stats_.state.store(uint32_t(WhepState::kWaitingForIce), kRelaxed);
+    for (size_t i = 0; i < sizeof check_prefix_; i += 4) {
+      const uint32_t r = random_u32();
+      std::memcpy(check_prefix_ + i, &r, 4);
+    }
+    tie_breaker_ = uint64_t(random_u32()) << 32 | random_u32();
+  }
+
+  // Whether a STUN transaction id is one of this session's checks (its first 8 bytes).
+  bool owns_check(const std::array<uint8_t, 12>& transaction_id) const {
+    return setup_->ice_controlling &&
+           std::memcmp(transaction_id.data(), check_prefix_, sizeof check_prefix_) == 0;
+  }
+  const std::string& remote_password() const { return setup_->remote_password; }
+
+  // A success response to one of our checks, from `from` (WHIP: we control ICE). The first pair
+  // that answers is nominated (every check carried USE-CANDIDATE) and becomes the session's.
+  void on_check_answered(const sockaddr_storage& from, uint64_t now_ns) {
+    bump(stats_.checks_answered);
+    last_consent_ns_ = now_ns;
+    if (!has_address_) {
+      address_ = from;
+      has_address_ = true;
+    }
+    if (state_ == WhepState::kWaitingForIce) enter_handshaking(now_ns);
   }
 
   uint64_t id() const { return setup_->id; }
@@ -148,11 +172,13 @@ class WhepTransport::Session final : public rtp::RtcpSink {
     last_consent_ns_ = now_ns;
     // ICE-lite (RFC 8445 6.1.3.2): the pair the controlling browser nominates is the one; before
     // a nomination, the first checked address serves (a browser sends DTLS on its first pair).
-    if (!has_address_ || (nominated && !relay::same_address(from, address_))) {
+    // As the controlling agent (WHIP) we nominate: the peer's own checks only refresh consent.
+    if (!has_address_ ||
+        (nominated && !setup_->ice_controlling && !relay::same_address(from, address_))) {
       address_ = from;
       has_address_ = true;
     }
-    if (state_ == WhepState::kWaitingForIce) set_state(WhepState::kHandshaking);
+    if (state_ == WhepState::kWaitingForIce) enter_handshaking(now_ns);
   }
 
   // DTLS from the session's address. Returns the session's end when it ended here.
@@ -260,6 +286,7 @@ class WhepTransport::Session final : public rtp::RtcpSink {
   // Timers: DTLS retransmission, the sender report, consent. Returns the session's end when it
   // ended here.
   WhepEnd on_tick(uint64_t now_ns) {
+    if (setup_->ice_controlling) send_checks(now_ns);
     if (state_ == WhepState::kWaitingForIce) {
       if (now_ns - created_ns_ >= owner_.config_.ice_timeout_ns) return WhepEnd::kIceTimeout;
       return WhepEnd::kNone;
@@ -321,11 +348,50 @@ class WhepTransport::Session final : public rtp::RtcpSink {
   }
 
  private:
+  void enter_handshaking(uint64_t now_ns) {
+    set_state(WhepState::kHandshaking);
+    // The client speaks first (RFC 6347); as the server we wait for its ClientHello.
+    if (setup_->dtls_role == secure::DtlsRole::kClient) dtls_.start(now_ns);
+  }
+
+  // WHIP: checks to every candidate until one answers (RFC 8445 6.1.4, paced at kCheckIntervalNs,
+  // a few candidates at most), then one to the chosen address every kConsentIntervalNs (RFC 7675).
+  void send_checks(uint64_t now_ns) {
+    if (now_ns < next_check_ns_) return;
+    next_check_ns_ = now_ns + (has_address_ ? kConsentIntervalNs : kCheckIntervalNs);
+    webrtc::StunBindingRequest request;
+    std::memcpy(request.transaction_id.data(), check_prefix_, sizeof check_prefix_);
+    const uint32_t n = ++check_count_;
+    std::memcpy(request.transaction_id.data() + sizeof check_prefix_, &n, 4);
+    const std::string username = setup_->remote_ufrag + ":" + setup_->local_ufrag;
+    request.username = username;
+    // RFC 8445 5.1.2.1: a peer-reflexive candidate's priority, type preference 110.
+    request.priority = (110u << 24) | (65535u << 8) | 255u;
+    request.use_candidate = true;
+    request.ice_controlling = true;
+    request.tie_breaker = tie_breaker_;
+    uint8_t message[webrtc::kMaxStunRequest];
+    const size_t size =
+        webrtc::write_stun_binding_request(request, setup_->remote_password, message);
+    if (size == 0) return;
+    auto send_to = [&](const sockaddr_storage& to) {
+      if (owner_.thread_->send_datagram({message, size}, reinterpret_cast<const sockaddr*>(&to)))
+        bump(stats_.checks_sent);
+    };
+    if (has_address_) {
+      send_to(address_);
+    } else {
+      for (const sockaddr_storage& candidate : setup_->remote_candidates) send_to(candidate);
+    }
+  }
+
   WhepEnd on_handshake_complete(uint64_t now_ns) {
     const secure::SrtpKeyMaterial& keys = dtls_.keys();
-    // We are the DTLS server: we protect with the server's key and read with the client's.
-    if (!send_.init(0, keys.server_write, true, /*with_mki=*/false) ||
-        !receive_.init(0, keys.client_write, false, /*with_mki=*/false)) {
+    // RFC 5764 4.2: each side protects with its own role's key and reads with the other's.
+    const bool server = setup_->dtls_role == secure::DtlsRole::kServer;
+    if (!send_.init(0, server ? keys.server_write : keys.client_write, true, /*with_mki=*/false) ||
+        !receive_.init(0, server ? keys.client_write : keys.server_write, false,
+                       /*with_mki=*/false)) {
       stats_.dtls_failure.store(uint32_t(secure::DtlsFailure::kExportFailed), kRelaxed);
       return WhepEnd::kDtlsFailed;
     }
@@ -429,6 +495,13 @@ class WhepTransport::Session final : public rtp::RtcpSink {
   uint64_t last_consent_ns_ = 0;
   uint64_t next_report_ns_ = 0;
   uint64_t now_ns_ = 0;  // the time of the datagram being handled (for RtcpSink callbacks)
+  // WHIP's checks: transaction ids are this prefix and a counter.
+  uint8_t check_prefix_[8] = {};
+  uint32_t check_count_ = 0;
+  uint64_t tie_breaker_ = 0;
+  uint64_t next_check_ns_ = 0;
+  static constexpr uint64_t kCheckIntervalNs = 50'000'000;
+  static constexpr uint64_t kConsentIntervalNs = 5'000'000'000ull;
 };
 
 WhepTransport::WhepTransport(WhepTransportConfig config, const secure::Identity& identity,
@@ -475,10 +548,34 @@ void WhepTransport::on_datagram(std::span<uint8_t> datagram, const sockaddr_stor
   bump(counters_.foreign_datagrams);
 }
 
+void WhepTransport::on_stun_response(std::span<uint8_t> datagram, const sockaddr_storage& from,
+                                     uint64_t now_ns) {
+  webrtc::StunBindingResponse response;
+  if (webrtc::parse_stun_binding_response(datagram, response) != webrtc::StunError::kNone) {
+    bump(counters_.stun_malformed);
+    return;
+  }
+  for (auto& s : sessions_) {
+    if (s->state() == WhepState::kEnded || !s->owns_check(response.transaction_id)) continue;
+    // Signed with the peer's password, like our request (RFC 8445 7.2.5.2.2 / RFC 8489 9.2.4).
+    if (response.success && webrtc::stun_integrity_ok(datagram, s->remote_password())) {
+      s->on_check_answered(from, now_ns);
+      return;
+    }
+    break;
+  }
+  bump(counters_.stun_unmatched);
+}
+
 void WhepTransport::on_stun(std::span<uint8_t> datagram, const sockaddr_storage& from,
                             uint64_t now_ns) {
   webrtc::StunBindingRequest request;
-  if (webrtc::parse_stun_binding_request(datagram, request) != webrtc::StunError::kNone) {
+  const webrtc::StunError parsed = webrtc::parse_stun_binding_request(datagram, request);
+  if (parsed == webrtc::StunError::kNotBindingRequest) {
+    on_stun_response(datagram, from, now_ns);
+    return;
+  }
+  if (parsed != webrtc::StunError::kNone) {
     bump(counters_.stun_malformed);
     return;
   }

@@ -77,6 +77,8 @@ struct WhepSessionStats {
   std::atomic<uint64_t> first_frame_ns{0};  // the first access unit sent
   std::atomic<uint64_t> stun_requests{0};
   std::atomic<uint64_t> stun_refused{0};  // wrong integrity
+  std::atomic<uint64_t> checks_sent{0};   // our own Binding requests (WHIP: controlling)
+  std::atomic<uint64_t> checks_answered{0};
   std::atomic<uint64_t> frames_offered{0};
   std::atomic<uint64_t> frames_sent{0};
   std::array<std::atomic<uint64_t>, size_t(WhepDrop::kCount)> frames_dropped{};
@@ -109,6 +111,14 @@ struct WhepSessionSetup final : relay::HandlerCommand {
   secure::Fingerprint remote_fingerprint;  // the browser's certificate, from the offer
   uint8_t payload_type = 0;                // H.264's, from the offer
   uint32_t ssrc = 0;
+  // WHIP (syncd offered, an SFU answered; docs/whep.md "WHIP"): we are the controlling ICE agent
+  // and check the SFU's candidates ourselves (aggressive nomination: USE-CANDIDATE on every
+  // check, the first pair that answers is the one), keep consent with a check every 5 s, and take
+  // the DTLS role the answer gave us.
+  bool ice_controlling = false;
+  std::string remote_password;                      // the SFU's ice-pwd: our checks' key
+  std::vector<sockaddr_storage> remote_candidates;  // the SFU's UDP candidates, best first
+  secure::DtlsRole dtls_role = secure::DtlsRole::kServer;
   bool audio = false;                      // the answer accepted the offer's Opus m-line
   uint8_t audio_payload_type = 0;          // Opus's, from the offer
   uint32_t audio_ssrc = 0;
@@ -138,6 +148,7 @@ struct WhepTransportCounters {
   std::atomic<uint64_t> foreign_datagrams{0};  // from no session's address, and not STUN
   std::atomic<uint64_t> stun_malformed{0};     // not a well-formed Binding request
   std::atomic<uint64_t> stun_unknown_user{0};  // a ufrag no session has
+  std::atomic<uint64_t> stun_unmatched{0};     // a response to no check of ours (or forged)
   std::atomic<uint64_t> keyframe_requests{0};  // asked of the encoder
   std::atomic<uint64_t> frames_in{0};          // access units from the main loop
 };
@@ -170,6 +181,8 @@ class WhepTransport final : public relay::RelayHandler {
   class Session;
   Session* find_by_address(const sockaddr_storage& from);
   void on_stun(std::span<uint8_t> datagram, const sockaddr_storage& from, uint64_t now_ns);
+  void on_stun_response(std::span<uint8_t> datagram, const sockaddr_storage& from,
+                        uint64_t now_ns);
   void send_frame(relay::ToRelay& message, uint64_t now_ns);
   void end(Session& session, WhepEnd why);
   void request_keyframe(uint64_t now_ns);

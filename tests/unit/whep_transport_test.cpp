@@ -207,6 +207,7 @@ struct WhepTransportTest : ::testing::Test {
     setup->remote_fingerprint = browser_id.fingerprint;
     setup->payload_type = kPayloadType;
     setup->ssrc = kSsrc;
+    customize(*setup);
     setup->audio = tap != nullptr;
     setup->audio_payload_type = kAudioPayloadType;
     setup->audio_ssrc = kAudioSsrc;
@@ -216,6 +217,8 @@ struct WhepTransportTest : ::testing::Test {
     m.command = setup;
     ASSERT_TRUE(thread->send_to_relay(m));
   }
+  // A fixture's changes to the session's setup (after the relay thread started).
+  virtual void customize(WhepSessionSetup&) {}
   void TearDown() override {
     thread->stop();
     uv_run(&loop, UV_RUN_DEFAULT);
@@ -537,6 +540,98 @@ TEST_F(WhepAudioTest, StereoOpusArrivesContinuousWithASenderReportOnTheSameWallC
   EXPECT_EQ(transport->audio()->counters().encode_errors.load(), 0u);
   EXPECT_EQ(transport->audio()->counters().capture_gaps.load(), 0u);
   EXPECT_TRUE(tap->wanted());
+}
+
+// WHIP: syncd offered and the SFU (this test) answered setup:passive. syncd is the controlling
+// ICE agent (it checks the SFU's candidate, nominating, signed with the SFU's password) and the
+// DTLS client; a response that does not authenticate is not taken; then media flows protected
+// with the client's key.
+struct WhipTransportTest : WhepTransportTest {
+  static constexpr char kSfuPassword[] = "sfu-password-0123456789";
+  std::unique_ptr<Browser> sfu;
+  void customize(WhepSessionSetup& setup) override {
+    sfu = std::make_unique<Browser>(thread->local_port());
+    setup.ice_controlling = true;
+    setup.remote_password = kSfuPassword;
+    setup.dtls_role = secure::DtlsRole::kClient;
+    sockaddr_in candidate{};
+    candidate.sin_family = AF_INET;
+    candidate.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    candidate.sin_port = htons(sfu->port());
+    sockaddr_storage storage{};
+    std::memcpy(&storage, &candidate, sizeof candidate);
+    // A candidate nobody listens on first: checks go to both, the one that answers wins.
+    sockaddr_in dead = candidate;
+    dead.sin_port = htons(9);
+    sockaddr_storage dead_storage{};
+    std::memcpy(&dead_storage, &dead, sizeof dead);
+    setup.remote_candidates = {dead_storage, storage};
+  }
+};
+
+TEST_F(WhipTransportTest, SyncdChecksNominatesAndHandshakesAsTheDtlsClient) {
+  Browser& s = *sfu;
+  webrtc::StunAddress syncd_address;
+  std::memcpy(syncd_address.ip.data(), "\x7f\x00\x00\x01", 4);
+  syncd_address.port = thread->local_port();
+
+  // syncd's check: to our candidate, signed with our password, controlling and nominating.
+  std::vector<uint8_t> d = s.receive(&loop);
+  webrtc::StunBindingRequest check;
+  ASSERT_EQ(webrtc::parse_stun_binding_request(d, check), webrtc::StunError::kNone);
+  EXPECT_EQ(check.username, std::string("brow:") + kUfrag);
+  EXPECT_TRUE(check.ice_controlling);
+  EXPECT_TRUE(check.use_candidate);
+  EXPECT_TRUE(webrtc::stun_integrity_ok(d, kSfuPassword));
+  EXPECT_FALSE(webrtc::stun_integrity_ok(d, kPassword));
+
+  // A response signed with the wrong key is not taken.
+  uint8_t response[webrtc::kMaxStunResponse];
+  size_t n = webrtc::write_stun_binding_success(check.transaction_id, syncd_address,
+                                                "not-the-sfu-password-xx", response);
+  s.send({response, n});
+  ASSERT_TRUE(run_until([&] { return transport->counters().stun_unmatched.load() == 1; }));
+  EXPECT_EQ(stats->state.load(), uint32_t(WhepState::kWaitingForIce));
+
+  // The right one: syncd takes the pair and, as the DTLS client, sends its ClientHello.
+  d = s.receive(&loop);  // a later check (they repeat until answered)
+  ASSERT_EQ(webrtc::parse_stun_binding_request(d, check), webrtc::StunError::kNone);
+  n = webrtc::write_stun_binding_success(check.transaction_id, syncd_address, kSfuPassword,
+                                         response);
+  s.send({response, n});
+  secure::DtlsContext context(browser_id, BrowserDtls::config());
+  secure::DtlsEndpoint dtls(context, secure::DtlsRole::kServer, syncd_id.fingerprint,
+                            [&s](std::span<const uint8_t> out) { s.send(out); });
+  const std::array<uint8_t, 4> address{127, 0, 0, 1};
+  bool complete = false;
+  for (int i = 0; i < 100 && !complete; ++i) {
+    d = s.receive(&loop, 300);
+    if (d.empty() || webrtc::looks_like_stun(d)) continue;  // consent checks come later
+    complete = dtls.feed(d, address, core::monotonic_ns()) == secure::DtlsEvent::kHandshakeComplete;
+  }
+  ASSERT_TRUE(complete);
+  ASSERT_TRUE(run_until([&] { return stats->state.load() == uint32_t(WhepState::kConnected); }));
+  EXPECT_GE(stats->checks_sent.load(), 2u);
+  EXPECT_EQ(stats->checks_answered.load(), 1u);
+
+  // Media, protected with the client's key (syncd is the client here).
+  secure::SrtpAeadContext receive;
+  ASSERT_TRUE(receive.init(0, dtls.keys().client_write, false, /*with_mki=*/false));
+  std::mt19937 rng(9);
+  std::vector<uint8_t> idr = access_unit(4000, true, rng);
+  media::FrameSlot slot;
+  slot.pixels = idr.data();
+  slot.info.bytes = uint32_t(idr.size());
+  send_frame(slot);
+  d = s.receive_rtp(&loop);
+  while (!d.empty() && webrtc::looks_like_stun(d)) d = s.receive_rtp(&loop);
+  ASSERT_FALSE(d.empty());
+  size_t size = d.size();
+  ASSERT_EQ(receive.unprotect_rtp(d.data(), size), secure::SrtpStatus::kOk);
+  rtp::RtpPacketView packet;
+  ASSERT_EQ(rtp::parse_rtp({d.data(), size}, packet), rtp::RtpParseError::kOk);
+  EXPECT_EQ(packet.ssrc, kSsrc);
+  ASSERT_TRUE(run_until([&] { return stats->frames_sent.load() == 1; }));
 }
 
 }  // namespace
