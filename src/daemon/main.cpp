@@ -199,6 +199,19 @@ int main(int argc, char** argv) {
                  "WHEP: the --audio-source channels browsers hear as Opus: L,R (stereo), N "
                  "(mono) or none")
       ->default_str("0,1");
+  // WHIP push (docs/whep.md, "WHIP").
+  syncd::whep::WhipTarget whip;
+  app.add_option("--whip-to", whip.url,
+                 "WHIP: offer a stream to this WHIP endpoint (an SFU's ingest URL, http or https)");
+  app.add_option("--whip-stream", whip.stream, "WHIP: the stream to push (default: the first opened)");
+  app.add_option("--whip-token", whip.token, "WHIP: the bearer token the endpoint asks for");
+  app.add_option("--whip-bitrate", whip.encode.bitrate_kbps,
+                 "WHIP: kbit/s a raw stream is encoded at for the SFU")
+      ->check(CLI::Range(100, 200000))
+      ->capture_default_str();
+  bool whip_insecure = false;
+  app.add_flag("--whip-insecure", whip_insecure,
+               "WHIP: do not check the endpoint's TLS certificate (a lab's self-signed SFU)");
   app.add_flag("--print-fingerprint", print_fingerprint,
                "Print this syncd's relay certificate fingerprint (making the certificate if "
                "needed) and exit");
@@ -251,6 +264,15 @@ int main(int argc, char** argv) {
     cfg.relay = relay;
   }
   whep.encode.max_bitrate_kbps = whep.encode.bitrate_kbps;  // no estimate to follow (docs/whep.md)
+  if (!whip.url.empty()) {
+    whip.encode.max_bitrate_kbps = whip.encode.bitrate_kbps;
+    whip.verify_tls = !whip_insecure;
+    if (no_whep) {
+      std::fprintf(stderr, "syncd: --whip-to needs the WebRTC egress that --no-whep turns off\n");
+      return 2;
+    }
+    whep.whip = whip;
+  }
   if (no_whep) {
     cfg.whep.reset();
   } else {

@@ -243,6 +243,11 @@ int Server::start() {
     }
     whep_ = std::make_unique<whep::WhepService>(wc, registry_, &loop_);
     http_routes_.set_whep(whep_.get());
+    std::string why;
+    if (!whep_->start(why)) {
+      std::fprintf(stderr, "syncd: %s\n", why.c_str());
+      return UV_EINVAL;
+    }
   }
   register_control();
   std::printf("syncd listening on %s:%u\n", ip, unsigned(bound_port_));

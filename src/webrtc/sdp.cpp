@@ -627,8 +627,12 @@ std::string write_sdp_offer(const SdpOfferParams& params) {
   auto source_lines = [&](const std::string& track_id, uint32_t ssrc) {
     sdp += "a=msid:" + params.stream_id + " " + track_id + crlf;
     sdp += "a=ssrc:" + std::to_string(ssrc) + " cname:" + params.cname + crlf;
-    sdp += "a=candidate:1 1 udp 2130706431 " + params.candidate_ip + " " +
-           std::to_string(params.candidate_port) + " typ host" + crlf;
+    // RFC 8445 5.1.2.1: type preference 126 (host), local preference falling per address.
+    for (size_t i = 0; i < params.candidate_ips.size(); ++i)
+      sdp += "a=candidate:" + std::to_string(i + 1) + " 1 udp " +
+             std::to_string((126u << 24) | ((65535u - uint32_t(i)) << 8) | 255u) + " " +
+             params.candidate_ips[i] + " " + std::to_string(params.candidate_port) + " typ host" +
+             crlf;
     sdp += "a=end-of-candidates" + crlf;
   };
   const std::string vpt = std::to_string(kOfferH264PayloadType);

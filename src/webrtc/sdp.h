@@ -185,7 +185,7 @@ struct SdpOfferParams {
   uint64_t session_id = 0;
   std::string ice_ufrag, ice_pwd;  // ours
   secure::Fingerprint fingerprint;  // our certificate's
-  std::string candidate_ip;
+  std::vector<std::string> candidate_ips;  // a host candidate each, all on candidate_port
   uint16_t candidate_port = 0;
   uint32_t video_ssrc = 0;
   std::string cname, stream_id, track_id;
@@ -201,7 +201,7 @@ inline constexpr uint8_t kOfferOpusPayloadType = 111;
 // sendonly, rtcp-mux, rtcp-rsize, our ice-ufrag/ice-pwd, a=fingerprint:sha-256, a=setup:actpass
 // (RFC 8842 section 5.2: the answerer picks the DTLS role), H264/90000 with nack, nack pli, ccm
 // fir, packetization-mode=1 profile-level-id=42e01f (constrained baseline, what the encoder
-// makes), msid, ssrc cname, one host candidate and end-of-candidates; with audio, m=audio ... 111
+// makes), msid, ssrc cname, a host candidate per address and end-of-candidates; with audio, m=audio ... 111
 // opus/48000/2 the same way (mid 1, fmtp minptime=10;useinbandfec=1[;stereo=1;sprop-stereo=1]).
 // Any thread.
 std::string write_sdp_offer(const SdpOfferParams& params);

@@ -24,6 +24,7 @@ audio_codec::EncoderConfig encoder_config(bool stereo) {
   // Browsers repair loss with in-band FEC and PLC (no NACK for audio): let the encoder add LBRR
   // where its mode carries it.
   c.inband_fec = true;
+  c.expected_loss_percent = WhepAudioEncoder::kMinExpectedLoss;
   return c;
 }
 
@@ -32,6 +33,16 @@ audio_codec::EncoderConfig encoder_config(bool stereo) {
 WhepAudioEncoder::WhepAudioEncoder(std::shared_ptr<audio::AudioTap> tap)
     : tap_(std::move(tap)), accumulator_(audio::AudioTap::kChannels, kFrameSamples) {
   encoder_.open(encoder_config(!tap_->mono()));
+  counters_.expected_loss_percent.store(expected_loss_, kRelaxed);
+}
+
+void WhepAudioEncoder::set_expected_loss(uint32_t percent) {
+  percent = std::clamp(percent, kMinExpectedLoss, kMaxExpectedLoss);
+  if (percent == expected_loss_ || !ok()) return;
+  if (encoder_.set_expected_loss(percent) == audio_codec::EncoderStatus::kOk) {
+    expected_loss_ = percent;
+    counters_.expected_loss_percent.store(percent, kRelaxed);
+  }
 }
 
 void WhepAudioEncoder::set_wanted(bool wanted) {

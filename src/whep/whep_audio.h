@@ -42,6 +42,7 @@ struct WhepAudioCounters {
   std::atomic<uint64_t> capture_gaps{0};  // the tap's index jumped (a pause, a gap, an overrun)
   std::atomic<uint64_t> encode_ns{0};     // the encoder's time on the relay thread
   std::atomic<uint64_t> bytes{0};         // Opus bytes encoded
+  std::atomic<uint64_t> expected_loss_percent{0};  // what the encoder plans its FEC for now
 };
 
 class WhepAudioEncoder {
@@ -66,6 +67,12 @@ class WhepAudioEncoder {
   // monotonic_ns times the encode.
   bool next(EncodedAudio& out, uint64_t (*monotonic_ns)());
 
+  // The loss the encoder plans its in-band FEC for (OPUS_SET_PACKET_LOSS_PERC), from the
+  // listeners' receiver reports: the worst of them, at least kMinExpectedLoss.
+  void set_expected_loss(uint32_t percent);
+  static constexpr uint32_t kMinExpectedLoss = 5;
+  static constexpr uint32_t kMaxExpectedLoss = 50;
+
   // The capture index the capture clock reaches at now_ns (CLOCK_MONOTONIC), extrapolated from
   // the newest block read; meaningful when has_clock().
   uint64_t capture_index_at(uint64_t now_ns) const;
@@ -86,6 +93,7 @@ class WhepAudioEncoder {
   uint64_t expected_next_ = UINT64_MAX;  // the capture index the tap's next frame should have
   uint64_t last_frame_index_ = UINT64_MAX;
   uint64_t clock_index_ = 0, clock_ns_ = 0;
+  uint32_t expected_loss_ = kMinExpectedLoss;
   WhepAudioCounters counters_;
 };
 

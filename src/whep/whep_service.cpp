@@ -7,35 +7,14 @@
 
 #include "core/clock.h"
 #include "webrtc/sdp.h"
+#include "whep/whep_ids.h"
+#include "whep/whep_internal.h"
 
 namespace syncd::whep {
 
 namespace {
 
 constexpr auto kRelaxed = std::memory_order_relaxed;
-
-// RFC 8839 5.4: ice-char is ALPHA / DIGIT / "+" / "/".
-std::string random_ice_chars(size_t n) {
-  static constexpr char kChars[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out(n, 'A');
-  uint8_t bytes[64];
-  RAND_bytes(bytes, int(n));
-  for (size_t i = 0; i < n; ++i) out[i] = kChars[bytes[i] % 64];
-  return out;
-}
-
-uint64_t random_u64() {
-  uint64_t v = 0;
-  while (v == 0) RAND_bytes(reinterpret_cast<uint8_t*>(&v), sizeof v);
-  return v;
-}
-
-std::string hex_id(uint64_t id) {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(id));
-  return text;
-}
 
 bool is_wildcard(const std::string& host) {
   return host.empty() || host == "0.0.0.0" || host == "::";
@@ -73,16 +52,6 @@ bool parse_whep_audio_channels(std::string_view text, uint32_t source_channels,
   return true;
 }
 
-struct WhepService::Egress {
-  WhepService* service = nullptr;
-  std::string stream;
-  std::unique_ptr<relay::RelayThread> thread;
-  WhepTransport* transport = nullptr;          // owned by the thread
-  relay::RelayPublisher* publisher = nullptr;  // owned by the registry
-  size_t sessions = 0;                         // live ones
-  bool audio = false;                          // its transport encodes the audio tap
-  bool audio_stereo = false;
-};
 
 WhepService::WhepService(WhepConfig config, media::StreamRegistry& registry, uv_loop_t* loop)
     : config_(std::move(config)), registry_(registry), loop_(loop) {}
@@ -92,16 +61,21 @@ WhepService::~WhepService() {
 }
 
 void WhepService::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  stop_whip();
   for (auto& [name, egress] : egresses_) {
     if (egress->publisher) egress->publisher->set_active(false);
     egress->thread->stop();  // frames it held come back (kFrameDone) and sessions end
   }
 }
 
-WhepService::Egress* WhepService::egress_for(const std::string& stream_name, bool& busy,
-                                             std::string& error) {
+WhepService::Egress* WhepService::egress_for(const std::string& key, const std::string& stream_name,
+                                             const std::string& bind_host,
+                                             const relay::EncodeSettings& encode,
+                                             const char* label, bool& busy, std::string& error) {
   busy = false;
-  if (auto it = egresses_.find(stream_name); it != egresses_.end()) return it->second.get();
+  if (auto it = egresses_.find(key); it != egresses_.end()) return it->second.get();
   if (egresses_.size() >= kMaxStreams) {
     busy = true;
     return nullptr;
@@ -124,21 +98,37 @@ WhepService::Egress* WhepService::egress_for(const std::string& stream_name, boo
   egress->audio_stereo = egress->audio && transport->audio()->stereo();
   egress->transport = transport.get();
   relay::RelayThreadConfig tc;
-  tc.bind_host = is_wildcard(config_.host) ? "0.0.0.0" : config_.host;
+  tc.bind_host = bind_host;
   tc.bind_port = 0;
   egress->thread = std::make_unique<relay::RelayThread>(tc, std::move(transport),
                                                         &WhepService::on_message, egress.get());
   if (!egress->thread->start(loop_, error)) return nullptr;
   auto publisher = std::make_unique<relay::RelayPublisher>(*egress->thread, stream_name, loop_,
-                                                           config_.encode, "whep");
+                                                           encode, label);
   publisher->set_active(false);
   egress->publisher = publisher.get();
   registry_.add_publisher(std::move(publisher));
   // The stream is open already (the caller checked): the publisher takes it as if just opened.
   if (media::Stream* s = registry_.find(stream_name)) egress->publisher->on_stream_open(*s);
   Egress* raw = egress.get();
-  egresses_.emplace(stream_name, std::move(egress));
+  egresses_.emplace(key, std::move(egress));
   return raw;
+}
+
+bool WhepService::add_session(Egress& egress, std::unique_ptr<WhepSessionSetup> setup, bool whip) {
+  const uint64_t id = setup->id;
+  sessions_[id] = SessionRecord{egress.stream, &egress, setup->stats, setup->audio, whip};
+  relay::ToRelay m;
+  m.kind = relay::ToRelay::Kind::kCommand;
+  m.command = setup.release();
+  if (!egress.thread->send_to_relay(m)) {
+    delete m.command;
+    sessions_.erase(id);
+    return false;
+  }
+  ++egress.sessions;
+  update_activity(egress);
+  return true;
 }
 
 void WhepService::update_activity(Egress& egress) {
@@ -195,7 +185,8 @@ WhepService::Response WhepService::offer(std::string_view stream_name,
   }
   bool busy = false;
   std::string why;
-  Egress* egress = egress_for(name, busy, why);
+  Egress* egress = egress_for(name, name, is_wildcard(config_.host) ? "0.0.0.0" : config_.host,
+                              config_.encode, "whep", busy, why);
   if (!egress) {
     ++(busy ? counters_.refused_busy : counters_.refused_failed);
     r.status = busy ? 503 : 500;
@@ -241,23 +232,16 @@ WhepService::Response WhepService::offer(std::string_view stream_name,
   r.body = webrtc::write_sdp_answer(offer, answered, audio ? &*audio : nullptr, params);
 
   const uint64_t id = setup->id;
-  sessions_[id] = SessionRecord{name, setup->stats, setup->audio};
-  relay::ToRelay m;
-  m.kind = relay::ToRelay::Kind::kCommand;
-  m.command = setup.release();
-  if (!egress->thread->send_to_relay(m)) {
-    delete m.command;
-    sessions_.erase(id);
+  const bool with_audio = setup->audio;
+  if (!add_session(*egress, std::move(setup), false)) {
     ++counters_.refused_busy;
     r = Response{};
     r.status = 503;
     r.body = "WHEP egress busy\n";
     return r;
   }
-  ++egress->sessions;
-  update_activity(*egress);
   ++counters_.answered;
-  if (audio) ++counters_.answered_with_audio;
+  if (with_audio) ++counters_.answered_with_audio;
   r.status = 201;
   r.content_type = "application/sdp";
   // RFC 9725 4.2: the session's resource; ETag-less, DELETE ends it.
@@ -271,19 +255,18 @@ WhepService::Response WhepService::remove(std::string_view stream_name, std::str
   if (session.size() == 16)
     std::sscanf(std::string(session).c_str(), "%16llx", reinterpret_cast<unsigned long long*>(&id));
   auto it = sessions_.find(id);
-  if (id == 0 || it == sessions_.end() || it->second.stream != stream_name) {
+  if (id == 0 || it == sessions_.end() || it->second.whip || it->second.stream != stream_name) {
     ++counters_.delete_unknown;
     r.status = 404;
     r.body = "no such WHEP session\n";
     return r;
   }
-  auto egress = egresses_.find(it->second.stream);
   auto end = std::make_unique<WhepSessionEnd>();
   end->id = id;
   relay::ToRelay m;
   m.kind = relay::ToRelay::Kind::kCommand;
   m.command = end.release();
-  if (!egress->second->thread->send_to_relay(m)) {
+  if (!it->second.egress->thread->send_to_relay(m)) {
     delete m.command;
     r.status = 503;
     r.body = "WHEP egress busy\n";
@@ -320,9 +303,11 @@ void WhepService::on_session_ended(Egress& egress, uint64_t id) {
   for (const auto& d : s.frames_dropped) ended_frames_dropped_ += d.load(kRelaxed);
   ended_audio_frames_sent_ += s.audio_frames_sent.load(kRelaxed);
   for (const auto& d : s.audio_frames_dropped) ended_audio_frames_dropped_ += d.load(kRelaxed);
+  const bool whip = it->second.whip;
   sessions_.erase(it);
   if (egress.sessions > 0) --egress.sessions;
   update_activity(egress);
+  if (whip) whip_session_ended(core::monotonic_ns());
 }
 
 void WhepService::write_stats(nlohmann::json& out) const {
@@ -340,12 +325,15 @@ void WhepService::write_stats(nlohmann::json& out) const {
     sessions.push_back({
         {"id", hex_id(id)},
         {"stream", record.stream},
+        {"whip", record.whip},
         {"state", whep_state_name(WhepState(v(s.state)))},
         {"age_ms", created ? (now - created) / 1'000'000 : 0},
         {"connect_ms", connected ? (connected - created) / 1'000'000 : 0},
         {"first_frame_ms", first ? (first - created) / 1'000'000 : 0},
         {"stun_requests", v(s.stun_requests)},
         {"stun_refused", v(s.stun_refused)},
+        {"checks_sent", v(s.checks_sent)},
+        {"checks_answered", v(s.checks_answered)},
         {"frames_offered", v(s.frames_offered)},
         {"frames_sent", v(s.frames_sent)},
         {"frames_dropped", dropped},
@@ -376,7 +364,8 @@ void WhepService::write_stats(nlohmann::json& out) const {
   for (const auto& [name, e] : egresses_) {
     const WhepTransportCounters& t = e->transport->counters();
     auto v = [](const auto& a) { return a.load(kRelaxed); };
-    nlohmann::json j = {{"stream", name},
+    nlohmann::json j = {{"stream", e->stream},
+                        {"whip", name.starts_with("whip:")},
                         {"udp_port", e->thread->local_port()},
                         {"sessions", e->sessions},
                         {"sessions_started", v(t.sessions_started)},
@@ -385,7 +374,8 @@ void WhepService::write_stats(nlohmann::json& out) const {
                         {"keyframe_requests", v(t.keyframe_requests)},
                         {"foreign_datagrams", v(t.foreign_datagrams)},
                         {"stun_malformed", v(t.stun_malformed)},
-                        {"stun_unknown_user", v(t.stun_unknown_user)}};
+                        {"stun_unknown_user", v(t.stun_unknown_user)},
+                        {"stun_unmatched", v(t.stun_unmatched)}};
     if (const auto* pc = e->publisher->counters(e->publisher->relayed_stream())) {
       nlohmann::json dropped = nlohmann::json::object();
       for (size_t i = 0; i < size_t(relay::RelayDrop::kCount); ++i)
@@ -404,6 +394,7 @@ void WhepService::write_stats(nlohmann::json& out) const {
                     {"encode_errors", v(ac.encode_errors)},
                     {"capture_gaps", v(ac.capture_gaps)},
                     {"bytes", v(ac.bytes)},
+                    {"expected_loss_percent", v(ac.expected_loss_percent)},
                     {"encode_us_per_frame", encoded ? v(ac.encode_ns) / encoded / 1000.0 : 0.0}};
     }
     if (const relay::EncodeStage* enc = e->publisher->encoder()) {
@@ -433,6 +424,7 @@ void WhepService::write_stats(nlohmann::json& out) const {
          {"ended_sessions_audio_frames_dropped", ended_audio_frames_dropped_},
          {"sessions", std::move(sessions)},
          {"egresses", std::move(egresses)}};
+  if (whip_) write_whip_stats(out["whip"]);
 }
 
 void WhepService::write_metrics(telemetry::PrometheusText& out) const {

@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
@@ -48,6 +49,16 @@ struct WhepAudioChannels {
 bool parse_whep_audio_channels(std::string_view text, uint32_t source_channels,
                                WhepAudioChannels& out, std::string& why);
 
+// WHIP push (docs/whep.md, "WHIP"): syncd offers one stream to an SFU's WHIP endpoint (RFC
+// 9725), keeps the session up, and offers again after it ends.
+struct WhipTarget {
+  std::string url;     // http:// or https:// WHIP endpoint (--whip-to)
+  std::string token;   // the bearer token, may be empty (--whip-token)
+  std::string stream;  // empty: the first stream opened (--whip-stream)
+  relay::EncodeSettings encode;  // --whip-bitrate
+  bool verify_tls = true;        // --whip-insecure turns certificate checks off (tests, labs)
+};
+
 struct WhepConfig {
   // The address the egresses' UDP sockets bind to, and the host candidate the answer offers:
   // syncd's --host. A wildcard binds all and offers 127.0.0.1.
@@ -57,6 +68,7 @@ struct WhepConfig {
   std::string audio_channels;  // --whep-audio-channels as given (parse_whep_audio_channels)
   // A tap of the audio to send, asked once per egress; empty or returning nullptr: no audio.
   std::function<std::shared_ptr<audio::AudioTap>()> open_audio_tap;
+  std::optional<WhipTarget> whip;
 };
 
 // Counted on the main loop (/stats whep, /metrics syncd_whep_*).
@@ -78,6 +90,9 @@ struct WhepServiceCounters {
 class WhepService {
  public:
   WhepService(WhepConfig config, media::StreamRegistry& registry, uv_loop_t* loop);
+  // Starts the WHIP push when one is configured (a timer that waits for the stream, posts the
+  // offer, and posts again after a session ends). False, with why, for a URL that cannot work.
+  bool start(std::string& why);
   ~WhepService();
   WhepService(const WhepService&) = delete;
   WhepService& operator=(const WhepService&) = delete;
@@ -93,7 +108,8 @@ class WhepService {
   // DELETE /whep/NAME/SESSION.
   Response remove(std::string_view stream_name, std::string_view session);
 
-  // Stops every egress (their threads joined, frames they held given back). Idempotent.
+  // Stops every egress (their threads joined, frames they held given back), and ends the WHIP
+  // session with a DELETE (blocking, at most 2 s: syncd is stopping). Idempotent.
   void stop();
   void write_stats(nlohmann::json& out) const;
   void write_metrics(telemetry::PrometheusText& out) const;
@@ -104,14 +120,30 @@ class WhepService {
 
  private:
   struct Egress;
+  struct WhipPush;
   struct SessionRecord {
     std::string stream;
+    Egress* egress = nullptr;
     std::shared_ptr<WhepSessionStats> stats;
     bool audio = false;  // the answer took the offer's Opus m-line
+    bool whip = false;   // our offer to an SFU, not a viewer's
   };
-  // The stream's egress, made on first use; nullptr when kMaxStreams have one (busy = true) or
-  // it could not start (why says so).
-  Egress* egress_for(const std::string& stream_name, bool& busy, std::string& why);
+  // The egress under `key` (the stream's name for viewers, "whip:" + name for the push), made on
+  // first use with its socket bound to bind_host; nullptr when kMaxStreams have one (busy =
+  // true) or it could not start (why says so).
+  Egress* egress_for(const std::string& key, const std::string& stream_name,
+                     const std::string& bind_host, const relay::EncodeSettings& encode,
+                     const char* label, bool& busy, std::string& why);
+  // Sends a new session to its egress's thread; false when the thread's queue is full.
+  bool add_session(Egress& egress, std::unique_ptr<WhepSessionSetup> setup, bool whip);
+  // WHIP (whip_push.cpp).
+  static void on_whip_timer(uv_timer_t* timer);
+  void whip_tick();
+  void whip_post(Egress& egress);
+  void whip_failed(const std::string& why, uint64_t now_ns);
+  void whip_session_ended(uint64_t now_ns);
+  void stop_whip();
+  void write_whip_stats(nlohmann::json& out) const;
   static void on_message(relay::FromRelay& message, void* egress);
   void on_session_ended(Egress& egress, uint64_t id);
   void update_activity(Egress& egress);
@@ -130,6 +162,8 @@ class WhepService {
   uint64_t ended_audio_frames_dropped_ = 0;
   uint64_t next_id_ = 1;
   WhepServiceCounters counters_;
+  std::unique_ptr<WhipPush> whip_;
+  bool stopped_ = false;
 };
 
 }  // namespace syncd::whep

@@ -700,6 +700,11 @@ void WhepTransport::send_audio() {
   // Encoded only while some session listens: the tap copies nothing otherwise.
   audio_->set_wanted(std::any_of(sessions_.begin(), sessions_.end(),
                                  [](const auto& s) { return s->listens(); }));
+  // In-band FEC sized for the worst listener's loss (RFC 3550 fraction lost, of 256).
+  uint32_t worst = 0;
+  for (const auto& s : sessions_)
+    if (s->listens()) worst = std::max(worst, uint32_t(s->stats().audio_fraction_lost.load(kRelaxed)));
+  audio_->set_expected_loss((worst * 100 + 255) / 256);
   EncodedAudio frame;
   while (audio_->next(frame, &core::monotonic_ns))
     for (auto& s : sessions_) s->send_audio(frame);

@@ -614,7 +614,7 @@ SdpOfferParams offer_params(bool audio) {
   p.ice_pwd = "0123456789abcdefghijklmn";
   for (size_t i = 0; i < p.fingerprint.sha256.size(); ++i)
     p.fingerprint.sha256[i] = static_cast<uint8_t>(0x10 + i);
-  p.candidate_ip = "192.0.2.7";
+  p.candidate_ips = {"192.0.2.7", "127.0.0.1"};
   p.candidate_port = 40000;
   p.video_ssrc = 0x1111;
   p.cname = "syncd";
@@ -640,7 +640,9 @@ TEST(WebrtcSdp, WhipOfferParsesBackAsSendOnlyActpass) {
             "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f");
   EXPECT_EQ(parsed.media[0].codec(102)->feedback,
             (std::vector<std::string>{"nack", "nack pli", "ccm fir"}));
-  ASSERT_EQ(parsed.media[0].candidates.size(), 1u);
+  ASSERT_EQ(parsed.media[0].candidates.size(), 2u);
+  EXPECT_GT(parsed.media[0].candidates[0].priority, parsed.media[0].candidates[1].priority);
+  EXPECT_EQ(parsed.media[0].candidates[1].address, "127.0.0.1");
   EXPECT_EQ(parsed.media[0].candidates[0].address, "192.0.2.7");
   EXPECT_EQ(parsed.media[0].candidates[0].port, 40000);
   EXPECT_EQ(parsed.media[0].candidates[0].type, "host");
