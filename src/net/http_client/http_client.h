@@ -26,7 +26,9 @@ struct ClientRequest {
   std::string url;
   Headers headers;
   std::string body;
-  uint32_t timeout_ms = 10000;  // the whole exchange: resolve, connect, TLS, write, read
+  // Connect, TLS, write and read together. The name lookup before them is the system
+  // resolver's (getaddrinfo), bounded by its own timeouts, not by this.
+  uint32_t timeout_ms = 10000;
   bool verify_tls = true;
 };
 
