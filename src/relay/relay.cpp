@@ -178,7 +178,8 @@ void Relay::write_stats(nlohmann::json& out) const {
           {"channels", v(a.channels)},         {"frames_encoded", v(a.frames_encoded)},
           {"frames_sent", v(a.frames_sent)},   {"packets_sent", v(a.packets_sent)},
           {"bytes_sent", v(a.bytes_sent)},     {"encode_errors", v(a.encode_errors)},
-          {"capture_gaps", v(a.capture_gaps)}, {"encode_us", v(a.encode_us)}};
+          {"capture_gaps", v(a.capture_gaps)}, {"encode_us", v(a.encode_us)},
+          {"expected_loss_percent", v(a.expected_loss_percent)}};
   } else {
     nlohmann::json source;
     source_->write_stats(source);

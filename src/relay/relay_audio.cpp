@@ -34,8 +34,10 @@ AudioSender::AudioSender(const AudioSendConfig& config, uint32_t ssrc)
     c.group = plan_.groups[g];
     c.frame_ms = config_.frame_ms;
     c.bitrate_per_channel = config_.bitrate_per_channel;
+    c.expected_loss_percent = kMinExpectedLoss;  // until the receiver's first report
     if (encoders_[g].open(c) != audio_codec::EncoderStatus::kOk) return;
   }
+  counters_.expected_loss_percent = kMinExpectedLoss;
   const uint32_t frame_samples = audio_codec::kSampleRate / 1000 * config_.frame_ms;
   accumulator_ = std::make_unique<audio_codec::FrameAccumulator>(config_.channels, frame_samples);
   gather_.resize(size_t(kGatherFrames) * config_.channels);
@@ -52,6 +54,14 @@ void AudioSender::describe(AudioDescription& d) const {
   d.source_channels = uint16_t(config_.ring ? config_.ring->channels() : 0);
   d.bitrate_per_channel = config_.bitrate_per_channel;
   std::memcpy(d.channel_map, config_.channel_map, config_.channels);
+}
+
+void AudioSender::on_path_loss(uint8_t fraction_lost) {
+  const uint32_t percent =
+      std::clamp((uint32_t(fraction_lost) * 100 + 255) / 256, kMinExpectedLoss, kMaxExpectedLoss);
+  if (!ok_ || percent == counters_.expected_loss_percent) return;
+  for (uint32_t g = 0; g < plan_.count; ++g) encoders_[g].set_expected_loss(percent);
+  counters_.expected_loss_percent = percent;
 }
 
 uint32_t AudioSender::rtp_time(uint64_t now_ns) const {

@@ -57,6 +57,7 @@ struct AudioSenderCounters {
   uint64_t encode_errors = 0;
   uint64_t capture_gaps = 0;  // the ring skipped frames (overrun or source gap)
   uint64_t encode_ns = 0;     // time spent encoding (the audio's CPU on the relay thread)
+  uint64_t expected_loss_percent = 0;  // what the encoders plan their in-band FEC for now
 };
 
 class AudioSender {
@@ -72,6 +73,12 @@ class AudioSender {
   // the same wall clock as the video.
   uint32_t rtp_time(uint64_t now_ns) const;
   bool have_clock() const { return clock_ns_ != 0; }
+  // The path's loss (the receiver's RR fraction lost, of 256: audio and video share the path)
+  // as every encoder's expected loss (OPUS_SET_PACKET_LOSS_PERC), so in-band FEC grows with
+  // it; at least kMinExpectedLoss, at most kMaxExpectedLoss.
+  void on_path_loss(uint8_t fraction_lost);
+  static constexpr uint32_t kMinExpectedLoss = 5;
+  static constexpr uint32_t kMaxExpectedLoss = 50;
   void describe(AudioDescription& d) const;
   uint32_t ssrc() const { return ssrc_; }
   uint32_t packets_sent() const { return uint32_t(counters_.packets); }

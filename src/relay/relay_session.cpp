@@ -754,6 +754,7 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
       loss_.on_report_counts(events.block->extended_highest_sequence,
                              events.block->cumulative_lost);
       rate_.on_receiver_report(now_ns, events.block->fraction_lost, rtt_ns_);
+      if (audio_sender_) audio_sender_->on_path_loss(events.block->fraction_lost);
     }
     pacer_.set_target_rate(rate_.target_bps());
     report_target_rate(now_ns);
@@ -1142,6 +1143,7 @@ void RelaySession::publish_stats() {
     set(a.encode_errors, sc.encode_errors);
     set(a.capture_gaps, sc.capture_gaps);
     set(a.encode_us, sc.encode_ns / 1000);
+    set(a.expected_loss_percent, sc.expected_loss_percent);
   }
   if (audio_receiver_) {
     const AudioReceiverCounters& rc = audio_receiver_->counters();

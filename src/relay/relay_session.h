@@ -74,6 +74,7 @@ struct RelayAudioStats {
   std::atomic<uint64_t> encode_errors{0};
   std::atomic<uint64_t> capture_gaps{0};
   std::atomic<uint64_t> encode_us{0};
+  std::atomic<uint64_t> expected_loss_percent{0};  // the Opus encoders' FEC plan (path loss)
   // Receiver: every frame from the first on is played, recovered or concealed by reason.
   std::atomic<uint64_t> packets_received{0};
   std::atomic<uint64_t> packets_late{0};

@@ -875,6 +875,30 @@ void ignore_message(FromRelay&, void*) {}
 
 }  // namespace
 
+// The receiver's reported loss becomes the Opus encoders' expected loss (their in-band FEC
+// plan), rounded up to a percent, within [5, 50].
+TEST(RelayAudioSender, ExpectedLossFollowsThePathsLoss) {
+  std::vector<float> samples(48000 * 2);
+  std::vector<audio::CaptureBlock> blocks(audio::CaptureRing::blocks_for(48000));
+  audio::CaptureRing ring(samples, blocks, 2, 48000);
+  AudioSendConfig c;
+  c.ring = &ring;
+  c.channels = 2;
+  c.channel_map[0] = 0;
+  c.channel_map[1] = 1;
+  AudioSender sender(c, 0x1234);
+  ASSERT_TRUE(sender.ok());
+  EXPECT_EQ(sender.counters().expected_loss_percent, 5u);
+  sender.on_path_loss(64);  // 25 %
+  EXPECT_EQ(sender.counters().expected_loss_percent, 25u);
+  sender.on_path_loss(26);  // 10.2 %: rounded up
+  EXPECT_EQ(sender.counters().expected_loss_percent, 11u);
+  sender.on_path_loss(255);
+  EXPECT_EQ(sender.counters().expected_loss_percent, 50u);
+  sender.on_path_loss(0);
+  EXPECT_EQ(sender.counters().expected_loss_percent, 5u);
+}
+
 TEST(RelaySessionAudio, TheCapturesChosenChannelsCrossALossyPathContinuousAndRecognisable) {
   secure::Identity sender_id, receiver_id;
   ASSERT_TRUE(secure::generate_identity(sender_id).ok());
@@ -992,6 +1016,7 @@ TEST(RelaySessionAudio, TheCapturesChosenChannelsCrossALossyPathContinuousAndRec
   EXPECT_EQ(a.stalls.load(), 0u);
   EXPECT_EQ(tx.audio.encode_errors.load(), 0u);
   EXPECT_EQ(tx.audio.capture_gaps.load(), 0u);
+  EXPECT_GE(tx.audio.expected_loss_percent.load(), AudioSender::kMinExpectedLoss);
   // The path lost packets: some frames were rebuilt or concealed, few of them.
   EXPECT_GT(path.dropped(), 0u);
   EXPECT_GT(a.frames_recovered_fec + a.frames_concealed_lost, 0u);
