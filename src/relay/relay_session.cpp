@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include "core/clock.h"
+#include "core/random.h"
 #include "relay/socket_address.h"
 #include "rtp/rtx.h"
 
@@ -45,12 +45,6 @@ constexpr size_t kPacedBatch = 64;
 
 // The SRTP trailer: a 16-byte GCM tag and the 4-byte MKI (src/secure).
 constexpr size_t kSrtpTrailerBytes = 20;
-
-// SSRCs, first sequence numbers and the RTP timestamp offset are random (RFC 3550 5.1, 8.1).
-uint32_t random_u32() {
-  static thread_local std::random_device device;
-  return device();
-}
 
 // The inverse: the address DtlsAssociations keeps as bytes, back into a sockaddr.
 sockaddr_storage address_from_bytes(std::span<const uint8_t> bytes) {
@@ -127,13 +121,13 @@ RelaySession::RelaySession(RelaySessionConfig config, const secure::Identity& id
       store_(kStorePackets),
       send_buffer_(PacketStore::kPacketBytes + kSrtpTrailerBytes + 16),
       rtcp_buffer_(kRtcpBytes + kSrtpTrailerBytes + 16),
-      media_ssrc_(random_u32()),
-      rtx_ssrc_(random_u32()),
-      fec_ssrc_(random_u32()),
-      media_sequence_(uint16_t(random_u32())),
-      rtx_sequence_(uint16_t(random_u32())),
-      fec_sequence_(uint16_t(random_u32())),
-      rtp_offset_(random_u32()),
+      media_ssrc_(core::random_u32()),
+      rtx_ssrc_(core::random_u32()),
+      fec_ssrc_(core::random_u32()),
+      media_sequence_(uint16_t(core::random_u32())),
+      rtx_sequence_(uint16_t(core::random_u32())),
+      fec_sequence_(uint16_t(core::random_u32())),
+      rtp_offset_(core::random_u32()),
       packetizer_(rtp::PacketizerConfig{kMaxPayloadBytes}),
       fec_encoder_([this] {
         fec::EncoderConfig c;
@@ -152,7 +146,7 @@ RelaySession::RelaySession(RelaySessionConfig config, const secure::Identity& id
     frame_buffer_lent_.assign(config_.frame_buffers, false);
   }
   if (config_.sender && config_.audio_send.ring && config_.audio_send.channels > 0) {
-    audio_sender_ = std::make_unique<AudioSender>(config_.audio_send, random_u32());
+    audio_sender_ = std::make_unique<AudioSender>(config_.audio_send, core::random_u32());
     if (!audio_sender_->ok()) audio_sender_.reset();
     audio_out_ = std::make_unique<AudioOut>(*this);
   }

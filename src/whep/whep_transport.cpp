@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <random>
 
 #include "core/clock.h"
+#include "core/random.h"
 #include "relay/socket_address.h"
 #include "rtp/h264_packetizer.h"
 #include "rtp/rtcp.h"
@@ -77,11 +77,6 @@ constexpr size_t kHistory = 512;
 // RTCP sender reports (RFC 3550 6.2: at least every 5 s; browsers use them for A/V sync and RTT).
 constexpr uint64_t kReportIntervalNs = 1'000'000'000;
 
-uint32_t random_u32() {
-  static thread_local std::random_device device;
-  return device();
-}
-
 void bump(std::atomic<uint64_t>& counter, uint64_t by = 1) {
   counter.fetch_add(by, kRelaxed);
 }
@@ -123,17 +118,17 @@ class WhepTransport::Session final : public rtp::RtcpSink {
               [this](std::span<const uint8_t> d) { send_raw(d); }),
         history_(new uint8_t[kHistory * kPacketBytes]),
         created_ns_(now_ns) {
-    sequence_ = uint16_t(random_u32());
-    timestamp_offset_ = random_u32();
-    audio_sequence_ = uint16_t(random_u32());
-    audio_timestamp_offset_ = random_u32();
+    sequence_ = uint16_t(core::random_u32());
+    timestamp_offset_ = core::random_u32();
+    audio_sequence_ = uint16_t(core::random_u32());
+    audio_timestamp_offset_ = core::random_u32();
     stats_.created_ns.store(now_ns, kRelaxed);
     stats_.state.store(uint32_t(WhepState::kWaitingForIce), kRelaxed);
     for (size_t i = 0; i < sizeof check_prefix_; i += 4) {
-      const uint32_t r = random_u32();
+      const uint32_t r = core::random_u32();
       std::memcpy(check_prefix_ + i, &r, 4);
     }
-    tie_breaker_ = uint64_t(random_u32()) << 32 | random_u32();
+    tie_breaker_ = uint64_t(core::random_u32()) << 32 | core::random_u32();
   }
 
   // Whether a STUN transaction id is one of this session's checks (its first 8 bytes).
