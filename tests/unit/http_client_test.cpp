@@ -90,6 +90,13 @@ TEST(HttpResponse, LengthChunkedAndCloseFramedBodies) {
   EXPECT_EQ(closed.response().body, "until the close");
   ResponseParser empty;
   ASSERT_EQ(feed_all(empty, "HTTP/1.1 204 No Content\r\n\r\n", false), ResponseStatus::kComplete);
+  // An interim 100 Continue is read past to the final response.
+  ResponseParser interim;
+  ASSERT_EQ(feed_all(interim, "HTTP/1.1 100 Continue\r\nX-A: 1\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok", false),
+            ResponseStatus::kComplete);
+  EXPECT_EQ(interim.response().status, 201);
+  EXPECT_EQ(interim.response().body, "ok");
+  EXPECT_TRUE(interim.response().header("x-a").empty());
 }
 
 TEST(HttpResponse, RefusesWithAReason) {
@@ -106,6 +113,8 @@ TEST(HttpResponse, RefusesWithAReason) {
   EXPECT_NE(refused("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", true), "");
   EXPECT_NE(refused("", true), "");
   EXPECT_NE(refused("SSH-2.0-OpenSSH\r\n", false), "");
+  EXPECT_NE(refused("HTTP/1.1 2 OK\r\nContent-Length: 0\r\n\r\n", false), "");  // found by fuzzing
+  EXPECT_NE(refused("HTTP/1.1 700 What\r\nContent-Length: 0\r\n\r\n", false), "");
   std::string many = "HTTP/1.1 200 OK\r\n";
   for (int i = 0; i < 70; ++i) many.append("X").append(std::to_string(i)).append(": v\r\n");
   EXPECT_NE(refused(many + "\r\n", false), "");

@@ -176,6 +176,16 @@ int ResponseParser::on_headers_complete(http_parser* p) {
   auto* self = static_cast<ResponseParser*>(p->data);
   self->head_done_ = true;
   self->response_.status = int(p->status_code);
+  // RFC 9110 15: three digits, 1xx to 5xx.
+  if (p->status_code < 100 || p->status_code > 599) {
+    self->limit_error_ = "status code " + std::to_string(p->status_code) + " is not 100-599";
+    return -1;
+  }
+  // An interim response (1xx, RFC 9110 15.2) has no body; the final one follows it.
+  if (p->status_code < 200) {
+    self->interim_ = true;
+    return 0;
+  }
   bool has_length = false, has_encoding = false;
   std::string length;
   for (auto& [name, value] : self->response_.headers) {
@@ -218,6 +228,13 @@ int ResponseParser::on_body(http_parser* p, const char* at, size_t n) {
 
 int ResponseParser::on_message_complete(http_parser* p) {
   auto* self = static_cast<ResponseParser*>(p->data);
+  if (self->interim_) {  // read on: the final response comes next
+    self->interim_ = false;
+    self->head_done_ = false;
+    self->in_value_ = false;
+    self->response_ = Response{};
+    return 0;
+  }
   self->complete_ = true;
   http_parser_pause(p, 1);  // one response; what follows is not ours
   return 0;

@@ -5,8 +5,9 @@
 // The parser is Debian's http-parser in response mode (the server side's parser, see
 // net/http/request_parser.h): status, headers (names lower-cased), and a body framed by
 // Content-Length, chunked transfer coding, or the connection's close. Refused with a reason: a
-// head over kMaxHeadBytes, a body over max_body_bytes, and framing another parser could read
-// differently (Content-Length with Transfer-Encoding, differing repeated Content-Lengths).
+// head over kMaxHeadBytes, a body over max_body_bytes, a status code outside 100-599, and framing
+// another parser could read differently (Content-Length with Transfer-Encoding, differing
+// repeated Content-Lengths). Interim 1xx responses are read past to the final one.
 //
 // Any thread; one parser per response, not shared.
 #pragma once
@@ -89,6 +90,7 @@ class ResponseParser {
   bool in_value_ = false;
   bool head_done_ = false;
   bool complete_ = false;
+  bool interim_ = false;  // the message being read is a 1xx
   std::string limit_error_;  // set by a callback that stops the parser
   std::string error_;
   bool failed_ = false;
