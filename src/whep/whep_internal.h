@@ -11,6 +11,7 @@
 #include "net/http_client/http_response.h"
 #include "relay/relay_publisher.h"
 #include "relay/relay_thread.h"
+#include "whep/whep_ids.h"
 #include "whep/whep_service.h"
 
 namespace syncd::whep {
@@ -25,6 +26,21 @@ struct WhepService::Egress {
   bool audio = false;                          // its transport encodes the audio tap
   bool audio_stereo = false;
 };
+
+// A new session's own identifiers, the same for a viewer's and for the WHIP push: its id, our
+// ICE credentials (RFC 8839 5.4: ufrag 8, password 24 ice-chars), distinct video and audio SSRCs,
+// and its figures.
+inline std::unique_ptr<WhepSessionSetup> new_session_setup() {
+  auto setup = std::make_unique<WhepSessionSetup>();
+  setup->id = random_u64();
+  setup->local_ufrag = random_ice_chars(8);
+  setup->local_password = random_ice_chars(24);
+  setup->ssrc = uint32_t(random_u64());
+  do setup->audio_ssrc = uint32_t(random_u64());
+  while (setup->audio_ssrc == setup->ssrc);
+  setup->stats = std::make_shared<WhepSessionStats>();
+  return setup;
+}
 
 inline constexpr uint64_t kFirstBackoffNs = 2'000'000'000ull;
 

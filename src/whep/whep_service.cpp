@@ -193,23 +193,16 @@ WhepService::Response WhepService::offer(std::string_view stream_name,
     r.body = busy ? "too many streams watched over WHEP\n" : why + "\n";
     return r;
   }
-  auto setup = std::make_unique<WhepSessionSetup>();
-  setup->id = random_u64();
-  setup->local_ufrag = random_ice_chars(8);
-  setup->local_password = random_ice_chars(24);
+  std::unique_ptr<WhepSessionSetup> setup = new_session_setup();
   const webrtc::SdpMedia& video = offer.media[choice->media_index];
   setup->remote_ufrag = video.ice_ufrag.empty() ? offer.ice_ufrag : video.ice_ufrag;
   setup->remote_fingerprint = offer.fingerprint;
   setup->payload_type = choice->payload_type;
-  setup->ssrc = uint32_t(random_u64());
-  setup->stats = std::make_shared<WhepSessionStats>();
   const std::optional<webrtc::OpusChoice> audio =
       egress->audio ? webrtc::choose_opus(offer, *choice) : std::nullopt;
   if (audio) {
     setup->audio = true;
     setup->audio_payload_type = audio->payload_type;
-    do setup->audio_ssrc = uint32_t(random_u64());
-    while (setup->audio_ssrc == setup->ssrc);
   }
 
   webrtc::SdpAnswerParams params;

@@ -129,6 +129,8 @@ class WhepTransport::Session final : public rtp::RtcpSink {
       std::memcpy(check_prefix_ + i, &r, 4);
     }
     tie_breaker_ = uint64_t(core::random_u32()) << 32 | core::random_u32();
+    // RFC 8445 7.2.2: our checks name the peer's ufrag first.
+    if (setup_->ice_controlling) check_username_ = setup_->remote_ufrag + ":" + setup_->local_ufrag;
   }
 
   // Whether a STUN transaction id is one of this session's checks (its first 8 bytes).
@@ -358,8 +360,7 @@ class WhepTransport::Session final : public rtp::RtcpSink {
     std::memcpy(request.transaction_id.data(), check_prefix_, sizeof check_prefix_);
     const uint32_t n = ++check_count_;
     std::memcpy(request.transaction_id.data() + sizeof check_prefix_, &n, 4);
-    const std::string username = setup_->remote_ufrag + ":" + setup_->local_ufrag;
-    request.username = username;
+    request.username = check_username_;
     // RFC 8445 5.1.2.1: a peer-reflexive candidate's priority, type preference 110.
     request.priority = (110u << 24) | (65535u << 8) | 255u;
     request.use_candidate = true;
@@ -495,6 +496,7 @@ class WhepTransport::Session final : public rtp::RtcpSink {
   uint32_t check_count_ = 0;
   uint64_t tie_breaker_ = 0;
   uint64_t next_check_ns_ = 0;
+  std::string check_username_;
   static constexpr uint64_t kCheckIntervalNs = 50'000'000;
   static constexpr uint64_t kConsentIntervalNs = 5'000'000'000ull;
 };

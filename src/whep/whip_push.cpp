@@ -146,15 +146,8 @@ void WhepService::whip_tick() {
 
 void WhepService::whip_post(Egress& egress) {
   WhipPush& w = *whip_;
-  auto setup = std::make_unique<WhepSessionSetup>();
-  setup->id = random_u64();
-  setup->local_ufrag = random_ice_chars(8);
-  setup->local_password = random_ice_chars(24);
-  setup->ssrc = uint32_t(random_u64());
-  setup->stats = std::make_shared<WhepSessionStats>();
+  std::unique_ptr<WhepSessionSetup> setup = new_session_setup();
   setup->ice_controlling = true;
-  do setup->audio_ssrc = uint32_t(random_u64());
-  while (setup->audio_ssrc == setup->ssrc);
 
   webrtc::SdpOfferParams params;
   params.session_id = random_u64() >> 2;

@@ -84,6 +84,13 @@ TEST(HttpResponse, LengthChunkedAndCloseFramedBodies) {
   ASSERT_EQ(feed_all(chunked, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", false),
             ResponseStatus::kComplete);
   EXPECT_EQ(chunked.response().body, "abcde");
+  // Trailer fields after a chunked body are dropped, not merged into the headers.
+  ResponseParser trailers;
+  ASSERT_EQ(feed_all(trailers, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\nX-Trailer: t\r\n\r\n", false),
+            ResponseStatus::kComplete);
+  EXPECT_EQ(trailers.response().body, "ab");
+  EXPECT_EQ(trailers.response().headers.size(), 1u);
+  EXPECT_TRUE(trailers.response().header("x-trailer").empty());
   ResponseParser closed;
   ASSERT_EQ(feed_all(closed, "HTTP/1.0 503 Busy\r\n\r\nuntil the close", true), ResponseStatus::kComplete);
   EXPECT_EQ(closed.response().status, 503);

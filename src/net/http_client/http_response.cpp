@@ -146,6 +146,9 @@ int ResponseParser::on_header_field(http_parser* p, const char* at, size_t n) {
     self->limit_error_ = "the response head is over 16 KiB";
     return 1;
   }
+  // A chunked body's trailer fields (RFC 9110 6.5.1) are not merged into the header section:
+  // their bytes count against the limit and they are dropped.
+  if (self->head_done_) return 0;
   if (!self->in_value_ && !self->response_.headers.empty()) {
     self->response_.headers.back().first.append(at, n);
   } else {
@@ -166,6 +169,7 @@ int ResponseParser::on_header_value(http_parser* p, const char* at, size_t n) {
     self->limit_error_ = "the response head is over 16 KiB";
     return 1;
   }
+  if (self->head_done_) return 0;  // a trailer field, dropped (see on_header_field)
   if (self->response_.headers.empty()) return 1;
   self->response_.headers.back().second.append(at, n);
   self->in_value_ = true;
