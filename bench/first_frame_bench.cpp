@@ -90,8 +90,8 @@ int main(int argc, char** argv) {
     std::printf("%-28s first %6.2f ms  warm %5.2f ms  first/warm %5.1fx\n", name, first, warm,
                 first / warm);
   };
-  std::printf("1080p RGBA frame into each of %u slots of a new pool, median of %d rounds\n",
-              kSlots, rounds);
+  std::printf("1080p RGBA frame into each of %u slots of a new pool, median of %d rounds\n", kSlots,
+              rounds);
   report("mapped only", mapped);
   report("MADV_POPULATE_WRITE only", populated);
   report("FramePool::prefault()", prefaulted);

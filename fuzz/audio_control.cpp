@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto result = control::parse_control_message(text);
   if (auto* e = std::get_if<control::ControlError>(&result)) {
     if (e->code == nullptr || e->code[0] == '\0') std::abort();
-  } else if (auto* r = std::get_if<control::AudioRead>(&std::get<control::ControlMessage>(result))) {
+  } else if (auto* r =
+                 std::get_if<control::AudioRead>(&std::get<control::ControlMessage>(result))) {
     if (r->max_frames > (1u << 20) || r->min_frames > (1u << 20) || r->timeout_ms > 10'000)
       std::abort();
     if (r->max_frames != 0 && r->min_frames > r->max_frames) std::abort();
@@ -29,7 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (audio::parse_naud_packet({data, size}, h) == audio::NaudError::kNone) {
     if (size != audio::kNaudHeaderBytes + h.payload_bytes()) std::abort();
     audio::RingSpan span;
-    span.part[0] = const_cast<float*>(reinterpret_cast<const float*>(data + audio::kNaudHeaderBytes));
+    span.part[0] =
+        const_cast<float*>(reinterpret_cast<const float*>(data + audio::kNaudHeaderBytes));
     span.frames[0] = h.frames;
     std::vector<uint8_t> out(size);
     // The input may be unaligned for float; encode copies bytes with memcpy, so that is fine.

@@ -2,12 +2,13 @@
 // that parse, the layout of the frame they describe (media::frame_layout): planes must lie inside
 // the frame, add up to its size and never overflow. Parsed headers must survive a write/parse
 // round trip unchanged.
+#include "media/frame_header.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
-#include "media/frame_header.h"
 #include "media/pixel_format.h"
 
 using namespace syncd::media;

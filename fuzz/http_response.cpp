@@ -1,13 +1,13 @@
 // libFuzzer target: the HTTP client's response parser (net/http_client/http_response.h), fed in
 // chunks chosen by the input's first byte, then the end of the stream; and parse_url on the same
 // bytes. A complete response must respect the limits; a URL that parses must be well-formed.
+#include "net/http_client/http_response.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
-
-#include "net/http_client/http_response.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -4,8 +4,8 @@
 // Input: byte 0 selects RTP or RTCP (bit 0), whether the rest is first protected with the known
 // key (bit 1) and under which epoch (bit 2), and where a flip lands (bits 3-7); byte 1 is the
 // flip's XOR mask (0: none). The rest is the packet. A packet we protected must come back
-// unchanged, and any flipped bit must make it refused; the same again without an MKI (WHEP). Every buffer has its exact size, so a read
-// or write past it trips ASan.
+// unchanged, and any flipped bit must make it refused; the same again without an MKI (WHEP). Every
+// buffer has its exact size, so a read or write past it trips ASan.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>

@@ -71,7 +71,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   std::optional<OpusChoice> audio = choose_opus(offer, *choice);
   if (audio) {
-    FUZZ_CHECK(audio->media_index < offer.media.size() && audio->media_index != choice->media_index);
+    FUZZ_CHECK(audio->media_index < offer.media.size() &&
+               audio->media_index != choice->media_index);
     const SdpMedia& m = offer.media[audio->media_index];
     FUZZ_CHECK(m.kind == "audio" && !m.mid.empty() && m.rtcp_mux);
     FUZZ_CHECK(m.codec(audio->payload_type) != nullptr);

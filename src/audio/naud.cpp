@@ -53,15 +53,24 @@ size_t encode_naud_packet(const NaudHeader& h, const RingSpan& samples, std::spa
 
 const char* naud_error_name(NaudError e) {
   switch (e) {
-    case NaudError::kNone: return "none";
-    case NaudError::kTooShort: return "too_short";
-    case NaudError::kBadMagic: return "bad_magic";
-    case NaudError::kBadVersion: return "bad_version";
-    case NaudError::kBadHeaderSize: return "bad_header_size";
-    case NaudError::kBadFormat: return "bad_format";
-    case NaudError::kBadLayout: return "bad_layout";
-    case NaudError::kBadChannels: return "bad_channels";
-    case NaudError::kSizeMismatch: return "size_mismatch";
+    case NaudError::kNone:
+      return "none";
+    case NaudError::kTooShort:
+      return "too_short";
+    case NaudError::kBadMagic:
+      return "bad_magic";
+    case NaudError::kBadVersion:
+      return "bad_version";
+    case NaudError::kBadHeaderSize:
+      return "bad_header_size";
+    case NaudError::kBadFormat:
+      return "bad_format";
+    case NaudError::kBadLayout:
+      return "bad_layout";
+    case NaudError::kBadChannels:
+      return "bad_channels";
+    case NaudError::kSizeMismatch:
+      return "size_mismatch";
   }
   return "unknown";
 }

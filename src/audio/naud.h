@@ -65,8 +65,17 @@ void encode_naud_header(const NaudHeader& h, uint8_t out[kNaudHeaderBytes]);
 // Returns the bytes written, or 0 when out is too small or the counts disagree.
 size_t encode_naud_packet(const NaudHeader& h, const RingSpan& samples, std::span<uint8_t> out);
 
-enum class NaudError { kNone, kTooShort, kBadMagic, kBadVersion, kBadHeaderSize, kBadFormat,
-                       kBadLayout, kBadChannels, kSizeMismatch };
+enum class NaudError {
+  kNone,
+  kTooShort,
+  kBadMagic,
+  kBadVersion,
+  kBadHeaderSize,
+  kBadFormat,
+  kBadLayout,
+  kBadChannels,
+  kSizeMismatch
+};
 const char* naud_error_name(NaudError e);
 
 // Parses and validates a whole packet (header and exact payload size).

@@ -43,7 +43,9 @@ class ContentHasher {
     XXH3_64bits_update(&state_, data, size);
 #endif
   }
-  uint64_t digest() const { return XXH3_64bits_digest(&state_); }
+  uint64_t digest() const {
+    return XXH3_64bits_digest(&state_);
+  }
 
  private:
   XXH3_state_t state_;

@@ -203,7 +203,8 @@ int main(int argc, char** argv) {
   syncd::whep::WhipTarget whip;
   app.add_option("--whip-to", whip.url,
                  "WHIP: offer a stream to this WHIP endpoint (an SFU's ingest URL, http or https)");
-  app.add_option("--whip-stream", whip.stream, "WHIP: the stream to push (default: the first opened)");
+  app.add_option("--whip-stream", whip.stream,
+                 "WHIP: the stream to push (default: the first opened)");
   app.add_option("--whip-token", whip.token, "WHIP: the bearer token the endpoint asks for");
   app.add_option("--whip-bitrate", whip.encode.bitrate_kbps,
                  "WHIP: kbit/s a raw stream is encoded at for the SFU")

@@ -20,10 +20,10 @@
 #include <string>
 #include <thread>
 
+#include "core/spsc_ring.h"
 #include "headtrack/hidraw.h"
 #include "headtrack/replay.h"
 #include "headtrack/report_decoder.h"
-#include "core/spsc_ring.h"
 
 namespace syncd::headtrack {
 

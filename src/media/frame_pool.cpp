@@ -1,8 +1,9 @@
 #include "media/frame_pool.h"
 
 #include <sys/mman.h>
-#include <algorithm>
 #include <unistd.h>
+
+#include <algorithm>
 
 namespace syncd::media {
 
@@ -28,8 +29,7 @@ FramePool* FramePool::create(size_t slot_bytes, uint32_t slot_count, Prefault pr
   // walk them all. Huge pages cut the TLB misses (kernel copy ~0.74 -> ~0.59 ms a frame,
   // docs/benchmarks.md), and the kernel only gives them to 2 MiB-aligned ranges, so the mapping
   // is aligned by hand: map 2 MiB extra, unmap what lies outside the aligned range.
-  const size_t total =
-      (stride * slot_count + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  const size_t total = (stride * slot_count + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
   void* raw = ::mmap(nullptr, total + kHugePageBytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
@@ -40,9 +40,9 @@ FramePool* FramePool::create(size_t slot_bytes, uint32_t slot_count, Prefault pr
   if (head > 0) ::munmap(base, head);
   if (head < kHugePageBytes) ::munmap(aligned + total, kHugePageBytes - head);
   ::madvise(aligned, total, MADV_HUGEPAGE);  // advisory: small pages when the kernel says no
-  FramePool* pool = create_in(aligned, stride, slot_count, slot_bytes,
-                              std::make_unique<AnonymousMapping>(aligned, total),
-                              SlotReuse::kMostRecent);
+  FramePool* pool =
+      create_in(aligned, stride, slot_count, slot_bytes,
+                std::make_unique<AnonymousMapping>(aligned, total), SlotReuse::kMostRecent);
   pool->mapped_bytes_ = total;
   if (prefault == Prefault::kNow) pool->prefault();
   return pool;
@@ -148,8 +148,8 @@ bool FramePool::try_pin(FrameSlot* slot) {
         pool->pins_refused_.fetch_add(1, std::memory_order_relaxed);
         return false;
       }
-    } while (!pool->pinned_slots_.compare_exchange_weak(pinned, pinned + 1,
-                                                        std::memory_order_relaxed));
+    } while (
+        !pool->pinned_slots_.compare_exchange_weak(pinned, pinned + 1, std::memory_order_relaxed));
     if (slot->pins.compare_exchange_strong(pins, 1, std::memory_order_relaxed)) break;
     // Someone pinned it meanwhile: give the reservation back and join their pin.
     pool->pinned_slots_.fetch_sub(1, std::memory_order_relaxed);

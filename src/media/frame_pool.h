@@ -16,8 +16,9 @@
 // from the first frame on. Faulting in a big pool takes long (1 GiB: ~1-2 s), so its creator may
 // defer that to a worker thread rather than hold syncd's loop. A pool charges its mapped bytes to
 // an account (the registry's budget) until its memory is really unmapped, however long a
-// consumer keeps it after its stream closed. The pool itself is reference-counted too (one reference per slot in use plus
-// the owning stream's), so a stream may close while a consumer still holds one of its frames.
+// consumer keeps it after its stream closed. The pool itself is reference-counted too (one
+// reference per slot in use plus the owning stream's), so a stream may close while a consumer still
+// holds one of its frames.
 //
 // Threads: acquire() and pin accounting's cap belong to one thread, the pool's writer (syncd's
 // loop thread). retain(), release(), unpin() and drop_ref() are safe on any thread that holds a
@@ -25,8 +26,8 @@
 // counts and the free set are atomics; nothing here locks or allocates after create().
 #pragma once
 
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 
@@ -39,8 +40,8 @@ struct FrameInfo {
   uint32_t stream_id = 0;
   uint32_t flags = 0;
   uint64_t sequence = 0;
-  uint64_t capture_time_us = 0;   // producer's clock, as sent
-  uint64_t content_hash = 0;      // as sent, valid when flags has kHasContentHash
+  uint64_t capture_time_us = 0;  // producer's clock, as sent
+  uint64_t content_hash = 0;     // as sent, valid when flags has kHasContentHash
   // XXH3-64 of the slot's pixels, computed by the ingest as each window landed in the slot in
   // order (core::ContentHasher); valid when received_hash_valid. A verifying publisher compares
   // it with content_hash rather than hashing the frame again.

@@ -22,7 +22,9 @@ const PublisherEntry kPublishers[] = {
 };
 }  // namespace
 
-std::span<const PublisherEntry> publisher_table() { return kPublishers; }
+std::span<const PublisherEntry> publisher_table() {
+  return kPublishers;
+}
 
 const PublisherEntry* find_publisher(std::string_view name) {
   for (const PublisherEntry& e : kPublishers)

@@ -55,8 +55,8 @@ struct AudioSenderCounters {
   uint64_t packets = 0;
   uint64_t bytes = 0;
   uint64_t encode_errors = 0;
-  uint64_t capture_gaps = 0;  // the ring skipped frames (overrun or source gap)
-  uint64_t encode_ns = 0;     // time spent encoding (the audio's CPU on the relay thread)
+  uint64_t capture_gaps = 0;           // the ring skipped frames (overrun or source gap)
+  uint64_t encode_ns = 0;              // time spent encoding (the audio's CPU on the relay thread)
   uint64_t expected_loss_percent = 0;  // what the encoders plan their in-band FEC for now
 };
 

@@ -13,7 +13,9 @@ void ControlRouter::set(size_t index, std::string capability, Handler handler, b
     capabilities_.push_back(std::move(capability));
 }
 
-std::vector<std::string> ControlRouter::capabilities() const { return capabilities_; }
+std::vector<std::string> ControlRouter::capabilities() const {
+  return capabilities_;
+}
 
 void ControlRouter::route(Connection& c, std::string_view text) const {
   control::ParseResult parsed = control::parse_control_message(text);

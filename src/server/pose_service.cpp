@@ -70,8 +70,9 @@ void PoseService::register_control(ControlRouter& router) {
       subscribers_.erase(&c);
     }
   });
-  router.add<control::PoseRecenter>(
-      "pose", [this](Connection&, const control::ControlMessage&) { pipeline_.request_recenter(); });
+  router.add<control::PoseRecenter>("pose", [this](Connection&, const control::ControlMessage&) {
+    pipeline_.request_recenter();
+  });
 }
 
 void PoseService::on_readable(uv_poll_t* handle, int status, int) {

@@ -65,7 +65,7 @@ class PoseService {
   std::string last_status_;
   uint64_t events_sent_ = 0;
   uint64_t events_dropped_ = 0;  // a subscriber's output limits refused the event
-  std::string json_;  // reused event buffer
+  std::string json_;             // reused event buffer
 };
 
 }  // namespace syncd::server

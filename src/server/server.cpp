@@ -232,7 +232,8 @@ int Server::start() {
       if (channels.enabled) {
         wc.open_audio_tap = [audio = audio_.get(), channels]() {
           std::string why;
-          std::shared_ptr<audio::AudioTap> tap = audio->open_tap(channels.left, channels.right, why);
+          std::shared_ptr<audio::AudioTap> tap =
+              audio->open_tap(channels.left, channels.right, why);
           if (!tap) std::fprintf(stderr, "syncd: WHEP without audio: %s\n", why.c_str());
           return tap;
         };
@@ -558,9 +559,9 @@ std::string Server::metrics_text() {
              "Bytes copied for connections and not yet written (all connections).");
   out.sample("syncd_output_queued_bytes", "", uint64_t(output_budget_.used()));
   out.family("syncd_http_errors_total", "counter", "HTTP requests refused, by status.");
-  out.sample("syncd_http_errors_total", "status=\"400\"",
-             c.http_bad_requests + c.http_host_invalid + c.http_framing_refused +
-                 c.http_body_too_large);
+  out.sample(
+      "syncd_http_errors_total", "status=\"400\"",
+      c.http_bad_requests + c.http_host_invalid + c.http_framing_refused + c.http_body_too_large);
   out.sample(
       "syncd_http_errors_total", "status=\"403\"",
       c.origin_refused + c.origin_missing_refused + c.tickets_refused + c.cors_preflight_refused);

@@ -14,8 +14,8 @@
 #include "media/publishers/shm_publisher.h"
 #include "media/stream_registry.h"
 #include "relay/relay.h"
-#include "whep/whep_service.h"
 #include "server/socket_writer.h"
+#include "whep/whep_service.h"
 
 namespace syncd::server {
 
@@ -32,8 +32,8 @@ struct ServerConfig {
   std::optional<relay::RelayConfig> relay;        // --relay-to / --relay-listen (docs/wan.md)
   // WHEP playback (docs/whep.md): on unless --no-whep; nothing runs before the first offer.
   std::optional<whep::WhepConfig> whep = whep::WhepConfig{};
-  std::vector<std::string> allowed_origins;       // exact Origin values allowed besides loopback
-  std::vector<std::string> allowed_hosts;  // Host names allowed besides loopback (--allow-host)
+  std::vector<std::string> allowed_origins;  // exact Origin values allowed besides loopback
+  std::vector<std::string> allowed_hosts;    // Host names allowed besides loopback (--allow-host)
   // CORS headers for loopback origins too, not only --allow-origin values (--cors-loopback).
   bool cors_loopback = false;
   // Lowered at start to fit the descriptor limit (raised to its hard value), less a reserve.

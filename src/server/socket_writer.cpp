@@ -27,11 +27,16 @@ struct SocketWriter::Request {
 
 const char* send_status_name(SendStatus s) {
   switch (s) {
-    case SendStatus::kQueued: return "queued";
-    case SendStatus::kConnectionCap: return "connection_cap";
-    case SendStatus::kProcessBudget: return "process_budget";
-    case SendStatus::kSlotCap: return "slot_cap";
-    case SendStatus::kClosed: return "closed";
+    case SendStatus::kQueued:
+      return "queued";
+    case SendStatus::kConnectionCap:
+      return "connection_cap";
+    case SendStatus::kProcessBudget:
+      return "process_budget";
+    case SendStatus::kSlotCap:
+      return "slot_cap";
+    case SendStatus::kClosed:
+      return "closed";
   }
   return "?";
 }

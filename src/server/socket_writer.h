@@ -96,8 +96,8 @@ class SocketWriter {
   SendStatus send_copy(std::initializer_list<std::string_view> pieces);
   // head (copied) then the first `bytes` of the slot's pixels, from the pool. The slot is
   // pinned until the write is done; then done(context, status) runs.
-  SendStatus send_frame(std::string_view head, media::FrameSlot* slot, size_t bytes,
-                        WriteDone done, void* context);
+  SendStatus send_frame(std::string_view head, media::FrameSlot* slot, size_t bytes, WriteDone done,
+                        void* context);
   // head (copied) then pieces the caller keeps valid until done(context, status) runs.
   SendStatus send_borrowed(std::string_view head, std::span<const uv_buf_t> pieces, WriteDone done,
                            void* context);

@@ -73,12 +73,12 @@ bool StreamReceivers::grant(uint64_t receiver_id, uint32_t frames, uint64_t now_
 }
 
 void StreamReceivers::register_control(ControlRouter& router) {
-  router.add<control::Credit>("video.receive", [this](Connection& c,
-                                                      const control::ControlMessage& m) {
-    const auto& credit = std::get<control::Credit>(m);
-    if (!grant(credit.receiver, credit.frames, core::monotonic_ns()))
-      c.send_error(control::error_code::kUnknownReceiver, "no such receiver");
-  });
+  router.add<control::Credit>(
+      "video.receive", [this](Connection& c, const control::ControlMessage& m) {
+        const auto& credit = std::get<control::Credit>(m);
+        if (!grant(credit.receiver, credit.frames, core::monotonic_ns()))
+          c.send_error(control::error_code::kUnknownReceiver, "no such receiver");
+      });
 }
 
 bool StreamReceivers::can_send(const Receiver& r) const {
@@ -197,8 +197,8 @@ void StreamReceivers::on_written(void* write, int status) {
   } else {
     ++r.ack_untimed;
   }
-  r.owner->keep_if_slow(r, SlowRecord{w->sequence, w->submit_ns - w->offered_ns,
-                                      now - w->submit_ns, now - w->offered_ns});
+  r.owner->keep_if_slow(r, SlowRecord{w->sequence, w->submit_ns - w->offered_ns, now - w->submit_ns,
+                                      now - w->offered_ns});
   r.owner->send_pending(r, now);
   r.owner->finish_if_idle(r);
 }
@@ -233,8 +233,7 @@ void StreamReceivers::on_stream_close(const media::Stream& stream) {
 void StreamReceivers::end_overdue(uint64_t now_ns) {
   for (auto& [id, rp] : receivers_) {
     Receiver& r = *rp;
-    if (!r.finishing || r.cut_at_close || now_ns - r.finishing_since_ns < kFinishGraceNs)
-      continue;
+    if (!r.finishing || r.cut_at_close || now_ns - r.finishing_since_ns < kFinishGraceNs) continue;
     r.cut_at_close = true;
     r.connection->destroy();  // its writes are cancelled; their pins (and the pool) go
   }

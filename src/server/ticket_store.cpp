@@ -4,8 +4,8 @@
 
 namespace syncd::server {
 
-std::string TicketStore::create(uint32_t stream_id, uint64_t owner, uint32_t uses,
-                                uint32_t ttl_s, uint64_t now_ns, TicketRefusal& refusal) {
+std::string TicketStore::create(uint32_t stream_id, uint64_t owner, uint32_t uses, uint32_t ttl_s,
+                                uint64_t now_ns, TicketRefusal& refusal) {
   purge(now_ns);
   refusal = TicketRefusal::kNone;
   if (owned_by(owner) >= kMaxTicketsPerOwner) {

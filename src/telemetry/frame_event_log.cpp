@@ -1,7 +1,6 @@
 #include "telemetry/frame_event_log.h"
 
 #include <algorithm>
-
 #include <charconv>
 
 namespace syncd::telemetry {

@@ -698,10 +698,9 @@ SdpError parse_whip_answer(std::string_view text, bool audio_offered, WhipAnswer
   for (const SdpMedia* m : {video, result.audio ? audio : nullptr}) {
     if (!m) continue;
     for (const SdpCandidate& c : m->candidates) {
-      const bool seen = std::any_of(result.candidates.begin(), result.candidates.end(),
-                                    [&c](const SdpCandidate& o) {
-                                      return o.address == c.address && o.port == c.port;
-                                    });
+      const bool seen = std::any_of(
+          result.candidates.begin(), result.candidates.end(),
+          [&c](const SdpCandidate& o) { return o.address == c.address && o.port == c.port; });
       if (!seen) result.candidates.push_back(c);
     }
   }

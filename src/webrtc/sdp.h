@@ -48,7 +48,7 @@ enum class SdpError : uint8_t {
   kBadFingerprint,
   kBadSetup,
   kNoRtcpMux,
-  kNoH264,  // no video m-line offers H264 packetization-mode=1
+  kNoH264,        // no video m-line offers H264 packetization-mode=1
   kNoCandidates,  // an answer to our offer with no UDP candidate we can reach (WHIP)
 };
 // snake_case words, e.g. "no_h264", used in HTTP 400 bodies. Any thread.
@@ -183,8 +183,8 @@ std::string write_sdp_answer(const SdpOffer& offer, const H264Choice& choice,
 
 struct SdpOfferParams {
   uint64_t session_id = 0;
-  std::string ice_ufrag, ice_pwd;  // ours
-  secure::Fingerprint fingerprint;  // our certificate's
+  std::string ice_ufrag, ice_pwd;          // ours
+  secure::Fingerprint fingerprint;         // our certificate's
   std::vector<std::string> candidate_ips;  // a host candidate each, all on candidate_port
   uint16_t candidate_port = 0;
   uint32_t video_ssrc = 0;
@@ -201,9 +201,9 @@ inline constexpr uint8_t kOfferOpusPayloadType = 111;
 // sendonly, rtcp-mux, rtcp-rsize, our ice-ufrag/ice-pwd, a=fingerprint:sha-256, a=setup:actpass
 // (RFC 8842 section 5.2: the answerer picks the DTLS role), H264/90000 with nack, nack pli, ccm
 // fir, packetization-mode=1 profile-level-id=42e01f (constrained baseline, what the encoder
-// makes), msid, ssrc cname, a host candidate per address and end-of-candidates; with audio, m=audio ... 111
-// opus/48000/2 the same way (mid 1, fmtp minptime=10;useinbandfec=1[;stereo=1;sprop-stereo=1]).
-// Any thread.
+// makes), msid, ssrc cname, a host candidate per address and end-of-candidates; with audio, m=audio
+// ... 111 opus/48000/2 the same way (mid 1, fmtp
+// minptime=10;useinbandfec=1[;stereo=1;sprop-stereo=1]). Any thread.
 std::string write_sdp_offer(const SdpOfferParams& params);
 
 // What the answer to write_sdp_offer lets syncd send.

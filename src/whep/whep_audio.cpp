@@ -83,7 +83,8 @@ bool WhepAudioEncoder::next(EncodedAudio& out, uint64_t (*monotonic_ns)()) {
     const bool second = run_done_ >= run_.samples.frames[0];
     const uint32_t at = second ? run_done_ - run_.samples.frames[0] : run_done_;
     const uint32_t left = (second ? run_.samples.frames[1] : run_.samples.frames[0]) - at;
-    const float* samples = run_.samples.part[second ? 1 : 0] + size_t(at) * audio::AudioTap::kChannels;
+    const float* samples =
+        run_.samples.part[second ? 1 : 0] + size_t(at) * audio::AudioTap::kChannels;
     run_done_ += uint32_t(accumulator_.append(samples, left, run_.first_frame + run_done_));
     if (!accumulator_.full()) continue;
 

@@ -88,8 +88,8 @@ class WhepAudioEncoder {
   audio_codec::FrameAccumulator accumulator_;
   uint8_t packet_[kMaxOpusBytes];
   bool wanted_ = false;
-  audio::ReadRun run_;         // the run being cut into frames
-  uint32_t run_done_ = 0;      // its frames appended so far
+  audio::ReadRun run_;                   // the run being cut into frames
+  uint32_t run_done_ = 0;                // its frames appended so far
   uint64_t expected_next_ = UINT64_MAX;  // the capture index the tap's next frame should have
   uint64_t last_frame_index_ = UINT64_MAX;
   uint64_t clock_index_ = 0, clock_ns_ = 0;

@@ -23,8 +23,8 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -52,9 +52,9 @@ bool parse_whep_audio_channels(std::string_view text, uint32_t source_channels,
 // WHIP push (docs/whep.md, "WHIP"): syncd offers one stream to an SFU's WHIP endpoint (RFC
 // 9725), keeps the session up, and offers again after it ends.
 struct WhipTarget {
-  std::string url;     // http:// or https:// WHIP endpoint (--whip-to)
-  std::string token;   // the bearer token, may be empty (--whip-token)
-  std::string stream;  // empty: the first stream opened (--whip-stream)
+  std::string url;               // http:// or https:// WHIP endpoint (--whip-to)
+  std::string token;             // the bearer token, may be empty (--whip-token)
+  std::string stream;            // empty: the first stream opened (--whip-stream)
   relay::EncodeSettings encode;  // --whip-bitrate
   bool verify_tls = true;        // --whip-insecure turns certificate checks off (tests, labs)
 };

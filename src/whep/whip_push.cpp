@@ -22,8 +22,8 @@
 #include "relay/socket_address.h"
 #include "webrtc/sdp.h"
 #include "whep/whep_ids.h"
-#include "whep/whep_service.h"
 #include "whep/whep_internal.h"
+#include "whep/whep_service.h"
 
 namespace syncd::whep {
 
@@ -76,8 +76,8 @@ std::vector<sockaddr_storage> candidate_addresses(std::vector<webrtc::SdpCandida
 std::string resolve_location(const http::Url& base, std::string_view location) {
   if (location.starts_with("http://") || location.starts_with("https://"))
     return std::string(location);
-  const bool default_port = (base.scheme == "http" && base.port == 80) ||
-                            (base.scheme == "https" && base.port == 443);
+  const bool default_port =
+      (base.scheme == "http" && base.port == 80) || (base.scheme == "https" && base.port == 443);
   const bool v6 = base.host.find(':') != std::string::npos;
   std::string origin = base.scheme + "://" + (v6 ? "[" + base.host + "]" : base.host) +
                        (default_port ? "" : ":" + std::to_string(base.port));
@@ -125,17 +125,17 @@ void WhepService::whip_tick() {
   if (!stream) return;
   const media::PixelFormat format = stream->config().format;
   if (format != media::PixelFormat::kH264 && !relay::EncodeStage::can_encode(format)) {
-    whip_failed(std::string("a ") + media::pixel_format_name(format) +
-                    " stream cannot be sent over WebRTC",
-                now);
+    whip_failed(
+        std::string("a ") + media::pixel_format_name(format) + " stream cannot be sent over WebRTC",
+        now);
     return;
   }
   w.stream = stream->config().name;
   bool busy = false;
   std::string why;
   // Bound to every address: the SFU is usually on another machine, whatever --host serves.
-  Egress* egress = egress_for("whip:" + w.stream, w.stream, "0.0.0.0", w.target.encode, "whip",
-                              busy, why);
+  Egress* egress =
+      egress_for("whip:" + w.stream, w.stream, "0.0.0.0", w.target.encode, "whip", busy, why);
   if (!egress) {
     whip_failed(busy ? "too many egresses" : why, now);
     return;
@@ -210,7 +210,8 @@ void WhepService::whip_post(Egress& egress) {
         setup->remote_password = answer.ice_pwd;
         setup->remote_fingerprint = answer.fingerprint;
         setup->remote_candidates = candidate_addresses(answer.candidates);
-        setup->dtls_role = answer.dtls_client ? secure::DtlsRole::kClient : secure::DtlsRole::kServer;
+        setup->dtls_role =
+            answer.dtls_client ? secure::DtlsRole::kClient : secure::DtlsRole::kServer;
         setup->payload_type = answer.video_payload_type;
         setup->audio = answer.audio;
         setup->audio_payload_type = answer.audio_payload_type;

@@ -2,7 +2,6 @@
 // channels, live bitrate change, malformed packets refused with their reason and counted, PLC
 // and FEC paths, configuration errors.
 #include <gtest/gtest.h>
-
 #include <opus/opus.h>
 
 #include <algorithm>

@@ -31,11 +31,11 @@ TEST(AudioControl, ReadFieldsAndAlias) {
 }
 
 TEST(AudioControl, ReadRejectsBadFields) {
-  for (const char* text : {R"({"type":"audio.read","max_frames":-1})",
-                           R"({"type":"audio.read","max_frames":"10"})",
-                           R"({"type":"audio.read","max_frames":2000000})",
-                           R"({"type":"audio.read","timeout_ms":10001})",
-                           R"({"type":"audio.read","max_frames":10,"min_frames":11})"}) {
+  for (const char* text :
+       {R"({"type":"audio.read","max_frames":-1})", R"({"type":"audio.read","max_frames":"10"})",
+        R"({"type":"audio.read","max_frames":2000000})",
+        R"({"type":"audio.read","timeout_ms":10001})",
+        R"({"type":"audio.read","max_frames":10,"min_frames":11})"}) {
     const ParseResult r = parse_control_message(text);
     const auto* e = std::get_if<ControlError>(&r);
     ASSERT_NE(e, nullptr) << text;

@@ -43,7 +43,7 @@ TEST(Naud, HeaderLayoutIsTheDocumentedOne) {
 TEST(Naud, PacketRoundTripsFromTwoRingPieces) {
   constexpr uint32_t kChannels = 2;
   std::vector<float> a = {1, 2, 3, 4, 5, 6};  // 3 frames
-  std::vector<float> c = {7, 8};               // 1 frame after the wrap
+  std::vector<float> c = {7, 8};              // 1 frame after the wrap
   RingSpan s;
   s.part[0] = a.data();
   s.frames[0] = 3;

@@ -1,13 +1,15 @@
+#include "control/control_message.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "control/control_message.h"
-
 using namespace syncd::control;
 
 namespace {
-const ControlError* as_error(const ParseResult& r) { return std::get_if<ControlError>(&r); }
+const ControlError* as_error(const ParseResult& r) {
+  return std::get_if<ControlError>(&r);
+}
 template <typename T>
 const T* as(const ParseResult& r) {
   auto* m = std::get_if<ControlMessage>(&r);
@@ -70,18 +72,19 @@ TEST(ControlMessage, CodedErrors) {
                error_code::kUnknownType);
   EXPECT_STREQ(as_error(parse_control_message(R"({"type":"hello"})"))->code,
                error_code::kBadMessage);
-  EXPECT_STREQ(as_error(parse_control_message(
-                            R"({"type":"stream.open","name":"a","width":-1,"height":2})"))
-                   ->code,
-               error_code::kBadMessage);
-  EXPECT_STREQ(as_error(parse_control_message(
-                            R"({"type":"stream.open","name":"a b","width":1,"height":2})"))
-                   ->code,
-               error_code::kBadMessage);
-  EXPECT_STREQ(as_error(parse_control_message(
-                            R"({"type":"stream.open","name":"a","width":1,"height":2,"format":"yuv"})"))
-                   ->code,
-               error_code::kBadMessage);
+  EXPECT_STREQ(
+      as_error(parse_control_message(R"({"type":"stream.open","name":"a","width":-1,"height":2})"))
+          ->code,
+      error_code::kBadMessage);
+  EXPECT_STREQ(
+      as_error(parse_control_message(R"({"type":"stream.open","name":"a b","width":1,"height":2})"))
+          ->code,
+      error_code::kBadMessage);
+  EXPECT_STREQ(
+      as_error(parse_control_message(
+                   R"({"type":"stream.open","name":"a","width":1,"height":2,"format":"yuv"})"))
+          ->code,
+      error_code::kBadMessage);
 }
 
 TEST(ControlMessage, PingEchoesId) {
@@ -99,8 +102,8 @@ TEST(ControlMessage, ErrorJsonMergesExtra) {
 
 TEST(ControlMessage, NestingIsBoundedAtParse) {
   // A ping whose id nests 75,000 arrays deep: refused at parse, never built or echoed.
-  const std::string deep = R"({"type":"ping","id":)" + std::string(75'000, '[') +
-                           std::string(75'000, ']') + "}";
+  const std::string deep =
+      R"({"type":"ping","id":)" + std::string(75'000, '[') + std::string(75'000, ']') + "}";
   const ParseResult parsed = parse_control_message(deep);
   const ControlError* e = as_error(parsed);
   ASSERT_TRUE(e);
@@ -130,9 +133,9 @@ TEST(ControlMessage, StreamReportCarriesTheSourcesCounters) {
   for (const auto& [reason, n] : s.dropped) total += n;
   EXPECT_EQ(total, 114u);
   const char* refused[] = {
-      R"({"type":"stream.report","offered":1,"sent":1})",                        // no stream
-      R"({"type":"stream.report","stream":1,"sent":1})",                         // no offered
-      R"({"type":"stream.report","stream":1,"offered":-1,"sent":0})",            // negative
+      R"({"type":"stream.report","offered":1,"sent":1})",                          // no stream
+      R"({"type":"stream.report","stream":1,"sent":1})",                           // no offered
+      R"({"type":"stream.report","stream":1,"offered":-1,"sent":0})",              // negative
       R"({"type":"stream.report","stream":1,"offered":1,"sent":0,"dropped":[]})",  // not object
       R"({"type":"stream.report","stream":1,"offered":1,"sent":0,"dropped":{"Bad Name":1}})",
       R"({"type":"stream.report","stream":1,"offered":1,"sent":0,"dropped":{"x":1.5}})",

@@ -63,8 +63,8 @@ TEST(FramePool, SlotsAreDistinctAndPageAligned) {
 TEST(FramePool, LeastRecentReuseTakesTheSlotReleasedLongestAgo) {
   // Shared-memory readers read the newest frame in place; it must be the last slot rewritten.
   alignas(64) static uint8_t memory[3 * 64];
-  FramePool* pool = FramePool::create_in(memory, 64, 3, 64, nullptr,
-                                         syncd::media::SlotReuse::kLeastRecent);
+  FramePool* pool =
+      FramePool::create_in(memory, 64, 3, 64, nullptr, syncd::media::SlotReuse::kLeastRecent);
   FrameSlot* a = pool->acquire();
   FramePool::release(a);
   FrameSlot* b = pool->acquire();

@@ -13,9 +13,9 @@
 #include <fstream>
 #include <thread>
 
+#include "core/spsc_ring.h"
 #include "headtrack/hidraw.h"
 #include "headtrack/replay.h"
-#include "core/spsc_ring.h"
 #include "headtrack/tracker_reader.h"
 #include "headtrack_fixtures.h"
 

@@ -3,6 +3,8 @@
 // against servers this test runs on real sockets: plain HTTP, a server that never answers, a
 // refused connection, and HTTPS with a self-signed certificate (taken only without
 // verification). fetch_async's callback runs on the loop thread.
+#include "net/http_client/http_client.h"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -14,7 +16,6 @@
 #include <string>
 #include <thread>
 
-#include "net/http_client/http_client.h"
 #include "net/http_client/http_response.h"
 #include "secure/certificate.h"
 
@@ -38,9 +39,9 @@ TEST(HttpUrl, ParsesWhatWhipEndpointsLookLike) {
   EXPECT_EQ(u.port, 9);
   ASSERT_TRUE(parse_url("http://h?q", u, why));
   EXPECT_EQ(u.path, "/?q");
-  for (const char* bad : {"ftp://h/", "h:80/x", "http://user:pw@h/", "http://h/#frag", "http://h:0/",
-                          "http://h:70000/", "http://h:8x/", "http:///x", "http://h/a b",
-                          "http://[::1/", "http://h:/"}) {
+  for (const char* bad : {"ftp://h/", "h:80/x", "http://user:pw@h/", "http://h/#frag",
+                          "http://h:0/", "http://h:70000/", "http://h:8x/", "http:///x",
+                          "http://h/a b", "http://[::1/", "http://h:/"}) {
     why.clear();
     EXPECT_FALSE(parse_url(bad, u, why)) << bad;
     EXPECT_FALSE(why.empty()) << bad;
@@ -74,32 +75,44 @@ TEST(HttpResponse, LengthChunkedAndCloseFramedBodies) {
   for (size_t split = 0; split <= created.size(); ++split) {
     ResponseParser p;
     ResponseStatus s = p.feed(created.data(), split);
-    if (s == ResponseStatus::kIncomplete) s = p.feed(created.data() + split, created.size() - split);
+    if (s == ResponseStatus::kIncomplete)
+      s = p.feed(created.data() + split, created.size() - split);
     ASSERT_EQ(s, ResponseStatus::kComplete) << split;
     EXPECT_EQ(p.response().status, 201);
     EXPECT_EQ(p.response().header("location"), "/whip/1");
     EXPECT_EQ(p.response().body, "v=0\r\n");
   }
   ResponseParser chunked;
-  ASSERT_EQ(feed_all(chunked, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", false),
-            ResponseStatus::kComplete);
+  ASSERT_EQ(
+      feed_all(
+          chunked,
+          "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+          false),
+      ResponseStatus::kComplete);
   EXPECT_EQ(chunked.response().body, "abcde");
   // Trailer fields after a chunked body are dropped, not merged into the headers.
   ResponseParser trailers;
-  ASSERT_EQ(feed_all(trailers, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\nX-Trailer: t\r\n\r\n", false),
+  ASSERT_EQ(feed_all(trailers,
+                     "HTTP/1.1 200 OK\r\nTransfer-Encoding: "
+                     "chunked\r\n\r\n2\r\nab\r\n0\r\nX-Trailer: t\r\n\r\n",
+                     false),
             ResponseStatus::kComplete);
   EXPECT_EQ(trailers.response().body, "ab");
   EXPECT_EQ(trailers.response().headers.size(), 1u);
   EXPECT_TRUE(trailers.response().header("x-trailer").empty());
   ResponseParser closed;
-  ASSERT_EQ(feed_all(closed, "HTTP/1.0 503 Busy\r\n\r\nuntil the close", true), ResponseStatus::kComplete);
+  ASSERT_EQ(feed_all(closed, "HTTP/1.0 503 Busy\r\n\r\nuntil the close", true),
+            ResponseStatus::kComplete);
   EXPECT_EQ(closed.response().status, 503);
   EXPECT_EQ(closed.response().body, "until the close");
   ResponseParser empty;
   ASSERT_EQ(feed_all(empty, "HTTP/1.1 204 No Content\r\n\r\n", false), ResponseStatus::kComplete);
   // An interim 100 Continue is read past to the final response.
   ResponseParser interim;
-  ASSERT_EQ(feed_all(interim, "HTTP/1.1 100 Continue\r\nX-A: 1\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok", false),
+  ASSERT_EQ(feed_all(interim,
+                     "HTTP/1.1 100 Continue\r\nX-A: 1\r\n\r\nHTTP/1.1 201 "
+                     "Created\r\nContent-Length: 2\r\n\r\nok",
+                     false),
             ResponseStatus::kComplete);
   EXPECT_EQ(interim.response().status, 201);
   EXPECT_EQ(interim.response().body, "ok");
@@ -112,8 +125,11 @@ TEST(HttpResponse, RefusesWithAReason) {
     const ResponseStatus s = feed_all(p, bytes, close);
     return s == ResponseStatus::kError ? p.error() : std::string();
   };
-  EXPECT_NE(refused("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", false), "");
-  EXPECT_NE(refused("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", false), "");
+  EXPECT_NE(
+      refused("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", false),
+      "");
+  EXPECT_NE(refused("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", false),
+            "");
   EXPECT_NE(refused("HTTP/1.1 200 OK\r\nContent-Length: 2000\r\n\r\n", false), "");
   EXPECT_NE(refused("HTTP/1.1 200 OK\r\n\r\n" + std::string(2000, 'x'), true), "");
   EXPECT_NE(refused("HTTP/1.1 200 OK\r\nX: " + std::string(20000, 'y') + "\r\n\r\n", false), "");
@@ -162,13 +178,16 @@ struct TestServer {
       }
       char buffer[4096];
       while (request.find("\r\n\r\n") == std::string::npos) {
-        const int got = ssl ? SSL_read(ssl, buffer, sizeof buffer) : int(::recv(fd, buffer, sizeof buffer, 0));
+        const int got =
+            ssl ? SSL_read(ssl, buffer, sizeof buffer) : int(::recv(fd, buffer, sizeof buffer, 0));
         if (got <= 0) break;
         request.append(buffer, size_t(got));
       }
       if (answer) {
-        if (ssl) SSL_write(ssl, reply.data(), int(reply.size()));
-        else ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+        if (ssl)
+          SSL_write(ssl, reply.data(), int(reply.size()));
+        else
+          ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
       } else {
         while (!stop) usleep(10'000);
       }
@@ -191,8 +210,9 @@ struct TestServer {
 };
 
 TEST(HttpFetch, PostsAndReadsACreatedAnswer) {
-  TestServer server("HTTP/1.1 201 Created\r\nLocation: /whip/s/1\r\nContent-Type: application/sdp\r\n"
-                    "Content-Length: 10\r\n\r\nv=0\r\ns=-\r\n");
+  TestServer server(
+      "HTTP/1.1 201 Created\r\nLocation: /whip/s/1\r\nContent-Type: application/sdp\r\n"
+      "Content-Length: 10\r\n\r\nv=0\r\ns=-\r\n");
   ClientRequest request;
   request.method = "POST";
   request.url = server.url();

@@ -90,8 +90,10 @@ TEST(HttpRequestParser, BodyIsRefused) {
 // A POST's Content-Length body, when the limits allow one: whole, in one read or split anywhere.
 TEST(HttpRequestParser, PostBodyWithinTheLimitIsKept) {
   const std::string body = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\n";
-  const std::string req = "POST /whep/a HTTP/1.1\r\nHost: h\r\nContent-Type: application/sdp\r\n"
-                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string req =
+      "POST /whep/a HTTP/1.1\r\nHost: h\r\nContent-Type: application/sdp\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   for (size_t split = 0; split <= req.size(); ++split) {
     RequestParser p(RequestLimits{8192, 64, 1024});
     ParseStatus s = p.feed(req.data(), split);

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "telemetry/prometheus.h"
+
+#include <gtest/gtest.h>
 
 using syncd::telemetry::PrometheusText;
 using syncd::telemetry::StageStats;
@@ -10,7 +10,8 @@ TEST(Prometheus, FamilyAndSamples) {
   p.family("x_total", "counter", "An x.");
   p.sample("x_total", R"(a="b")", uint64_t(3));
   p.sample("x_total", "", 0.5);
-  EXPECT_EQ(p.text(), "# HELP x_total An x.\n# TYPE x_total counter\nx_total{a=\"b\"} 3\nx_total 0.5\n");
+  EXPECT_EQ(p.text(),
+            "# HELP x_total An x.\n# TYPE x_total counter\nx_total{a=\"b\"} 3\nx_total 0.5\n");
 }
 
 TEST(Prometheus, HistogramIsCumulative) {

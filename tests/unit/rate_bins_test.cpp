@@ -1,6 +1,7 @@
+#include "telemetry/rate_bins.h"
+
 #include <gtest/gtest.h>
 
-#include "telemetry/rate_bins.h"
 #include "telemetry/stage_stats.h"
 
 using syncd::telemetry::RateBins;

@@ -420,7 +420,6 @@ TEST(RtpRtcp, LongNackArrivesInSeveralEvents) {
   EXPECT_GT(sink.nack_events, 1u);
 }
 
-
 // APP packets are the application's: written whole, handed back whole, in place in the compound.
 TEST(RtpRtcp, ApplicationPacketsGoThroughWhole) {
   const uint8_t app[16] = {0x80, 204, 0, 3, 1, 2, 3, 4, 'S', 'Y', 'N', 'C', 9, 8, 7, 6};

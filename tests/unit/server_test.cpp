@@ -205,9 +205,7 @@ class FakeHost final : public ConnectionHost {
   void on_http_request(Connection& c, const http::Request&, char* rest, size_t n) override {
     c.upgrade_to_websocket("HTTP/1.1 101 Switching Protocols\r\n\r\n", rest, n);
   }
-  void on_control_message(Connection& c, std::string_view text) override {
-    router.route(c, text);
-  }
+  void on_control_message(Connection& c, std::string_view text) override { router.route(c, text); }
   void connection_closed(Connection&) override { closed = true; }
   bool others_waiting(int) override { return false; }
   void resume_after_poll(Connection& c) override { c.resume_reading(); }
@@ -331,15 +329,17 @@ TEST_F(ConnectionFixture, ControlMessagesAreRoutedByTheTable) {
   start(ServerConfig{});
   int stats_calls = 0;
   host->router.add<control::Hello>(
-      "", [](Connection& c, const control::ControlMessage&) {
+      "",
+      [](Connection& c, const control::ControlMessage&) {
         c.set_hello_done();
         c.send_text(R"({"type":"welcome"})");
       },
       /*hello_first=*/false);
-  host->router.add<control::StatsRequest>("stats", [&](Connection& c, const control::ControlMessage&) {
-    ++stats_calls;
-    c.send_text(R"({"type":"stats"})");
-  });
+  host->router.add<control::StatsRequest>("stats",
+                                          [&](Connection& c, const control::ControlMessage&) {
+                                            ++stats_calls;
+                                            c.send_text(R"({"type":"stats"})");
+                                          });
   host->router.add<control::Ping>("ping", [](Connection&, const control::ControlMessage&) {});
   host->router.add<control::Credit>("stats", [](Connection&, const control::ControlMessage&) {});
   host->router.refuse<control::AudioRead>("audio_unavailable", "no audio here");
@@ -376,7 +376,8 @@ TEST_F(ConnectionFixture, APeerThatStopsReadingPausesItsRequestsInsteadOfGrowing
   std::string burst;
   for (int i = 0; i < 400; ++i) burst += ping;
   ::send(client, burst.data(), burst.size(), MSG_NOSIGNAL);
-  pump(&loop, [] { return false; }, 300);
+  pump(
+      &loop, [] { return false; }, 300);
   EXPECT_GE(host->counters().reads_paused_for_output, 1u);
   EXPECT_LE(connection->writer().queued_bytes(), cfg.writer.max_queued_bytes);
   EXPECT_FALSE(host->closed);
@@ -401,15 +402,15 @@ TEST_F(ConnectionFixture, AStalledPeerIsClosedAfterTheWriteTimeout) {
       "ping",
       [](Connection& c, const control::ControlMessage&) {
         // More than loopback's kernel buffers hold, so the write cannot complete unread.
-        c.send_text(std::string(R"({"type":"pong","pad":")") + std::string(12u << 20, 'p') +
-                    "\"}");
+        c.send_text(std::string(R"({"type":"pong","pad":")") + std::string(12u << 20, 'p') + "\"}");
       },
       /*hello_first=*/false);
   send(client_text(R"({"type":"ping"})"));
   ASSERT_TRUE(pump(&loop, [&] { return connection->writer().writes_in_flight() == 1; }));
   connection->check_timeouts(core::monotonic_ns());
   EXPECT_EQ(host->counters().write_timeouts, 0u);  // not yet
-  pump(&loop, [] { return false; }, 120);
+  pump(
+      &loop, [] { return false; }, 120);
   ASSERT_FALSE(host->closed);
   connection->check_timeouts(core::monotonic_ns());
   EXPECT_TRUE(pump(&loop, [&] { return host->closed; }));

@@ -1,7 +1,7 @@
 // TicketStore: per-owner cap, and tickets that go with their stream and their owner.
-#include <gtest/gtest.h>
-
 #include "server/ticket_store.h"
+
+#include <gtest/gtest.h>
 
 using syncd::server::TicketCheck;
 using syncd::server::TicketRefusal;

@@ -587,7 +587,8 @@ TEST(WebrtcSdp, SessionLevelTransportAndOtherMedia) {
   EXPECT_EQ(choice->payload_type, 126);
   EXPECT_TRUE(choice->nack && choice->pli);
   EXPECT_FALSE(choice->fir || choice->remb);
-  std::vector<std::string> lines = lines_of(write_sdp_answer(offer, *choice, nullptr, answer_params()));
+  std::vector<std::string> lines =
+      lines_of(write_sdp_answer(offer, *choice, nullptr, answer_params()));
   ASSERT_GE(lines.size(), 14u);
   EXPECT_EQ(lines[4], "a=group:BUNDLE v");
   EXPECT_EQ(lines[7], "m=audio 0 UDP/TLS/RTP/SAVPF 109");
@@ -699,8 +700,9 @@ TEST(WebrtcSdp, WhipAnswerGivesRolesPayloadTypesAndCandidates) {
             SdpError::kBadSetup);
   EXPECT_EQ(parse_whip_answer(replaced(ok, "m=video 9 ", "m=video 0 "), true, a),
             SdpError::kNoH264);
-  EXPECT_EQ(parse_whip_answer(replaced(ok, "packetization-mode=1", "packetization-mode=0"), true, a),
-            SdpError::kNoH264);
+  EXPECT_EQ(
+      parse_whip_answer(replaced(ok, "packetization-mode=1", "packetization-mode=0"), true, a),
+      SdpError::kNoH264);
   EXPECT_EQ(parse_whip_answer(without_lines(ok, "a=candidate:1 "), false, a),
             SdpError::kNoCandidates);  // audio not offered: its srflx candidate is not ours
   // The audio refused by the SFU: video only.

@@ -201,7 +201,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "synthetic", "tone"}))
       ->capture_default_str();
   app.add_option("--wav", wav_path, "Write the first channels to this float WAV file");
-  app.add_option("--wav-channels", wav_channels, "Channels written to --wav")->capture_default_str();
+  app.add_option("--wav-channels", wav_channels, "Channels written to --wav")
+      ->capture_default_str();
   app.add_flag("--check", check, "Exit 4 unless continuous, drop-free and (with --verify) exact");
   app.add_flag("--quiet", quiet, "Only the JSON summary line");
   app.add_flag("--realtime", realtime,
@@ -231,8 +232,8 @@ int main(int argc, char** argv) {
     size_t size = 0;
     auto expect_text = [&](const char* what) {
       if (!client.next_message(5000, op, payload, size) || op != ws::Opcode::kText)
-        throw producer::ToolError(producer::kExitIo, std::string("no reply to ") + what + ": " +
-                                                         client.failure());
+        throw producer::ToolError(producer::kExitIo,
+                                  std::string("no reply to ") + what + ": " + client.failure());
       return nlohmann::json::parse(payload, payload + size);
     };
     client.send_text(R"({"type":"hello","protocol":1,"client":"sync-audio-reader"})");
@@ -286,8 +287,9 @@ int main(int argc, char** argv) {
         if (j.is_object() && j.value("code", "") == "audio_busy") {
           ++busy;
         } else {
-          throw producer::ToolError(producer::kExitRefused, "audio.read refused: " +
-                                        std::string(reinterpret_cast<const char*>(payload), size));
+          throw producer::ToolError(
+              producer::kExitRefused,
+              "audio.read refused: " + std::string(reinterpret_cast<const char*>(payload), size));
         }
       } else {
         audio::NaudHeader h;
@@ -324,7 +326,8 @@ int main(int argc, char** argv) {
         last_print = t1;
         std::fprintf(stderr, "\r%.0f s: %llu frames, gaps %llu, dropped %llu, mismatches %llu   ",
                      double(t1 - t_start) / 1e9, static_cast<unsigned long long>(frames),
-                     static_cast<unsigned long long>(gaps), static_cast<unsigned long long>(dropped),
+                     static_cast<unsigned long long>(gaps),
+                     static_cast<unsigned long long>(dropped),
                      static_cast<unsigned long long>(verifier.mismatched_frames));
       }
       if (final_read) break;
@@ -340,15 +343,18 @@ int main(int argc, char** argv) {
     const double expected = elapsed * rate;
     const double continuity = expected > 0 ? double(frames) / expected : 0;
     std::vector<uint32_t> sorted = rtt_us;
-    nlohmann::json rtt = {{"count", rtt_us.size()},
-                          {"p50", percentile(sorted, 50)},
-                          {"p95", percentile(sorted, 95)},
-                          {"p99", percentile(sorted, 99)},
-                          {"max", sorted.empty() ? 0.0 : double(*std::max_element(sorted.begin(), sorted.end())) / 1000.0}};
+    nlohmann::json rtt = {
+        {"count", rtt_us.size()},
+        {"p50", percentile(sorted, 50)},
+        {"p95", percentile(sorted, 95)},
+        {"p99", percentile(sorted, 99)},
+        {"max",
+         sorted.empty() ? 0.0 : double(*std::max_element(sorted.begin(), sorted.end())) / 1000.0}};
     nlohmann::json windows = nlohmann::json::array();
     for (size_t w = 0; w < window_starts.size(); ++w) {
       const size_t end = w + 1 < window_starts.size() ? window_starts[w + 1] : rtt_us.size();
-      std::vector<uint32_t> part(rtt_us.begin() + long(window_starts[w]), rtt_us.begin() + long(end));
+      std::vector<uint32_t> part(rtt_us.begin() + long(window_starts[w]),
+                                 rtt_us.begin() + long(end));
       if (part.empty()) continue;
       windows.push_back({{"start_s", double(w * kWindowNs) / 1e9},
                          {"count", part.size()},
@@ -387,13 +393,14 @@ int main(int argc, char** argv) {
         {"ok", ok},
     };
     if (!quiet) {
-      std::printf("frames %llu / expected %.0f: continuity %.5f; gaps %llu, dropped %llu, "
-                  "gap_frames %llu; verify %s: %llu exact, %llu mismatched\n",
-                  static_cast<unsigned long long>(frames), expected, continuity,
-                  static_cast<unsigned long long>(gaps), static_cast<unsigned long long>(dropped),
-                  static_cast<unsigned long long>(gap_frames), verify.c_str(),
-                  static_cast<unsigned long long>(verifier.exact_frames),
-                  static_cast<unsigned long long>(verifier.mismatched_frames));
+      std::printf(
+          "frames %llu / expected %.0f: continuity %.5f; gaps %llu, dropped %llu, "
+          "gap_frames %llu; verify %s: %llu exact, %llu mismatched\n",
+          static_cast<unsigned long long>(frames), expected, continuity,
+          static_cast<unsigned long long>(gaps), static_cast<unsigned long long>(dropped),
+          static_cast<unsigned long long>(gap_frames), verify.c_str(),
+          static_cast<unsigned long long>(verifier.exact_frames),
+          static_cast<unsigned long long>(verifier.mismatched_frames));
       std::printf("read RTT ms: p50 %.3f  p95 %.3f  p99 %.3f  max %.3f (%zu reads)\n",
                   rtt["p50"].get<double>(), rtt["p95"].get<double>(), rtt["p99"].get<double>(),
                   rtt["max"].get<double>(), rtt_us.size());

@@ -163,7 +163,9 @@ void NaudClient::send_frame(ws::Opcode opcode, std::string_view payload) {
     failure_ = "send failed: " + socket_.last_error();
 }
 
-void NaudClient::send_text(std::string_view text) { send_frame(ws::Opcode::kText, text); }
+void NaudClient::send_text(std::string_view text) {
+  send_frame(ws::Opcode::kText, text);
+}
 
 void NaudClient::close() {
   send_frame(ws::Opcode::kClose, ws::close_payload(1000, ""));

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "net/ws/frame_decoder.h"
 #include "../producer/stream_socket.h"
+#include "net/ws/frame_decoder.h"
 
 namespace syncd::audio_reader {
 

@@ -39,8 +39,12 @@ int process(jack_nframes_t nframes, void*) {
   return 0;
 }
 
-void on_shutdown(void*) { g_stop = true; }
-void on_signal(int) { g_stop = true; }
+void on_shutdown(void*) {
+  g_stop = true;
+}
+void on_signal(int) {
+  g_stop = true;
+}
 
 }  // namespace
 
@@ -50,11 +54,15 @@ int main(int argc, char** argv) {
   std::string name = "sync-jack-tone";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--channels" && i + 1 < argc) channels = uint32_t(std::atoi(argv[++i]));
-    else if (a == "--connect" && i + 1 < argc) dest = argv[++i];
-    else if (a == "--name" && i + 1 < argc) name = argv[++i];
+    if (a == "--channels" && i + 1 < argc)
+      channels = uint32_t(std::atoi(argv[++i]));
+    else if (a == "--connect" && i + 1 < argc)
+      dest = argv[++i];
+    else if (a == "--name" && i + 1 < argc)
+      name = argv[++i];
     else {
-      std::fprintf(stderr, "usage: sync-jack-tone [--channels N] [--connect PORT-PREFIX] [--name N]\n");
+      std::fprintf(stderr,
+                   "usage: sync-jack-tone [--channels N] [--connect PORT-PREFIX] [--name N]\n");
       return 1;
     }
   }
@@ -68,8 +76,8 @@ int main(int argc, char** argv) {
   }
   for (uint32_t c = 0; c < channels; ++c) {
     const std::string port = "out_" + std::to_string(c + 1);
-    g_ports.push_back(jack_port_register(client, port.c_str(), JACK_DEFAULT_AUDIO_TYPE,
-                                         JackPortIsOutput, 0));
+    g_ports.push_back(
+        jack_port_register(client, port.c_str(), JACK_DEFAULT_AUDIO_TYPE, JackPortIsOutput, 0));
   }
   jack_set_process_callback(client, process, nullptr);
   jack_on_shutdown(client, on_shutdown, nullptr);

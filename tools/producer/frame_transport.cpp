@@ -116,11 +116,11 @@ class WebSocketTransport final : public FrameTransport {
   // Asks for a ticket for our stream that `uses` receivers may redeem, and publishes it as
   // PATH.tmp renamed to PATH, so a receiver polling for PATH never reads a half-written ticket.
   void write_ticket(const std::string& path, uint32_t uses) {
-    client_.send_text(ordered_json{{"type", "ticket.create"},
-                                   {"stream", stream_id_},
-                                   {"uses", uses},
-                                   {"ttl_s", 600}}
-                          .dump());
+    client_.send_text(ordered_json{
+        {"type", "ticket.create"},
+        {"stream", stream_id_},
+        {"uses", uses},
+        {"ttl_s", 600}}.dump());
     const json reply = expect_reply("ticket", "ticket.create");
     const auto ticket = reply.find("ticket");
     if (ticket == reply.end() || !ticket->is_string()) {

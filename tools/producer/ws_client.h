@@ -93,7 +93,7 @@ class WsClient final : private ReadableListener {
   std::vector<uint8_t> input_;  // allocated once; holds at most one partial frame between reads
   size_t input_bytes_ = 0;
   std::deque<std::string> texts_;
-  std::string pending_pong_;  // payload of the latest unanswered ping (RFC 6455 section 5.5.3)
+  std::string pending_pong_;    // payload of the latest unanswered ping (RFC 6455 section 5.5.3)
   std::string masked_scratch_;  // send_small()'s masked copy, kept so its capacity is reused
   bool pong_due_ = false;
   // A send_frame() stopped part-way: the stream is mid-message, so no Close may follow it.

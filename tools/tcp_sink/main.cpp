@@ -54,10 +54,9 @@ struct Options {
   // Read into a buffer from syncd's own frame pool (huge pages) instead of a std::vector (small
   // pages): shows how much of a syncd/sink ratio is memory layout rather than protocol work.
   bool huge_pages = false;
-  uint64_t warmup_frames = 0;  // steady_cpu_ms_per_frame counts CPU from the end of this frame
+  uint64_t warmup_frames = 0;     // steady_cpu_ms_per_frame counts CPU from the end of this frame
   uint32_t hash_window_kb = 256;  // syncd's default --read-window-kb; 0: hash the whole frame
 };
-
 
 struct Counters {
   uint64_t frames = 0;

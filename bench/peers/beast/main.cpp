@@ -6,15 +6,13 @@
 // then verified (XXH3-64 over every pixel byte, sequence gaps). Synchronous, one thread: the
 // simplest, fastest way to use Beast for a single stream. Prints a JSON summary at the Close.
 // Boost 1.74's asio/awaitable.hpp uses std::exchange without including <utility> (C++20).
-#include <utility>
-
+#include <CLI/CLI.hpp>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
-
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "peer_common.h"
 

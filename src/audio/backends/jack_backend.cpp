@@ -68,9 +68,14 @@ class JackBackend final : public CaptureBackend {
   BackendStatus status() const override {
     BackendStatus s;
     switch (state_.load(std::memory_order_relaxed)) {
-      case kRunning: s.state = "running"; break;
-      case kDisconnected: s.state = "disconnected"; break;
-      default: s.state = "stopped";
+      case kRunning:
+        s.state = "running";
+        break;
+      case kDisconnected:
+        s.state = "disconnected";
+        break;
+      default:
+        s.state = "stopped";
     }
     s.rate = rate_.load(std::memory_order_relaxed);
     s.period_frames = period_.load(std::memory_order_relaxed);
@@ -130,7 +135,8 @@ class JackBackend final : public CaptureBackend {
   void connect_ports() {
     std::vector<std::string> sources;
     if (config_.connect.size() == 1 && config_.connect[0] == "none") return;
-    if (config_.connect.empty() || (config_.connect.size() == 1 && config_.connect[0] == "system")) {
+    if (config_.connect.empty() ||
+        (config_.connect.size() == 1 && config_.connect[0] == "system")) {
       const char** found = jack_get_ports(client_, nullptr, JACK_DEFAULT_AUDIO_TYPE,
                                           JackPortIsPhysical | JackPortIsOutput);
       for (size_t i = 0; found && found[i]; ++i) sources.emplace_back(found[i]);
@@ -245,12 +251,12 @@ class JackBackend final : public CaptureBackend {
   const AudioSourceConfig config_;
   CaptureRing& ring_;
   const uint32_t channels_;
-  std::vector<jack_port_t*> ports_;       // written by the supervisor while no client is active
-  std::vector<const float*> buffers_;     // real-time thread scratch, sized once
-  jack_client_t* client_ = nullptr;       // supervisor (and start/stop on the loop thread)
+  std::vector<jack_port_t*> ports_;    // written by the supervisor while no client is active
+  std::vector<const float*> buffers_;  // real-time thread scratch, sized once
+  jack_client_t* client_ = nullptr;    // supervisor (and start/stop on the loop thread)
   bool had_client_ = false;
-  bool gap_check_ = false;      // set before activate, read by the next process thread
-  uint64_t last_end_ns_ = 0;    // real-time thread: end of the last captured period
+  bool gap_check_ = false;              // set before activate, read by the next process thread
+  uint64_t last_end_ns_ = 0;            // real-time thread: end of the last captured period
   jack_client_t* rt_client_ = nullptr;  // set before activate; read by the process thread
   bool have_frame_time_ = false;        // set before activate, then real-time thread only
   jack_nframes_t expected_frame_time_ = 0;

@@ -5,5 +5,7 @@ namespace syncd::audio {
 std::unique_ptr<CaptureBackend> make_jack_backend(const AudioSourceConfig&, CaptureRing&) {
   return nullptr;
 }
-uint32_t probe_jack_rate() { return 0; }
+uint32_t probe_jack_rate() {
+  return 0;
+}
 }  // namespace syncd::audio

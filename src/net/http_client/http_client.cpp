@@ -133,7 +133,8 @@ std::string start_tls(const Url& url, bool verify, Clock::time_point deadline, C
     if (ok != 1) return tls_error("cannot check the host name");
   }
   std::string error;
-  if (tls_call(c.ssl, c.fd, deadline, [&c] { return SSL_connect(c.ssl); }, error) <= 0) {
+  if (tls_call(
+          c.ssl, c.fd, deadline, [&c] { return SSL_connect(c.ssl); }, error) <= 0) {
     if (error == "timeout") return error;
     const long verdict = SSL_get_verify_result(c.ssl);
     if (verify && verdict != X509_V_OK)
@@ -149,7 +150,9 @@ std::string send_all(Connection& c, std::string_view bytes, Clock::time_point de
       std::string error;
       const int n = tls_call(
           c.ssl, c.fd, deadline,
-          [&] { return SSL_write(c.ssl, bytes.data(), int(std::min<size_t>(bytes.size(), 1 << 20))); },
+          [&] {
+            return SSL_write(c.ssl, bytes.data(), int(std::min<size_t>(bytes.size(), 1 << 20)));
+          },
           error);
       if (n <= 0) return error.empty() ? "io: the connection closed" : error;
       bytes.remove_prefix(size_t(n));
@@ -174,8 +177,8 @@ std::string read_response(Connection& c, Clock::time_point deadline, ResponsePar
     ssize_t n = 0;
     if (c.ssl) {
       std::string error;
-      n = tls_call(c.ssl, c.fd, deadline, [&] { return SSL_read(c.ssl, buffer, sizeof buffer); },
-                   error);
+      n = tls_call(
+          c.ssl, c.fd, deadline, [&] { return SSL_read(c.ssl, buffer, sizeof buffer); }, error);
       if (n < 0) {
         // A peer that closes without close_notify ends a close-framed body all the same.
         if (error == "timeout") return error;

@@ -12,9 +12,8 @@ char lower(char c) {
 }
 
 bool clean(std::string_view s) {
-  return std::none_of(s.begin(), s.end(), [](char c) {
-    return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f;
-  });
+  return std::none_of(s.begin(), s.end(),
+                      [](char c) { return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f; });
 }
 
 }  // namespace
@@ -107,7 +106,8 @@ std::string write_request(std::string_view method, const Url& url, const Headers
       (url.scheme == "http" && url.port == 80) || (url.scheme == "https" && url.port == 443);
   if (!default_port) r.append(":").append(std::to_string(url.port));
   r += "\r\n";
-  for (const auto& [name, value] : headers) r.append(name).append(": ").append(value).append("\r\n");
+  for (const auto& [name, value] : headers)
+    r.append(name).append(": ").append(value).append("\r\n");
   if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH")
     r.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n");
   r += "Connection: close\r\n\r\n";

@@ -90,7 +90,7 @@ class ResponseParser {
   bool in_value_ = false;
   bool head_done_ = false;
   bool complete_ = false;
-  bool interim_ = false;  // the message being read is a 1xx
+  bool interim_ = false;     // the message being read is a 1xx
   std::string limit_error_;  // set by a callback that stops the parser
   std::string error_;
   bool failed_ = false;

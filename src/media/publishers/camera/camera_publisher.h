@@ -2,10 +2,11 @@
 // consumers (OBS, browsers, call apps) through a backend (camera_backend.h).
 //
 // The camera shows the first raw stream opened while it shows none (an encoded one, h264, is
-// not a picture); when that stream closes, the next one opened takes its place. The loop only pins the frame's slot (FramePool::try_pin)
-// and hands it to the camera's worker (core::WorkerHandoff); the worker converts it into the
-// backend's buffer and queues it, and the verdict comes back to the loop, which unpins. The loop
-// never waits: a frame the worker cannot take now is dropped and counted by reason.
+// not a picture); when that stream closes, the next one opened takes its place. The loop only pins
+// the frame's slot (FramePool::try_pin) and hands it to the camera's worker (core::WorkerHandoff);
+// the worker converts it into the backend's buffer and queues it, and the verdict comes back to the
+// loop, which unpins. The loop never waits: a frame the worker cannot take now is dropped and
+// counted by reason.
 //
 // Accounting, per stream shown: offered == delivered + converting + sum(dropped[reason]).
 //
