@@ -167,6 +167,9 @@ void Relay::write_stats(nlohmann::json& out) const {
                    {"nacked_packets", v(s.nacked_packets)},
                    {"nacked_unavailable", v(s.nacked_unavailable)},
                    {"pacer_expired", v(s.pacer_expired)},
+                   {"frames_on_wire", v(s.frames_on_wire)},
+                   {"frame_on_wire_ns_total", v(s.frame_on_wire_ns_total)},
+                   {"frame_on_wire_ns_max", v(s.frame_on_wire_ns_max)},
                    {"no_packet_buffer", v(s.no_packet_buffer)},
                    {"target_bps", v(s.target_bps)},
                    {"remb_bps", v(s.remb_bps)},
@@ -174,12 +177,15 @@ void Relay::write_stats(nlohmann::json& out) const {
                    {"keyframe_requests_received", v(s.keyframe_requests)}};
     const RelayAudioStats& a = s.audio;
     if (config_.audio_ring)
-      j["sender"]["audio"] = {
-          {"channels", v(a.channels)},         {"frames_encoded", v(a.frames_encoded)},
-          {"frames_sent", v(a.frames_sent)},   {"packets_sent", v(a.packets_sent)},
-          {"bytes_sent", v(a.bytes_sent)},     {"encode_errors", v(a.encode_errors)},
-          {"capture_gaps", v(a.capture_gaps)}, {"encode_us", v(a.encode_us)},
-          {"expected_loss_percent", v(a.expected_loss_percent)}};
+      j["sender"]["audio"] = {{"channels", v(a.channels)},
+                              {"frames_encoded", v(a.frames_encoded)},
+                              {"frames_sent", v(a.frames_sent)},
+                              {"packets_sent", v(a.packets_sent)},
+                              {"bytes_sent", v(a.bytes_sent)},
+                              {"encode_errors", v(a.encode_errors)},
+                              {"capture_gaps", v(a.capture_gaps)},
+                              {"encode_us", v(a.encode_us)},
+                              {"expected_loss_percent", v(a.expected_loss_percent)}};
   } else {
     nlohmann::json source;
     source_->write_stats(source);

@@ -579,6 +579,15 @@ void RelaySession::pace(uint64_t now_ns) {
           ++counters_.packets_sent;
           ++packets_sent_;
           octets_sent_ += uint32_t(plain.size());
+          // A frame's last original packet (the marker on the media payload type; RTX has its
+          // own): the frame is on the wire. Its time since the relay thread took the encoded
+          // frame is packetizing, FEC, the pacer's queue and protection, a stage of glass to glass.
+          if (plain.size() > 1 && plain[1] == (0x80 | kMediaPayloadType)) {
+            const uint64_t waited = now_ns - due[i].enqueued_ns;
+            ++counters_.frames_on_wire;
+            counters_.frame_on_wire_ns_total += waited;
+            counters_.frame_on_wire_ns_max = std::max(counters_.frame_on_wire_ns_max, waited);
+          }
         }
       }
       release_packet(h);
@@ -737,8 +746,7 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
       rate_.on_remb(now_ns, *events.remb);
     }
     if (events.block) {
-      const uint32_t arrival =
-          rtp::ntp_compact(rtp::ntp_from_ns(wall_clock_ntp_ns()));
+      const uint32_t arrival = rtp::ntp_compact(rtp::ntp_from_ns(wall_clock_ntp_ns()));
       if (auto rtt = rtp::round_trip_ns(arrival, events.block->last_sr,
                                         events.block->delay_since_last_sr)) {
         rtt_ns_ = *rtt;
@@ -1108,6 +1116,9 @@ void RelaySession::publish_stats() {
   set(stats_.nacked_packets, c.nacked);
   set(stats_.nacked_unavailable, c.nacked_unavailable);
   set(stats_.pacer_expired, pacer_.counters().dropped_expired);
+  set(stats_.frames_on_wire, c.frames_on_wire);
+  set(stats_.frame_on_wire_ns_total, c.frame_on_wire_ns_total);
+  set(stats_.frame_on_wire_ns_max, c.frame_on_wire_ns_max);
   set(stats_.no_packet_buffer, c.no_buffer);
   set(stats_.target_bps, rate_.target_bps());
   set(stats_.remb_bps, c.remb_bps);

@@ -132,6 +132,11 @@ struct RelaySessionStats {
   std::atomic<uint64_t> nacked_packets{0};
   std::atomic<uint64_t> nacked_unavailable{0};  // asked for but gone from the history
   std::atomic<uint64_t> pacer_expired{0};
+  // Frames whose last packet went out, and the time from the relay thread taking each encoded
+  // frame to that packet on the wire (packetize, FEC, pacer queue, protect): sum and max.
+  std::atomic<uint64_t> frames_on_wire{0};
+  std::atomic<uint64_t> frame_on_wire_ns_total{0};
+  std::atomic<uint64_t> frame_on_wire_ns_max{0};
   std::atomic<uint64_t> no_packet_buffer{0};
   std::atomic<uint64_t> target_bps{0};
   std::atomic<uint64_t> remb_bps{0};
@@ -315,6 +320,7 @@ class RelaySession final : public RelayHandler {
   struct Counters {
     uint64_t foreign = 0, srtp_refused = 0, rtp_refused = 0, rtcp_refused = 0;
     uint64_t frames_sent = 0, frames_refused = 0, packets_sent = 0, fec_sent = 0, rtx_sent = 0;
+    uint64_t frames_on_wire = 0, frame_on_wire_ns_total = 0, frame_on_wire_ns_max = 0;
     uint64_t nacked = 0, nacked_unavailable = 0, no_buffer = 0, dtls_failures = 0;
     uint64_t fingerprint_mismatches = 0, epoch_collisions = 0;
     uint64_t peer_rebinds = 0, peer_restarts = 0, peer_lost = 0;

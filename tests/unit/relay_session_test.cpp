@@ -242,6 +242,15 @@ TEST(RelaySession, AccessUnitsCrossEncryptedAndVerifiedAcrossReKeys) {
   EXPECT_EQ(r.frames_malformed.load(), 0u);
   EXPECT_GT(s.fec_packets_sent.load() + s.packets_sent.load(), kFrames);
   EXPECT_GT(source.counters().transport.count(), 0u);
+  // Every frame sent had its last packet on the wire, and the time it took is accounted: more
+  // than nothing, and under the pacer's queue limit (stats follow on the relay's timer).
+  ASSERT_TRUE(pair.run_until([&] { return s.frames_on_wire.load() == s.frames_sent.load(); }))
+      << s.frames_on_wire << " of " << s.frames_sent;
+  EXPECT_GE(s.frames_on_wire.load(), kFrames);
+  EXPECT_GT(s.frame_on_wire_ns_total.load(), 0u);
+  EXPECT_LE(s.frame_on_wire_ns_max.load(), 1'000'000'000u);
+  EXPECT_LE(s.frame_on_wire_ns_total.load() / s.frames_on_wire.load(),
+            s.frame_on_wire_ns_max.load());
 
   // The receiver's main loop asks for a keyframe (its decoder lost sync): a PLI goes out at
   // once and reaches the sender's publisher.

@@ -141,7 +141,7 @@ def _event_columns(path):
     return {k: v[first] for k, v in cols.items()}
 
 
-def analyze_glass_to_glass(arm_dir, encode_mean_ms, decode_mean_ms):
+def analyze_glass_to_glass(arm_dir, encode_mean_ms, decode_mean_ms, on_wire_mean_ms=None):
     """Per frame, on one clock: the producer's send start (the frame's timestamp) to the moment
     the receiving syncd had handed it to its publishers (a shared-memory reader can read it
     then), and the stages between. Medians of stages do not add up to the median total."""
@@ -168,7 +168,10 @@ def analyze_glass_to_glass(arm_dir, encode_mean_ms, decode_mean_ms):
     stages = {
         "ingest (producer send -> sender accept)": med(tx_accept - start),
         "encode (x264 on the worker, mean)": encode_mean_ms,
-        "packetize, protect, pace, transit, repair": sender_to_receiver - (encode_mean_ms or 0),
+        "packetize, protect, pace (mean)": on_wire_mean_ms,
+        ("hand-over, transit, repair" if on_wire_mean_ms is not None else
+         "packetize, protect, pace, transit, repair"):
+            sender_to_receiver - (encode_mean_ms or 0) - (on_wire_mean_ms or 0),
         "jitter buffer, hand-over to the loop": complete_to_accept - (decode_mean_ms or 0),
         "decode into the lease (mean)": decode_mean_ms,
         "publish (to every publisher)": med(rx_published - rx_accept),
@@ -365,15 +368,18 @@ def analyze_relay_arm(arm_dir):
             result["receiver"]["frames_marker_verified"] = test.get("marker_verified")
         # The last sample taken while the stream was open (the final /stats comes after the
         # sender's stream closed).
-        encoder, decoder = {}, {}
+        encoder, decoder, relay_tx = {}, {}, {}
         for x in A.load_jsonl(arm_dir / "telemetry.jsonl"):
+            relay_tx = ((x.get("sender") or {}).get("relay") or {}).get("sender") or relay_tx
             pub = (((x.get("sender") or {}).get("stream") or {}).get("publishers") or {})
             encoder = (pub.get("relay") or {}).get("encoder") or encoder
             rr = ((x.get("receiver") or {}).get("relay") or {}).get("receiver") or {}
             decoder = (rr.get("source") or {}).get("decoder") or decoder
         mean_ms = lambda st: st.get("mean_us") / 1000 if st and st.get("mean_us") else None  # noqa
+        on_wire = (relay_tx.get("frame_on_wire_ns_total") / relay_tx["frames_on_wire"] / 1e6
+                   if relay_tx.get("frames_on_wire") else None)
         result["glass_to_glass"] = analyze_glass_to_glass(
-            arm_dir, mean_ms(encoder.get("encode")), mean_ms(decoder.get("decode")))
+            arm_dir, mean_ms(encoder.get("encode")), mean_ms(decoder.get("decode")), on_wire)
         # Sender accept -> receiver complete includes the encoder here: the transport bound is
         # part 1's, for encoded sources; a raw source is judged glass to glass. Its losses are
         # judged where they happen: none in transport, and at most 0.1 % never relayed (raw
