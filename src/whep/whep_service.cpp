@@ -52,7 +52,6 @@ bool parse_whep_audio_channels(std::string_view text, uint32_t source_channels,
   return true;
 }
 
-
 WhepService::WhepService(WhepConfig config, media::StreamRegistry& registry, uv_loop_t* loop)
     : config_(std::move(config)), registry_(registry), loop_(loop) {}
 
@@ -72,8 +71,8 @@ void WhepService::stop() {
 
 WhepService::Egress* WhepService::egress_for(const std::string& key, const std::string& stream_name,
                                              const std::string& bind_host,
-                                             const relay::EncodeSettings& encode,
-                                             const char* label, bool& busy, std::string& error) {
+                                             const relay::EncodeSettings& encode, const char* label,
+                                             bool& busy, std::string& error) {
   busy = false;
   if (auto it = egresses_.find(key); it != egresses_.end()) return it->second.get();
   if (egresses_.size() >= kMaxStreams) {
@@ -93,7 +92,9 @@ WhepService::Egress* WhepService::egress_for(const std::string& key, const std::
   egress->stream = stream_name;
   std::shared_ptr<audio::AudioTap> tap =
       config_.open_audio_tap ? config_.open_audio_tap() : nullptr;
-  auto transport = std::make_unique<WhepTransport>(config_.transport, identity_, tap);
+  WhepTransportConfig transport_config = config_.transport;
+  transport_config.max_bps = uint64_t(encode.max_bitrate_kbps) * 1000;
+  auto transport = std::make_unique<WhepTransport>(transport_config, identity_, tap);
   egress->audio = transport->audio() && transport->audio()->ok();
   egress->audio_stereo = egress->audio && transport->audio()->stereo();
   egress->transport = transport.get();
@@ -103,8 +104,8 @@ WhepService::Egress* WhepService::egress_for(const std::string& key, const std::
   egress->thread = std::make_unique<relay::RelayThread>(tc, std::move(transport),
                                                         &WhepService::on_message, egress.get());
   if (!egress->thread->start(loop_, error)) return nullptr;
-  auto publisher = std::make_unique<relay::RelayPublisher>(*egress->thread, stream_name, loop_,
-                                                           encode, label);
+  auto publisher =
+      std::make_unique<relay::RelayPublisher>(*egress->thread, stream_name, loop_, encode, label);
   publisher->set_active(false);
   egress->publisher = publisher.get();
   registry_.add_publisher(std::move(publisher));
@@ -283,6 +284,10 @@ void WhepService::on_message(relay::FromRelay& m, void* context) {
     case relay::FromRelay::Kind::kPeerEnded:
       egress->service->on_session_ended(*egress, m.sequence);
       break;
+    case relay::FromRelay::Kind::kTargetRate:  // the lossiest viewer's rate (a raw stream's
+                                               // encoder)
+      egress->publisher->on_target_rate(m.target_bps);
+      break;
     default:
       break;
   }
@@ -341,6 +346,7 @@ void WhepService::write_stats(nlohmann::json& out) const {
         {"rtcp_refused", v(s.rtcp_refused)},
         {"rtt_us", v(s.rtt_us)},
         {"fraction_lost", v(s.fraction_lost)},
+        {"loss_based_kbps", v(s.loss_based_bps) / 1000},
     });
     if (v(s.audio_frames_offered) > 0 || record.audio) {
       nlohmann::json audio_dropped = nlohmann::json::object();
@@ -368,7 +374,9 @@ void WhepService::write_stats(nlohmann::json& out) const {
                         {"foreign_datagrams", v(t.foreign_datagrams)},
                         {"stun_malformed", v(t.stun_malformed)},
                         {"stun_unknown_user", v(t.stun_unknown_user)},
-                        {"stun_unmatched", v(t.stun_unmatched)}};
+                        {"stun_unmatched", v(t.stun_unmatched)},
+                        {"target_kbps", v(t.target_bps) / 1000},
+                        {"target_changes", v(t.target_changes)}};
     if (const auto* pc = e->publisher->counters(e->publisher->relayed_stream())) {
       nlohmann::json dropped = nlohmann::json::object();
       for (size_t i = 0; i < size_t(relay::RelayDrop::kCount); ++i)
@@ -394,7 +402,8 @@ void WhepService::write_stats(nlohmann::json& out) const {
       const relay::EncodeStageCounters& ec = enc->counters();
       j["encoder"] = {{"submitted", ec.submitted}, {"encoded", ec.encoded},
                       {"keyframes", ec.keyframes}, {"keyframes_forced", ec.keyframes_forced},
-                      {"failed", ec.failed},       {"bitrate_kbps", ec.bitrate_kbps}};
+                      {"failed", ec.failed},       {"bitrate_kbps", ec.bitrate_kbps},
+                      {"width", ec.width},         {"height", ec.height}};
     }
     egresses.push_back(std::move(j));
   }

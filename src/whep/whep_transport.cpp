@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "congestion/loss_based_estimator.h"
 #include "core/clock.h"
 #include "core/random.h"
 #include "relay/socket_address.h"
@@ -81,6 +82,17 @@ void bump(std::atomic<uint64_t>& counter, uint64_t by = 1) {
   counter.fetch_add(by, kRelaxed);
 }
 
+// A viewer's loss-based estimate starts at the encoder's rate and climbs back no higher.
+// Browsers' receiver reports count loss before NACK repair, as the relay's do, so the same 2 % /
+// 10 % lines apply (congestion/loss_based_estimator.h).
+congestion::LossEstimatorConfig loss_config(uint64_t max_bps) {
+  congestion::LossEstimatorConfig c;
+  c.max_bps = max_bps;
+  c.start_bps = max_bps;
+  c.min_bps = std::min(c.min_bps, max_bps);
+  return c;
+}
+
 // Whether an Annex B access unit holds an IDR slice (NAL type 5): a browser can start there.
 bool has_idr(std::span<const uint8_t> access_unit) {
   bool idr = false;
@@ -117,6 +129,7 @@ class WhepTransport::Session final : public rtp::RtcpSink {
         dtls_(owner.dtls_context_, setup_->dtls_role, setup_->remote_fingerprint,
               [this](std::span<const uint8_t> d) { send_raw(d); }),
         history_(new uint8_t[kHistory * kPacketBytes]),
+        rate_(loss_config(owner.config_.max_bps)),
         created_ns_(now_ns) {
     sequence_ = uint16_t(core::random_u32());
     timestamp_offset_ = core::random_u32();
@@ -157,6 +170,8 @@ class WhepTransport::Session final : public rtp::RtcpSink {
   const std::string& password() const { return setup_->local_password; }
   WhepState state() const { return state_; }
   WhepSessionStats& stats() { return stats_; }
+  // The rate this browser's receiver reports say its path carries (loss-based, GCC section 6).
+  uint64_t loss_based_bps() const { return rate_.estimate_bps(); }
   bool has_address() const { return has_address_; }
   bool listens() const { return setup_->audio && state_ == WhepState::kConnected; }
   const sockaddr_storage& address() const { return address_; }
@@ -320,8 +335,10 @@ class WhepTransport::Session final : public rtp::RtcpSink {
       if (b.source_ssrc != setup_->ssrc) continue;
       stats_.fraction_lost.store(b.fraction_lost, kRelaxed);
       const uint32_t arrival = rtp::ntp_compact(rtp::ntp_from_ns(relay::wall_clock_ntp_ns()));
-      if (auto rtt = rtp::round_trip_ns(arrival, b.last_sr, b.delay_since_last_sr))
-        stats_.rtt_us.store(*rtt / 1000, kRelaxed);
+      const auto rtt = rtp::round_trip_ns(arrival, b.last_sr, b.delay_since_last_sr);
+      if (rtt) stats_.rtt_us.store(*rtt / 1000, kRelaxed);
+      rate_.on_report(now_ns_, b.fraction_lost, rtt.value_or(0), owner_.target_bps_);
+      stats_.loss_based_bps.store(rate_.estimate_bps(), kRelaxed);
     }
   }
   void on_nack(const rtp::Nack& nack) override {
@@ -497,13 +514,15 @@ class WhepTransport::Session final : public rtp::RtcpSink {
   uint64_t tie_breaker_ = 0;
   uint64_t next_check_ns_ = 0;
   std::string check_username_;
+  congestion::LossBasedEstimator rate_;
   static constexpr uint64_t kCheckIntervalNs = 50'000'000;
   static constexpr uint64_t kConsentIntervalNs = 5'000'000'000ull;
 };
 
 WhepTransport::WhepTransport(WhepTransportConfig config, const secure::Identity& identity,
                              std::shared_ptr<audio::AudioTap> audio_tap)
-    : config_(config), dtls_context_(identity, config.dtls) {
+    : config_(config), dtls_context_(identity, config.dtls), target_bps_(config.max_bps) {
+  counters_.target_bps.store(target_bps_, kRelaxed);
   if (audio_tap) audio_ = std::make_unique<WhepAudioEncoder>(std::move(audio_tap));
 }
 
@@ -688,6 +707,7 @@ void WhepTransport::on_timer(uint64_t now_ns) {
   // Ended sessions go once their end has been told (their stats stay with the service).
   std::erase_if(sessions_, [](const auto& s) { return s->state() == WhepState::kEnded; });
   send_audio();
+  follow_loss();
   if (keyframe_request_pending_) request_keyframe(now_ns);
   if (!sessions_.empty()) thread_->arm_timer(kTickNs);
 }
@@ -695,16 +715,38 @@ void WhepTransport::on_timer(uint64_t now_ns) {
 void WhepTransport::send_audio() {
   if (!audio_) return;
   // Encoded only while some session listens: the tap copies nothing otherwise.
-  audio_->set_wanted(std::any_of(sessions_.begin(), sessions_.end(),
-                                 [](const auto& s) { return s->listens(); }));
+  audio_->set_wanted(
+      std::any_of(sessions_.begin(), sessions_.end(), [](const auto& s) { return s->listens(); }));
   // In-band FEC sized for the worst listener's loss (RFC 3550 fraction lost, of 256).
   uint32_t worst = 0;
   for (const auto& s : sessions_)
-    if (s->listens()) worst = std::max(worst, uint32_t(s->stats().audio_fraction_lost.load(kRelaxed)));
+    if (s->listens())
+      worst = std::max(worst, uint32_t(s->stats().audio_fraction_lost.load(kRelaxed)));
   audio_->set_expected_loss((worst * 100 + 255) / 256);
   EncodedAudio frame;
   while (audio_->next(frame, &core::monotonic_ns))
     for (auto& s : sessions_) s->send_audio(frame);
+}
+
+void WhepTransport::follow_loss() {
+  // One encode serves every viewer: it runs at the rate the lossiest connected viewer's path
+  // carries. A change goes to the encoder on the main loop (bitrate and resolution ladder).
+  uint64_t lowest = config_.max_bps;
+  bool any = false;
+  for (const auto& s : sessions_) {
+    if (s->state() != WhepState::kConnected) continue;
+    lowest = std::min(lowest, s->loss_based_bps());
+    any = true;
+  }
+  if (!any || lowest == target_bps_) return;
+  relay::FromRelay m;
+  m.kind = relay::FromRelay::Kind::kTargetRate;
+  m.target_bps = lowest;
+  if (thread_->send_to_main(m)) {
+    target_bps_ = lowest;
+    counters_.target_bps.store(lowest, kRelaxed);
+    bump(counters_.target_changes);
+  }
 }
 
 void WhepTransport::on_stop(uint64_t) {

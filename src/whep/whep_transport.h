@@ -92,7 +92,8 @@ struct WhepSessionStats {
   std::atomic<uint64_t> rtcp_received{0};
   std::atomic<uint64_t> rtcp_refused{0};  // SRTCP that did not authenticate, or bad RTCP
   std::atomic<uint64_t> rtt_us{0};
-  std::atomic<uint64_t> fraction_lost{0};  // of 256, from the browser's latest RR
+  std::atomic<uint64_t> fraction_lost{0};   // of 256, from the browser's latest RR
+  std::atomic<uint64_t> loss_based_bps{0};  // what its RRs' loss says its path carries
   // Audio (sessions that took it): 20 ms Opus frames offered = sent + dropped by reason (only
   // kNotConnected and kSendFailed apply).
   std::atomic<uint64_t> audio_frames_offered{0};
@@ -119,8 +120,8 @@ struct WhepSessionSetup final : relay::HandlerCommand {
   std::string remote_password;                      // the SFU's ice-pwd: our checks' key
   std::vector<sockaddr_storage> remote_candidates;  // the SFU's UDP candidates, best first
   secure::DtlsRole dtls_role = secure::DtlsRole::kServer;
-  bool audio = false;                      // the answer accepted the offer's Opus m-line
-  uint8_t audio_payload_type = 0;          // Opus's, from the offer
+  bool audio = false;              // the answer accepted the offer's Opus m-line
+  uint8_t audio_payload_type = 0;  // Opus's, from the offer
   uint32_t audio_ssrc = 0;
   std::shared_ptr<WhepSessionStats> stats;
 };
@@ -139,6 +140,9 @@ struct WhepTransportConfig {
   // or a viewer's repeats, make one IDR).
   uint64_t keyframe_interval_ns = 300'000'000ull;
   secure::DtlsConfig dtls;
+  // The encoder's rate (--whep-bitrate / --whip-bitrate): where every viewer's loss-based
+  // estimate starts, and the most it climbs back to.
+  uint64_t max_bps = 2'000'000;
 };
 
 // The egress's own figures (read anywhere).
@@ -151,6 +155,8 @@ struct WhepTransportCounters {
   std::atomic<uint64_t> stun_unmatched{0};     // a response to no check of ours (or forged)
   std::atomic<uint64_t> keyframe_requests{0};  // asked of the encoder
   std::atomic<uint64_t> frames_in{0};          // access units from the main loop
+  std::atomic<uint64_t> target_bps{0};         // the encoder's rate, the lowest viewer's estimate
+  std::atomic<uint64_t> target_changes{0};     // told to the encoder
 };
 
 class WhepTransport final : public relay::RelayHandler {
@@ -181,12 +187,12 @@ class WhepTransport final : public relay::RelayHandler {
   class Session;
   Session* find_by_address(const sockaddr_storage& from);
   void on_stun(std::span<uint8_t> datagram, const sockaddr_storage& from, uint64_t now_ns);
-  void on_stun_response(std::span<uint8_t> datagram, const sockaddr_storage& from,
-                        uint64_t now_ns);
+  void on_stun_response(std::span<uint8_t> datagram, const sockaddr_storage& from, uint64_t now_ns);
   void send_frame(relay::ToRelay& message, uint64_t now_ns);
   void end(Session& session, WhepEnd why);
   void request_keyframe(uint64_t now_ns);
   void send_audio();
+  void follow_loss();
 
   WhepTransportConfig config_;
   secure::DtlsContext dtls_context_;
@@ -194,6 +200,7 @@ class WhepTransport final : public relay::RelayHandler {
   std::vector<std::unique_ptr<Session>> sessions_;
   uint64_t last_keyframe_request_ns_ = 0;
   bool keyframe_request_pending_ = false;
+  uint64_t target_bps_;  // the rate the encoder was last told (max_bps until a viewer's loss)
   WhepTransportCounters counters_;
   std::unique_ptr<WhepAudioEncoder> audio_;
 };

@@ -4,12 +4,13 @@
 // IDR gate, NACK answered with the same bytes, PLI turned into a keyframe request, DELETE ending
 // the session with an RTCP BYE; and with an audio tap, stereo Opus decoded back (continuous
 // sequence and timestamps, each side on its side) with a sender report that maps the audio's
-// capture clock to the same wall clock. The Chromium test (tests/browser/browser/whep.test.js) runs the
-// same path with a real browser; this one runs under the sanitizers.
+// capture clock to the same wall clock. The Chromium test (tests/browser/browser/whep.test.js) runs
+// the same path with a real browser; this one runs under the sanitizers.
 #include "whep/whep_transport.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <opus/opus.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,8 +20,6 @@
 #include <functional>
 #include <random>
 #include <vector>
-
-#include <opus/opus.h>
 
 #include "audio/audio_tap.h"
 #include "core/clock.h"
@@ -51,6 +50,7 @@ struct MainSide {
   int frames_done = 0;
   int frames_sent = 0;
   std::vector<uint64_t> ended;
+  std::vector<uint64_t> target_rates;
 };
 
 void on_main(relay::FromRelay& m, void* context) {
@@ -65,6 +65,9 @@ void on_main(relay::FromRelay& m, void* context) {
       break;
     case relay::FromRelay::Kind::kPeerEnded:
       main->ended.push_back(m.sequence);
+      break;
+    case relay::FromRelay::Kind::kTargetRate:
+      main->target_rates.push_back(m.target_bps);
       break;
     default:
       break;
@@ -359,6 +362,37 @@ TEST_F(WhepTransportTest, ABrowserChecksHandshakesAndReceivesAccessUnitsByteForB
   browser.send({rtcp, rtcp_size});
   ASSERT_TRUE(run_until([&] { return stats->rtcp_refused.load() == 1; }));
 
+  // Receiver reports set the encoder's rate (GCC's loss-based rule): 30 % lost takes it down
+  // from the most (1 - 0.15), a second report within the update interval changes nothing, and
+  // a clean one after it climbs back 8 %. Each change reaches the main loop once.
+  const uint64_t most = WhepTransportConfig{}.max_bps;
+  EXPECT_EQ(transport->counters().target_bps.load(), most);
+  EXPECT_TRUE(main.target_rates.empty());
+  auto send_report = [&](uint8_t fraction_lost) {
+    rtp::ReportBlock block;
+    block.source_ssrc = kSsrc;
+    block.fraction_lost = fraction_lost;
+    rtp::RtcpWriter rr({rtcp, sizeof rtcp - secure::kRtcpTrailerBytes});
+    rr.add_receiver_report(0xb0b, {&block, 1});
+    size_t size = rr.size();
+    ASSERT_EQ(send.protect_rtcp(rtcp, size, sizeof rtcp), secure::SrtpStatus::kOk);
+    browser.send({rtcp, size});
+  };
+  const uint64_t received_before = stats->rtcp_received.load();
+  send_report(77);  // 30 %
+  ASSERT_TRUE(run_until([&] { return main.target_rates.size() == 1; }));
+  const uint64_t lowered = main.target_rates[0];
+  EXPECT_NEAR(double(lowered), most * (1 - 0.5 * 77 / 256.0), 1000);
+  EXPECT_EQ(stats->loss_based_bps.load(), lowered);
+  EXPECT_EQ(transport->counters().target_bps.load(), lowered);
+  send_report(0);  // within 300 ms of the change: too soon
+  ASSERT_TRUE(run_until([&] { return stats->rtcp_received.load() == received_before + 2; }));
+  usleep(350'000);
+  send_report(0);
+  ASSERT_TRUE(run_until([&] { return main.target_rates.size() == 2; }));
+  EXPECT_NEAR(double(main.target_rates[1]), lowered * 1.08, 1000);
+  EXPECT_EQ(transport->counters().target_changes.load(), 2u);
+
   // DELETE: the session ends, says BYE, and the main loop hears of it.
   relay::ToRelay m;
   m.kind = relay::ToRelay::Kind::kCommand;
@@ -391,8 +425,8 @@ TEST_F(WhepTransportTest, ABrowserChecksHandshakesAndReceivesAccessUnitsByteForB
 struct CaptureSource {
   static constexpr uint32_t kRate = 48000;
   std::vector<float> samples = std::vector<float>(kRate * 2);
-  std::vector<audio::CaptureBlock> blocks = std::vector<audio::CaptureBlock>(
-      audio::CaptureRing::blocks_for(kRate));
+  std::vector<audio::CaptureBlock> blocks =
+      std::vector<audio::CaptureBlock>(audio::CaptureRing::blocks_for(kRate));
   audio::CaptureRing ring{samples, blocks, 2, kRate};
   uint64_t start_ns = core::monotonic_ns();
   uint64_t written = 0;
@@ -494,8 +528,8 @@ TEST_F(WhepAudioTest, StereoOpusArrivesContinuousWithASenderReportOnTheSameWallC
     last_arrival_ns = core::monotonic_ns();
     ++packets;
     ASSERT_EQ(opus_packet_get_nb_channels(packet.payload.data()), 2);
-    const int n = opus_decode_float(decoder, packet.payload.data(), opus_int32(packet.payload.size()),
-                                    pcm.data(), 5760, 0);
+    const int n = opus_decode_float(decoder, packet.payload.data(),
+                                    opus_int32(packet.payload.size()), pcm.data(), 5760, 0);
     ASSERT_EQ(n, 960);
     decoded_frames += size_t(n);
     if (packets <= 5) continue;  // past the decoder's start-up
