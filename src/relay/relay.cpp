@@ -170,6 +170,7 @@ void Relay::write_stats(nlohmann::json& out) const {
                    {"frames_on_wire", v(s.frames_on_wire)},
                    {"frame_on_wire_ns_total", v(s.frame_on_wire_ns_total)},
                    {"frame_on_wire_ns_max", v(s.frame_on_wire_ns_max)},
+                   {"tail_probes", v(s.tail_probes)},
                    {"no_packet_buffer", v(s.no_packet_buffer)},
                    {"target_bps", v(s.target_bps)},
                    {"remb_bps", v(s.remb_bps)},

@@ -358,6 +358,7 @@ void RelaySession::on_timer(uint64_t now_ns) {
       }
       next_audio_poll_ns_ = now_ns + kAudioPollNs;
     }
+    if (connected() && now_ns >= tail_probe_due_ns_) probe_tail(now_ns);
     pace(now_ns);
     if (connected() && now_ns >= next_report_ns_) send_sender_report(now_ns);
     if (goodbye_pending_ && pacer_.next_event_ns(now_ns) == congestion::Pacer::kNoEvent) {
@@ -418,7 +419,7 @@ void RelaySession::schedule(uint64_t now_ns) {
   if (connected()) next = std::min(next, keys_.next_deadline_ns());
   if (config_.sender) {
     next = std::min(next, pacer_.next_event_ns(now_ns));
-    if (connected()) next = std::min(next, next_report_ns_);
+    if (connected()) next = std::min({next, next_report_ns_, tail_probe_due_ns_});
     if (audio_sender_) next = std::min(next, next_audio_poll_ns_);
   } else if (connected()) {
     next = std::min({next, jitter_.next_wakeup_ns(), nack_.next_wakeup_ns(rtt_ns_),
@@ -447,6 +448,12 @@ void RelaySession::send_frame(ToRelay& m, uint64_t now_ns) {
     thread_->send_to_main(done);  // not sent: no keys yet
     return;
   }
+  // The frame interval, for the tail-loss probe's delay (a second's gap is a pause, not a rate).
+  if (last_frame_ns_ != 0 && now_ns > last_frame_ns_ && now_ns - last_frame_ns_ < 1'000'000'000) {
+    const uint64_t gap = now_ns - last_frame_ns_;
+    frame_interval_ns_ = frame_interval_ns_ ? (frame_interval_ns_ * 7 + gap) / 8 : gap;
+  }
+  last_frame_ns_ = now_ns;
   const std::span<const uint8_t> access_unit(m.slot->pixels, info.bytes);
   if (packetizer_.begin(access_unit) != rtp::PacketizeError::kOk) {
     ++counters_.frames_refused;
@@ -582,11 +589,19 @@ void RelaySession::pace(uint64_t now_ns) {
           // A frame's last original packet (the marker on the media payload type; RTX has its
           // own): the frame is on the wire. Its time since the relay thread took the encoded
           // frame is packetizing, FEC, the pacer's queue and protection, a stage of glass to glass.
-          if (plain.size() > 1 && plain[1] == (0x80 | kMediaPayloadType)) {
+          if (plain.size() > 3 && plain[1] == (0x80 | kMediaPayloadType)) {
             const uint64_t waited = now_ns - due[i].enqueued_ns;
             ++counters_.frames_on_wire;
             counters_.frame_on_wire_ns_total += waited;
             counters_.frame_on_wire_ns_max = std::max(counters_.frame_on_wire_ns_max, waited);
+            // The tail probe waits for two frame intervals of silence (50 ms before the rate
+            // is known), at least 10 ms and at most 500 ms.
+            const uint64_t wait = std::clamp<uint64_t>(
+                frame_interval_ns_ ? 2 * frame_interval_ns_ : 50'000'000, 10'000'000, 500'000'000);
+            tail_sequence_ = uint16_t(plain[2] << 8 | plain[3]);
+            tail_probe_due_ns_ = now_ns + wait;
+          } else if (plain.size() > 1 && (plain[1] & 0x7f) == kMediaPayloadType) {
+            tail_probe_due_ns_ = kNoProbe;  // a later frame's packet shows any gap before it
           }
         }
       }
@@ -652,28 +667,44 @@ void RelaySession::send_audio_packet(std::span<uint8_t> plain) {
 
 void RelaySession::retransmit(uint16_t sequence, uint64_t now_ns) {
   ++counters_.nacked;
-  const size_t at = sequence % kHistory;
-  const uint32_t original = history_[at];
-  if (original == PacketStore::kNone || history_sequence_[at] != sequence) {
+  if (!in_history(sequence)) {
     ++counters_.nacked_unavailable;
     return;
   }
+  if (resend(sequence, now_ns)) ++counters_.rtx_sent;
+}
+
+bool RelaySession::in_history(uint16_t sequence) const {
+  const size_t at = sequence % kHistory;
+  return history_[at] != PacketStore::kNone && history_sequence_[at] == sequence;
+}
+
+bool RelaySession::resend(uint16_t sequence, uint64_t now_ns) {
   rtp::RtpPacketView view;
-  if (rtp::parse_rtp(store_.packet(original), view) != rtp::RtpParseError::kOk) return;
+  if (rtp::parse_rtp(store_.packet(history_[sequence % kHistory]), view) != rtp::RtpParseError::kOk)
+    return false;
   const uint32_t h = store_.take();
   if (h == PacketStore::kNone) {
     ++counters_.no_buffer;
-    return;
+    return false;
   }
   const size_t n =
       rtp::write_rtx(view, {kRtxPayloadType, rtx_ssrc_, rtx_sequence_}, store_.room(h));
   if (n == 0) {
     store_.give_back(h);
-    return;
+    return false;
   }
   ++rtx_sequence_;
   store_.set_size(h, n);
-  if (queue_packet(h, now_ns)) ++counters_.rtx_sent;
+  return queue_packet(h, now_ns);
+}
+
+void RelaySession::probe_tail(uint64_t now_ns) {
+  tail_probe_due_ns_ = kNoProbe;
+  if (in_history(tail_sequence_) && resend(tail_sequence_, now_ns)) {
+    ++counters_.tail_probes;
+    ++counters_.rtx_sent;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1119,6 +1150,7 @@ void RelaySession::publish_stats() {
   set(stats_.frames_on_wire, c.frames_on_wire);
   set(stats_.frame_on_wire_ns_total, c.frame_on_wire_ns_total);
   set(stats_.frame_on_wire_ns_max, c.frame_on_wire_ns_max);
+  set(stats_.tail_probes, c.tail_probes);
   set(stats_.no_packet_buffer, c.no_buffer);
   set(stats_.target_bps, rate_.target_bps());
   set(stats_.remb_bps, c.remb_bps);

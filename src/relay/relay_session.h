@@ -137,6 +137,7 @@ struct RelaySessionStats {
   std::atomic<uint64_t> frames_on_wire{0};
   std::atomic<uint64_t> frame_on_wire_ns_total{0};
   std::atomic<uint64_t> frame_on_wire_ns_max{0};
+  std::atomic<uint64_t> tail_probes{0};  // a paused stream's last packet sent again (as RTX)
   std::atomic<uint64_t> no_packet_buffer{0};
   std::atomic<uint64_t> target_bps{0};
   std::atomic<uint64_t> remb_bps{0};
@@ -206,6 +207,9 @@ class RelaySession final : public RelayHandler {
   void send_audio_report(uint64_t now_ns);
   void send_audio_packet(std::span<uint8_t> plain);
   void retransmit(uint16_t sequence, uint64_t now_ns);
+  bool in_history(uint16_t sequence) const;
+  bool resend(uint16_t sequence, uint64_t now_ns);  // as RTX; false when it could not queue
+  void probe_tail(uint64_t now_ns);
 
   // ---- receiver path ----
   void receive_rtp(std::span<uint8_t> packet, uint64_t now_ns);
@@ -284,16 +288,23 @@ class RelaySession final : public RelayHandler {
   std::vector<uint32_t> history_;           // media sequence -> handle, kHistory entries
   std::vector<uint16_t> history_sequence_;  // which sequence each history entry holds
   bool describing_ = false;
-  bool goodbye_pending_ = false;
+  bool goodbye_pending_ = false;      // sender: the stream closed: BYE once the pacer is empty
   bool audio_described_ = false;      // sender: the audio description has gone once
-  bool audio_report_due_ = false;     // sender: a handshake completed; describe the audio now //
-                                      // the stream closed: BYE once the pacer is empty
+  bool audio_report_due_ = false;     // sender: a handshake completed; describe the audio now
   bool keyframe_wanted_ = false;      // receiver: the main loop asked for a PLI
   bool lost_since_delivery_ = false;  // receiver: an access unit lost since the last delivered
   uint64_t reported_target_bps_ = 0;  // sender: the target the main loop last heard
   uint64_t next_target_report_ns_ = 0;
   StreamDescription description_{};
   uint64_t next_report_ns_ = 0;
+  // Tail-loss probe: a frame's last packet, if lost with nothing sent after it, shows the
+  // receiver no gap to NACK. When the stream pauses for two frame intervals after a frame's
+  // last packet, that packet goes once more as RTX (docs/wan.md, "Jitter buffer").
+  static constexpr uint64_t kNoProbe = UINT64_MAX;
+  uint64_t tail_probe_due_ns_ = kNoProbe;
+  uint16_t tail_sequence_ = 0;
+  uint64_t last_frame_ns_ = 0;
+  uint64_t frame_interval_ns_ = 0;  // smoothed time between encoded frames handed to us
   uint32_t packets_sent_ = 0, octets_sent_ = 0;
 
   // Receiver.
@@ -321,6 +332,7 @@ class RelaySession final : public RelayHandler {
     uint64_t foreign = 0, srtp_refused = 0, rtp_refused = 0, rtcp_refused = 0;
     uint64_t frames_sent = 0, frames_refused = 0, packets_sent = 0, fec_sent = 0, rtx_sent = 0;
     uint64_t frames_on_wire = 0, frame_on_wire_ns_total = 0, frame_on_wire_ns_max = 0;
+    uint64_t tail_probes = 0;
     uint64_t nacked = 0, nacked_unavailable = 0, no_buffer = 0, dtls_failures = 0;
     uint64_t fingerprint_mismatches = 0, epoch_collisions = 0;
     uint64_t peer_rebinds = 0, peer_restarts = 0, peer_lost = 0;

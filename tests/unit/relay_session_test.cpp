@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -743,7 +744,8 @@ TEST(RelaySessionRebind, AStrangersHandshakeFloodDoesNotDisturbTheLiveSession) {
   }
   // A few frames after the flood: under a CPU-starved machine the kernel may drop the flood
   // period's last datagrams, and a lost tail with nothing after it cannot be NACKed (no later
-  // packet shows the gap). Later frames settle every frame sent during the flood.
+  // packet shows the gap; only the tail probe repairs it). Later frames settle every frame sent
+  // during the flood.
   for (uint64_t seq = kFrames + 1; seq <= kFrames + 10; ++seq) {
     ASSERT_TRUE(tx.send(seq, rng));
     const uint64_t due = start + seq * 16'666'667ull;
@@ -799,7 +801,10 @@ namespace {
 // receiver's.
 class LossyForwarder {
  public:
-  LossyForwarder(uint16_t receiver_port, double loss, uint32_t seed) : loss_(loss), rng_(seed) {
+  // drop_if, when set, also drops the sender's datagrams it answers true for (forwarder thread).
+  using DropIf = std::function<bool(std::span<const uint8_t>)>;
+  LossyForwarder(uint16_t receiver_port, double loss, uint32_t seed, DropIf drop_if = nullptr)
+      : loss_(loss), rng_(seed), drop_if_(std::move(drop_if)) {
     front_ = bind_loopback();
     back_ = bind_loopback();
     to_receiver_.sin_family = AF_INET;
@@ -844,7 +849,7 @@ class LossyForwarder {
                                      reinterpret_cast<sockaddr*>(&sender), &n);
         have_sender = got > 0;
         if (got > 0) {
-          if (u(rng_) < loss_)
+          if (u(rng_) < loss_ || (drop_if_ && drop_if_({buffer.data(), size_t(got)})))
             dropped_.fetch_add(1);
           else
             sendto(back_, buffer.data(), size_t(got), 0,
@@ -864,6 +869,7 @@ class LossyForwarder {
   sockaddr_in to_receiver_{};
   double loss_;
   std::mt19937 rng_;
+  DropIf drop_if_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> dropped_{0};
   std::thread thread_;
@@ -1041,4 +1047,123 @@ TEST(RelaySessionAudio, TheCapturesChosenChannelsCrossALossyPathContinuousAndRec
     EXPECT_LT(own, 0.3) << c;
     EXPECT_LT(other, 0.02) << c;
   }
+}
+
+// Tail-loss probe: the last packet of the last frame before a pause is lost, and nothing after
+// it shows the receiver a gap to NACK. Two frame intervals later the sender sends that packet
+// again as RTX, and the frame completes at once, instead of being held for the jitter buffer's
+// lone-frame hold (2 s) and then dropped as incomplete.
+TEST(RelaySession, ALostTailBeforeAPauseIsProbedAndTheFrameCompletes) {
+  constexpr int kFrames = 30;
+  secure::Identity sender_id, receiver_id;
+  ASSERT_TRUE(secure::generate_identity(sender_id).ok());
+  ASSERT_TRUE(secure::generate_identity(receiver_id).ok());
+  uv_loop_t loop{};
+  uv_loop_init(&loop);
+  Ends ends;
+  media::StreamRegistry sender_registry, receiver_registry;
+  auto verifier = std::make_unique<media::TestPublisher>();
+  media::TestPublisher* test = verifier.get();
+  receiver_registry.add_publisher(std::move(verifier));
+
+  RelaySessionConfig rc;
+  rc.sender = false;
+  rc.peer = sender_id.fingerprint;
+  rc.dtls.initial_retransmit_ms = 200;
+  auto receiver = std::make_unique<RelaySession>(rc, receiver_id);
+  const RelaySessionStats& r = receiver->stats();
+  auto receiving = std::make_unique<RelayThread>(RelayThreadConfig{"127.0.0.1", 0, "", 0},
+                                                 std::move(receiver), &on_receiver_message, &ends);
+  std::string error;
+  ASSERT_TRUE(receiving->start(&loop, error)) << error;
+  // The forwarder drops the first sending of the last frame's last packet (RTP, marker set,
+  // the media payload type 96; its RTX has 97), and the FEC repairs after it (115), which could
+  // otherwise rebuild it.
+  int markers = 0;
+  LossyForwarder path(receiving->local_port(), 0.0, 1, [&markers](std::span<const uint8_t> d) {
+    if (d.size() <= 12) return false;
+    if (d[1] == (0x80 | 96)) return ++markers == kFrames;
+    return markers >= kFrames && (d[1] & 0x7f) == 115;
+  });
+  RelaySessionConfig sc;
+  sc.sender = true;
+  sc.peer = receiver_id.fingerprint;
+  sc.dtls.initial_retransmit_ms = 200;
+  auto sender = std::make_unique<RelaySession>(sc, sender_id);
+  const RelaySessionStats& s = sender->stats();
+  auto sending =
+      std::make_unique<RelayThread>(RelayThreadConfig{"0.0.0.0", 0, "127.0.0.1", path.port()},
+                                    std::move(sender), &on_sender_message, &ends);
+  ASSERT_TRUE(sending->start(&loop, error)) << error;
+  auto publisher = std::make_unique<RelayPublisher>(*sending, "");
+  ends.publisher = publisher.get();
+  sender_registry.add_publisher(std::move(publisher));
+  RelaySource source(receiver_registry, *receiving, &loop);
+  ends.source = &source;
+  struct StopsFirst {  // the threads stop while the ends they call still exist
+    uv_loop_t* loop;
+    RelayThread& a;
+    RelayThread& b;
+    ~StopsFirst() {
+      a.stop();
+      b.stop();
+      uv_run(loop, UV_RUN_DEFAULT);
+      uv_loop_close(loop);
+    }
+  } stops_first{&loop, *sending, *receiving};
+
+  auto connected = [&] {
+    const auto c = uint32_t(RelaySession::State::kConnected);
+    return s.state.load() == c && r.state.load() == c;
+  };
+  ASSERT_TRUE(run_loop_until(&loop, connected, 10'000'000'000ull));
+  media::OpenError open_error;
+  media::StreamConfig au{"tail", 640, 360, media::PixelFormat::kH264, 60, 8};
+  media::Stream* stream = sender_registry.open(au, 1, open_error);
+  ASSERT_NE(stream, nullptr);
+  ASSERT_TRUE(run_loop_until(
+      &loop, [&] { return source.stream() != nullptr; }, 10'000'000'000ull));
+
+  std::mt19937 rng(5);
+  const uint64_t start = core::monotonic_ns();
+  uint64_t last_commit = 0;
+  for (uint64_t seq = 1; seq <= uint64_t(kFrames); ++seq) {
+    const size_t size = 3000 + rng() % 3000;  // a few packets each
+    media::IngestRequest req;
+    req.stream_id = stream->id();
+    req.owner = 1;
+    req.flags = media::frame_flag::kHasContentHash;
+    req.sequence = seq;
+    req.payload_bytes = size;
+    req.start_ns = core::monotonic_ns();
+    media::IngestRefusal why;
+    media::SlotLease lease = sender_registry.begin(req, why);
+    ASSERT_TRUE(lease) << seq;
+    fill_access_unit(lease.pixels(), size, rng);
+    lease.info().content_hash = XXH3_64bits(lease.pixels(), size);
+    ASSERT_TRUE(lease.commit(size, core::monotonic_ns()));
+    last_commit = core::monotonic_ns();
+    const uint64_t due = start + seq * 16'666'667ull;
+    run_loop_until(
+        &loop, [&] { return core::monotonic_ns() >= due; }, 1'000'000'000ull);
+  }
+  // Then the pause. Well within the 2-s hold, the last frame arrives whole.
+  ASSERT_TRUE(run_loop_until(
+      &loop, [&] { return source.counters().frames_in >= uint64_t(kFrames); }, 1'000'000'000ull))
+      << "frames in " << source.counters().frames_in << " of " << kFrames << "; dropped on the "
+      << "path " << path.dropped() << "; sender: " << describe(s) << "; receiver: " << describe(r);
+  const uint64_t took_ms = (core::monotonic_ns() - last_commit) / 1'000'000;
+  std::fprintf(stderr, "  the last frame, its tail lost, arrived %llu ms after it was sent\n",
+               (unsigned long long)took_ms);
+  EXPECT_GE(path.dropped(), 1u);
+  EXPECT_EQ(r.packets_recovered_fec.load(), 0u);
+  ASSERT_TRUE(run_loop_until(
+      &loop, [&] { return s.tail_probes.load() >= 1 && r.packets_recovered_rtx.load() >= 1; },
+      1'000'000'000ull))
+      << describe(s);
+  EXPECT_EQ(r.frames_dropped.load(), 0u);
+  const media::TestVerdicts* v = test->verdicts(source.stream()->id());
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->verified, uint64_t(kFrames));
+  EXPECT_EQ(v->verify_failures(), 0u);
 }
