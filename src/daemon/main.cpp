@@ -192,7 +192,8 @@ int main(int argc, char** argv) {
   syncd::whep::WhepConfig whep;
   app.add_flag("--no-whep", no_whep, "Refuse WHEP offers (POST /whep/NAME answers 404)");
   app.add_option("--whep-bitrate", whep.encode.bitrate_kbps,
-                 "WHEP: kbit/s a raw stream is encoded at for browsers")
+                 "WHEP: kbit/s a raw stream is encoded at for browsers (the most; lower while a "
+                 "viewer reports loss)")
       ->check(CLI::Range(100, 200000))
       ->capture_default_str();
   app.add_option("--whep-audio-channels", whep.audio_channels,
@@ -207,7 +208,8 @@ int main(int argc, char** argv) {
                  "WHIP: the stream to push (default: the first opened)");
   app.add_option("--whip-token", whip.token, "WHIP: the bearer token the endpoint asks for");
   app.add_option("--whip-bitrate", whip.encode.bitrate_kbps,
-                 "WHIP: kbit/s a raw stream is encoded at for the SFU")
+                 "WHIP: kbit/s a raw stream is encoded at for the SFU (the most; lower while it "
+                 "reports loss)")
       ->check(CLI::Range(100, 200000))
       ->capture_default_str();
   bool whip_insecure = false;
@@ -264,7 +266,8 @@ int main(int argc, char** argv) {
     relay.port = uint16_t(p);
     cfg.relay = relay;
   }
-  whep.encode.max_bitrate_kbps = whep.encode.bitrate_kbps;  // no estimate to follow (docs/whep.md)
+  // Start at the most: the viewers' reported loss only lowers it (docs/whep.md, "Rate").
+  whep.encode.max_bitrate_kbps = whep.encode.bitrate_kbps;
   if (!whip.url.empty()) {
     whip.encode.max_bitrate_kbps = whip.encode.bitrate_kbps;
     whip.verify_tls = !whip_insecure;
