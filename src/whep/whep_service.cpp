@@ -284,8 +284,8 @@ void WhepService::on_message(relay::FromRelay& m, void* context) {
     case relay::FromRelay::Kind::kPeerEnded:
       egress->service->on_session_ended(*egress, m.sequence);
       break;
-    case relay::FromRelay::Kind::kTargetRate:  // the lossiest viewer's rate (a raw stream's
-                                               // encoder)
+    case relay::FromRelay::Kind::kTargetRate:
+      // The lossiest viewer's rate, for a raw stream's encoder.
       egress->publisher->on_target_rate(m.target_bps);
       break;
     default:
