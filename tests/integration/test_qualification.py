@@ -66,6 +66,13 @@ class QualificationArm(unittest.TestCase):
         cls.out = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="sync-qual-"))
         argv = [sys.executable, str(RUNNER), "--arms", name, "--seconds", f"{SECONDS:g}",
                 "--size", "1920x1080", "--fps", "60", "--build-dir", str(build_dir_of(SYNCD)),
+                # 16 slots, not the harness's 8: here 4 readers, the producer and syncd share
+                # 2 cores. One run on a quiet machine (load 0.6) had a 77-ms stall of syncd's
+                # input and 3 torn frames (three readers each lost the frame it was hashing in
+                # place to a rewrite): the frames queued in a stall are published a few ms
+                # apart, faster than a descheduled reader reads one. A ring's depth is its
+                # readers' slack; 16 doubles it.
+                "--shm-slots", "16",
                 "--out", str(cls.out), "--quiet"]
         cls.proc = subprocess.run(argv, capture_output=True, text=True, timeout=SECONDS + 240)
         report_path = cls.out / "report.json"
