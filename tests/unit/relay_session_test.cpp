@@ -169,6 +169,25 @@ void fill_access_unit(uint8_t* out, size_t size, std::mt19937& rng) {
   if (out[size - 1] == 0) out[size - 1] = 0x80;
 }
 
+// One access unit of `size` bytes into the stream, hashed as a producer sends it: false when
+// the registry refused it or the commit failed.
+bool ingest_access_unit(media::StreamRegistry& registry, uint32_t stream_id, uint64_t sequence,
+                        size_t size, std::mt19937& rng) {
+  media::IngestRequest request;
+  request.stream_id = stream_id;
+  request.owner = 1;
+  request.flags = media::frame_flag::kHasContentHash;
+  request.sequence = sequence;
+  request.payload_bytes = size;
+  request.start_ns = core::monotonic_ns();
+  media::IngestRefusal why;
+  media::SlotLease lease = registry.begin(request, why);
+  if (!lease) return false;
+  fill_access_unit(lease.pixels(), size, rng);
+  lease.info().content_hash = XXH3_64bits(lease.pixels(), size);
+  return lease.commit(size, core::monotonic_ns());
+}
+
 }  // namespace
 
 TEST(RelaySession, AccessUnitsCrossEncryptedAndVerifiedAcrossReKeys) {
@@ -197,19 +216,7 @@ TEST(RelaySession, AccessUnitsCrossEncryptedAndVerifiedAcrossReKeys) {
   const uint64_t start = core::monotonic_ns();
   for (uint64_t seq = 1; seq <= kFrames; ++seq) {
     const size_t size = 200 + rng() % 30000;
-    media::IngestRequest r;
-    r.stream_id = stream->id();
-    r.owner = 1;
-    r.flags = media::frame_flag::kHasContentHash;
-    r.sequence = seq;
-    r.payload_bytes = size;
-    r.start_ns = core::monotonic_ns();
-    media::IngestRefusal why;
-    media::SlotLease lease = sender_registry.begin(r, why);
-    ASSERT_TRUE(lease) << seq;
-    fill_access_unit(lease.pixels(), size, rng);
-    lease.info().content_hash = XXH3_64bits(lease.pixels(), size);
-    ASSERT_TRUE(lease.commit(size, core::monotonic_ns()));
+    ASSERT_TRUE(ingest_access_unit(sender_registry, stream->id(), seq, size, rng)) << seq;
     // Paced at 60 fps, as a producer is.
     const uint64_t due = start + seq * 16'666'667ull;
     pair.run_until([&] { return core::monotonic_ns() >= due; });
@@ -1129,19 +1136,7 @@ TEST(RelaySession, ALostTailBeforeAPauseIsProbedAndTheFrameCompletes) {
   uint64_t last_commit = 0;
   for (uint64_t seq = 1; seq <= uint64_t(kFrames); ++seq) {
     const size_t size = 3000 + rng() % 3000;  // a few packets each
-    media::IngestRequest req;
-    req.stream_id = stream->id();
-    req.owner = 1;
-    req.flags = media::frame_flag::kHasContentHash;
-    req.sequence = seq;
-    req.payload_bytes = size;
-    req.start_ns = core::monotonic_ns();
-    media::IngestRefusal why;
-    media::SlotLease lease = sender_registry.begin(req, why);
-    ASSERT_TRUE(lease) << seq;
-    fill_access_unit(lease.pixels(), size, rng);
-    lease.info().content_hash = XXH3_64bits(lease.pixels(), size);
-    ASSERT_TRUE(lease.commit(size, core::monotonic_ns()));
+    ASSERT_TRUE(ingest_access_unit(sender_registry, stream->id(), seq, size, rng)) << seq;
     last_commit = core::monotonic_ns();
     const uint64_t due = start + seq * 16'666'667ull;
     run_loop_until(
