@@ -621,7 +621,9 @@ void RelaySession::send_sender_report(uint64_t now_ns, bool goodbye) {
   info.octet_count = octets_sent_;
   w.add_sender_report(media_ssrc_, info);
   w.add_cname(media_ssrc_, "syncd");
-  if (describing_) {
+  // The stream is described until its BYE: a report between the close and the BYE (its last
+  // packets still in the pacer) must not read to the receiver as the end.
+  if ((describing_ || goodbye_pending_) && !goodbye) {
     uint8_t app[kMaxStreamDescriptionBytes];
     StreamDescription d = description_;
     d.ssrc = media_ssrc_;
@@ -850,7 +852,19 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
       thread_->send_to_main(m);
     }
   }
-  if (events.bye && peer_described_) {
+  if (events.description && events.sr) {
+    described_by_ssrc_ = events.sr->sender_ssrc;
+    described_ntp_ = events.sr->info.ntp_timestamp;
+  }
+  // The BYE goes once and may be lost; every report after it comes without the description
+  // (kSenderReportNs), so one of those ends the stream too. Only from the SSRC that described
+  // it and sent after it did: a restarted sender (another SSRC) that has not opened its stream
+  // yet leaves it open for its frames, and a report from before the description that was
+  // overtaken on the path is older than it.
+  const bool undescribed = events.sr && !events.description &&
+                           events.sr->sender_ssrc == described_by_ssrc_ &&
+                           events.sr->info.ntp_timestamp > described_ntp_;
+  if ((events.bye || undescribed) && peer_described_) {
     // The sender sent its last packets before its BYE: whatever is complete goes out before the
     // stream closes (what is not, never will be).
     jitter_.advance(UINT64_MAX, *sink_);

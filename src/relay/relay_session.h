@@ -325,6 +325,8 @@ class RelaySession final : public RelayHandler {
   uint64_t next_feedback_ns_ = 0;
   bool peer_described_ = false;
   StreamDescription peer_description_{};
+  uint32_t described_by_ssrc_ = 0;  // the sender SSRC whose report described the stream
+  uint64_t described_ntp_ = 0;      // and that report's NTP time (the latest that described it)
   std::vector<uint16_t> nack_list_;
 
   // Counters the relay thread owns; published to stats_ on the timer.

@@ -1162,3 +1162,46 @@ TEST(RelaySession, ALostTailBeforeAPauseIsProbedAndTheFrameCompletes) {
   EXPECT_EQ(v->verified, uint64_t(kFrames));
   EXPECT_EQ(v->verify_failures(), 0u);
 }
+
+// The BYE that ends a stream goes once; the path can lose it. The sender's reports after it
+// come without the stream's description, and the first of those ends the receiver's stream:
+// it does not stay open forever for a sender that has said it is done.
+TEST(RelaySession, AStreamEndsAtTheReceiverWhenItsByeIsLost) {
+  secure::Identity sender_id, receiver_id;
+  ASSERT_TRUE(secure::generate_identity(sender_id).ok());
+  ASSERT_TRUE(secure::generate_identity(receiver_id).ok());
+  Loop l;
+  ReceiverSide rx(l.loop, receiver_id, sender_id.fingerprint, 0);
+  // The forwarder drops the sender's reports (SRTCP leaves the first header in the clear: an
+  // SR is 200) while told to: the BYE goes in the first report after the close.
+  std::atomic<uint64_t> drop_reports_until{0};
+  LossyForwarder path(rx.thread->local_port(), 0.0, 1, [&](std::span<const uint8_t> d) {
+    return d.size() >= 8 && d[1] == 200 && core::monotonic_ns() < drop_reports_until.load();
+  });
+  SenderSide tx(l.loop, sender_id, receiver_id.fingerprint, path.port(), 60'000'000'000ull);
+  ASSERT_TRUE(l.run_until([&] { return is_connected(tx.stats()) && is_connected(rx.stats()); }));
+  ASSERT_TRUE(tx.open());
+  ASSERT_TRUE(l.run_until([&] { return rx.source->stream() != nullptr; }));
+  const uint32_t stream_id = rx.source->stream()->id();
+  std::mt19937 rng(9);
+  l.stream(tx, 1, 30, rng);
+  ASSERT_TRUE(l.run_until([&] { return rx.source->counters().frames_in >= 30; }))
+      << describe(rx.stats());
+
+  const uint64_t dropped_before = path.dropped();
+  const uint64_t closed = core::monotonic_ns();
+  drop_reports_until.store(closed + 300'000'000ull);
+  tx.registry.close(tx.stream);
+  tx.stream = nullptr;
+  ASSERT_TRUE(l.run_until([&] { return rx.source->stream() == nullptr; }, 3'000'000'000ull))
+      << "dropped on the path " << path.dropped() - dropped_before << "; receiver "
+      << describe(rx.stats());
+  std::fprintf(stderr, "  the stream ended at the receiver %llu ms after the close\n",
+               (unsigned long long)((core::monotonic_ns() - closed) / 1'000'000));
+  EXPECT_GE(path.dropped() - dropped_before, 1u);  // the BYE was lost
+  EXPECT_EQ(rx.source->counters().streams_opened, 1u);
+  const media::TestVerdicts* v = rx.test->verdicts(stream_id);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->verified, 30u);
+  EXPECT_EQ(v->verify_failures(), 0u);
+}
