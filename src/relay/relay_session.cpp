@@ -311,6 +311,9 @@ void RelaySession::on_message(ToRelay& m, uint64_t now_ns) {
       break;
     case ToRelay::Kind::kStreamOpened:
       describing_ = true;
+      // A BYE still waiting for the old stream's packets would close this one: the new
+      // description ends the old stream at the receiver instead (or continues it, if the same).
+      goodbye_pending_ = false;
       description_ = m.description;
       // Tell the receiver now, before the first frame: it opens its stream from this.
       if (connected()) send_sender_report(now_ns);

@@ -1205,3 +1205,38 @@ TEST(RelaySession, AStreamEndsAtTheReceiverWhenItsByeIsLost) {
   EXPECT_EQ(v->verified, 30u);
   EXPECT_EQ(v->verify_failures(), 0u);
 }
+
+// A producer that closes its stream and opens it again at once (a page reloading, say): the
+// BYE that would have ended the old stream once its last packets left the pacer is not sent
+// after the new one opened, where it would close the new one too. The receiver's consumers keep
+// one stream, as they do across a sender's restart.
+TEST(RelaySession, AStreamReopenedAtOnceGoesOnWithoutAByeBetween) {
+  secure::Identity sender_id, receiver_id;
+  ASSERT_TRUE(secure::generate_identity(sender_id).ok());
+  ASSERT_TRUE(secure::generate_identity(receiver_id).ok());
+  Loop l;
+  ReceiverSide rx(l.loop, receiver_id, sender_id.fingerprint, 0);
+  SenderSide tx(l.loop, sender_id, receiver_id.fingerprint, rx.thread->local_port(),
+                60'000'000'000ull);
+  ASSERT_TRUE(l.run_until([&] { return is_connected(tx.stats()) && is_connected(rx.stats()); }));
+  ASSERT_TRUE(tx.open());
+  ASSERT_TRUE(l.run_until([&] { return rx.source->stream() != nullptr; }));
+  const uint32_t stream_id = rx.source->stream()->id();
+  std::mt19937 rng(11);
+  l.stream(tx, 1, 30, rng);
+  tx.registry.close(tx.stream);
+  ASSERT_TRUE(tx.open());
+  l.stream(tx, 31, 60, rng);
+  ASSERT_TRUE(l.run_until([&] { return rx.source->counters().frames_in >= 60; }))
+      << describe(rx.stats());
+  // Past the next sender report (500 ms), which would reopen a stream a BYE had closed.
+  const uint64_t settle = core::monotonic_ns() + 700'000'000ull;
+  l.run_until([&] { return core::monotonic_ns() >= settle; });
+  ASSERT_NE(rx.source->stream(), nullptr);
+  EXPECT_EQ(rx.source->stream()->id(), stream_id);
+  EXPECT_EQ(rx.source->counters().streams_opened, 1u);
+  const media::TestVerdicts* v = rx.test->verdicts(stream_id);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->verified, 60u);
+  EXPECT_EQ(v->verify_failures(), 0u);
+}
