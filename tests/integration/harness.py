@@ -124,6 +124,18 @@ def raw_http(port, request: bytes, read_timeout=5.0):
         return b"".join(chunks)
 
 
+def frames_behind_max(per_second, nominal=60):
+    """The most frames on the wrong side of any second's end, from unique frames per complete
+    second in time order (the qualification's rule, tools/qualify/analyze.py): 1 is the frame
+    due just before a boundary arriving just after it (59 then 61, this host's wake-up latency),
+    2 or more a lost frame or a longer stall."""
+    running, worst = 0, 0
+    for frames in per_second:
+        running += frames - nominal
+        worst = max(worst, abs(running))
+    return worst
+
+
 def last_json(text):
     """The last line of a tool's output that parses as a JSON object (its summary), or {}."""
     for line in reversed(text.strip().splitlines()):

@@ -2,7 +2,8 @@
 1080p60 through a real syncd into 4 shared-memory readers, recorded and analyzed by
 tools/qualify/run.py and analyze.py, asserting the measurement contract:
 
-  - 60 unique frames in every complete second (at syncd, and at every reader);
+  - 60 unique frames in every complete second (at syncd, and at every reader), but for the one
+    frame due just before a second's end arriving just after it;
   - zero drops at any stage, zero verify failures, every frame sent verified by syncd;
   - zero torn frames, and the 4 readers all verified (read frames, no verify failure, exit 0).
 
@@ -98,8 +99,12 @@ class QualificationArm(unittest.TestCase):
     def test_60_unique_fps_in_every_complete_second(self):
         s = self.arm["syncd"]
         self.assertGreaterEqual(s["complete_seconds"], int(SECONDS) - 3, s["source"])
-        off = [b for b in s["per_second"] if b["frames"] != 60]
-        self.assertEqual(off, [], f"seconds not at 60 unique fps ({s['source']})")
+        # 60 in every complete second, but for the one frame due in the last 8.3 ms of a
+        # second arriving after its end (59 then 61: docs/decisions.md, "One frame across a
+        # second's end"); a lost frame or a longer stall puts 2 or more on the wrong side.
+        self.assertLessEqual(s["frames_behind_max"], 1,
+                             f"seconds not at 60 unique fps ({s['source']}): "
+                             f"{[b for b in s['per_second'] if b['frames'] != 60]}")
         self.assertEqual(s["low_rate_seconds"], 0)
 
     def test_zero_drops(self):
@@ -146,8 +151,9 @@ class QualificationArm(unittest.TestCase):
         # bin (59/61), which is latency jitter at the boundary, not a lost frame.
         for r in self.arm["readers"]:
             self.assertGreaterEqual(r["by_arrival"]["complete_seconds"], int(SECONDS) - 3)
-            off = [b for b in r["per_second_by_arrival"] if b["frames"] != 60]
-            self.assertEqual(off, [], f"reader {r['reader']}")
+            self.assertLessEqual(r["by_arrival"]["frames_behind_max"], 1, (
+                f"reader {r['reader']}: "
+                f"{[b for b in r['per_second_by_arrival'] if b['frames'] != 60]}"))
 
 
 if __name__ == "__main__":
