@@ -31,6 +31,7 @@ struct camera {
   uint64_t sent;       // frames queued
   uint64_t no_buffer;  // ticks with no free buffer (the consumer holds them all): dropped
   uint64_t process_calls;
+  uint64_t skipped;  // periods a late wake-up of this process passed over (never sent)
 };
 
 static uint64_t monotonic_ns(void) {
@@ -82,6 +83,7 @@ static void on_timeout(void* data, uint64_t expirations) {
   // A late wake-up counts every period it missed, as a camera that keeps its clock would, and
   // sends the newest frame.
   c->ticks += expirations;
+  if (expirations > 1) c->skipped += expirations - 1;
   send_frame(c, c->ticks - 1);
   pw_stream_trigger_process(c->stream);
 }
@@ -197,9 +199,10 @@ int main(int argc, char* argv[]) {
     return 1;
   }
   pw_main_loop_run(c.loop);
-  printf("{\"ticks\": %llu, \"sent\": %llu, \"no_buffer\": %llu, \"process_calls\": %llu}\n",
+  printf("{\"ticks\": %llu, \"sent\": %llu, \"no_buffer\": %llu, \"process_calls\": %llu, "
+         "\"skipped\": %llu}\n",
          (unsigned long long)c.ticks, (unsigned long long)c.sent, (unsigned long long)c.no_buffer,
-         (unsigned long long)c.process_calls);
+         (unsigned long long)c.process_calls, (unsigned long long)c.skipped);
   pw_stream_destroy(c.stream);
   pw_main_loop_destroy(c.loop);
   pw_deinit();

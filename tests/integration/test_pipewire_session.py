@@ -152,8 +152,13 @@ class PipeWireSessionTest(unittest.TestCase):
         out, _ = source.communicate(timeout=10)
         counts = json.loads(out.strip().splitlines()[-1])
         # Every tick's frame reaches PipeWire unless all buffers are held (filled in process,
-        # a merged trigger lost one now and then).
-        self.assertEqual(counts["sent"] + counts["no_buffer"], counts["ticks"], counts)
+        # a merged trigger lost one now and then), or the source itself woke up more than a
+        # period late and passed over the periods it missed, as a camera keeping its clock
+        # does (this host wakes threads up to tens of ms late: docs/decisions.md); those are
+        # the source's, counted apart, and few.
+        self.assertEqual(counts["sent"] + counts["no_buffer"] + counts["skipped"],
+                         counts["ticks"], counts)
+        self.assertLessEqual(counts["skipped"], 6, counts)
         self.assertGreaterEqual(counts["sent"], r["unique"], counts)
         print(f"\n  640x360@60 I420, 5 s: {r['unique_fps']} unique fps, per second "
               f"{r['unique_per_second']}, gaps {r['gaps']}, latency p50 {r.get('latency_p50_ms')} "
