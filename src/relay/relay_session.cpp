@@ -36,6 +36,7 @@ constexpr size_t kMaxPayloadBytes = rtp::kDefaultMaxPayloadBytes - kFrameInfoExt
 constexpr uint32_t kStorePackets = 8192;
 constexpr uint32_t kHistory = 2048;  // media packets kept for retransmission (~1 s at 20 Mbit/s)
 constexpr uint64_t kSenderReportNs = 500'000'000;
+constexpr uint64_t kGoodbyeGraceNs = 50'000'000;  // a stream closed waits this for a reopen
 // The sender reads the capture ring this often: half an Opus frame, so a frame leaves at most
 // ~5 ms after its last sample was captured.
 constexpr uint64_t kAudioPollNs = 5'000'000;
@@ -320,8 +321,11 @@ void RelaySession::on_message(ToRelay& m, uint64_t now_ns) {
       break;
     case ToRelay::Kind::kStreamClosed:
       // The BYE waits for the stream's last packets to leave the pacer: it closes the
-      // receiver's stream, and a frame behind it would have nowhere to go.
+      // receiver's stream, and a frame behind it would have nowhere to go. It also waits
+      // kGoodbyeGraceNs, so that a producer reopening at once (its open may reach this thread
+      // a timer later) goes on without a BYE between.
       goodbye_pending_ = describing_;
+      goodbye_not_before_ns_ = now_ns + kGoodbyeGraceNs;
       describing_ = false;
       break;
     case ToRelay::Kind::kBufferFree:
@@ -364,7 +368,8 @@ void RelaySession::on_timer(uint64_t now_ns) {
     if (connected() && now_ns >= tail_probe_due_ns_) probe_tail(now_ns);
     pace(now_ns);
     if (connected() && now_ns >= next_report_ns_) send_sender_report(now_ns);
-    if (goodbye_pending_ && pacer_.next_event_ns(now_ns) == congestion::Pacer::kNoEvent) {
+    if (goodbye_pending_ && now_ns >= goodbye_not_before_ns_ &&
+        pacer_.next_event_ns(now_ns) == congestion::Pacer::kNoEvent) {
       send_sender_report(now_ns, true);
       goodbye_pending_ = false;
     }
@@ -423,6 +428,7 @@ void RelaySession::schedule(uint64_t now_ns) {
   if (config_.sender) {
     next = std::min(next, pacer_.next_event_ns(now_ns));
     if (connected()) next = std::min({next, next_report_ns_, tail_probe_due_ns_});
+    if (goodbye_pending_) next = std::min(next, std::max(goodbye_not_before_ns_, now_ns));
     if (audio_sender_) next = std::min(next, next_audio_poll_ns_);
   } else if (connected()) {
     next = std::min({next, jitter_.next_wakeup_ns(), nack_.next_wakeup_ns(rtt_ns_),

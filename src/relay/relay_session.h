@@ -288,12 +288,13 @@ class RelaySession final : public RelayHandler {
   std::vector<uint32_t> history_;           // media sequence -> handle, kHistory entries
   std::vector<uint16_t> history_sequence_;  // which sequence each history entry holds
   bool describing_ = false;
-  bool goodbye_pending_ = false;      // sender: the stream closed: BYE once the pacer is empty
-  bool audio_described_ = false;      // sender: the audio description has gone once
-  bool audio_report_due_ = false;     // sender: a handshake completed; describe the audio now
-  bool keyframe_wanted_ = false;      // receiver: the main loop asked for a PLI
-  bool lost_since_delivery_ = false;  // receiver: an access unit lost since the last delivered
-  uint64_t reported_target_bps_ = 0;  // sender: the target the main loop last heard
+  bool goodbye_pending_ = false;        // sender: the stream closed: BYE once the pacer is empty
+  uint64_t goodbye_not_before_ns_ = 0;  // and not before this (kGoodbyeGraceNs after the close)
+  bool audio_described_ = false;        // sender: the audio description has gone once
+  bool audio_report_due_ = false;       // sender: a handshake completed; describe the audio now
+  bool keyframe_wanted_ = false;        // receiver: the main loop asked for a PLI
+  bool lost_since_delivery_ = false;    // receiver: an access unit lost since the last delivered
+  uint64_t reported_target_bps_ = 0;    // sender: the target the main loop last heard
   uint64_t next_target_report_ns_ = 0;
   StreamDescription description_{};
   uint64_t next_report_ns_ = 0;

@@ -1207,9 +1207,10 @@ TEST(RelaySession, AStreamEndsAtTheReceiverWhenItsByeIsLost) {
 }
 
 // A producer that closes its stream and opens it again at once (a page reloading, say): the
-// BYE that would have ended the old stream once its last packets left the pacer is not sent
-// after the new one opened, where it would close the new one too. The receiver's consumers keep
-// one stream, as they do across a sender's restart.
+// BYE that would have ended the old stream (once its last packets left the pacer and 50 ms
+// passed) is not sent after the new one opened, where it would close the new one too. Without
+// the 50 ms, a relay thread slowed by TSan sent it before it saw the open (CI, 1 run of 2). The
+// receiver's consumers keep one stream, as they do across a sender's restart.
 TEST(RelaySession, AStreamReopenedAtOnceGoesOnWithoutAByeBetween) {
   secure::Identity sender_id, receiver_id;
   ASSERT_TRUE(secure::generate_identity(sender_id).ok());
