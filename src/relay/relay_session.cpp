@@ -428,7 +428,9 @@ void RelaySession::schedule(uint64_t now_ns) {
   if (config_.sender) {
     next = std::min(next, pacer_.next_event_ns(now_ns));
     if (connected()) next = std::min({next, next_report_ns_, tail_probe_due_ns_});
-    if (goodbye_pending_) next = std::min(next, std::max(goodbye_not_before_ns_, now_ns));
+    // Past the grace the pacer's own events wake us; a deadline already passed would spin.
+    if (goodbye_pending_ && goodbye_not_before_ns_ > now_ns)
+      next = std::min(next, goodbye_not_before_ns_);
     if (audio_sender_) next = std::min(next, next_audio_poll_ns_);
   } else if (connected()) {
     next = std::min({next, jitter_.next_wakeup_ns(), nack_.next_wakeup_ns(rtt_ns_),
