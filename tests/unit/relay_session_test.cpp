@@ -537,6 +537,14 @@ struct Loop {
   bool run_until(F done, uint64_t timeout_ns = 10'000'000'000ull) {
     return run_loop_until(&loop, done, timeout_ns);
   }
+  // Runs until both ends are connected, opens the sender's stream and waits for the
+  // receiver's; returns the receiver's stream id, 0 if any step timed out.
+  uint32_t connect_and_open(SenderSide& tx, ReceiverSide& rx) {
+    if (!run_until([&] { return is_connected(tx.stats()) && is_connected(rx.stats()); }) ||
+        !tx.open() || !run_until([&] { return rx.source->stream() != nullptr; }))
+      return 0;
+    return rx.source->stream()->id();
+  }
   // Sends frames [first, last] at 60 fps, running the loop between them.
   void stream(SenderSide& sender, uint64_t first, uint64_t last, std::mt19937& rng) {
     const uint64_t start = core::monotonic_ns();
@@ -1179,10 +1187,8 @@ TEST(RelaySession, AStreamEndsAtTheReceiverWhenItsByeIsLost) {
     return d.size() >= 8 && d[1] == 200 && core::monotonic_ns() < drop_reports_until.load();
   });
   SenderSide tx(l.loop, sender_id, receiver_id.fingerprint, path.port(), 60'000'000'000ull);
-  ASSERT_TRUE(l.run_until([&] { return is_connected(tx.stats()) && is_connected(rx.stats()); }));
-  ASSERT_TRUE(tx.open());
-  ASSERT_TRUE(l.run_until([&] { return rx.source->stream() != nullptr; }));
-  const uint32_t stream_id = rx.source->stream()->id();
+  const uint32_t stream_id = l.connect_and_open(tx, rx);
+  ASSERT_NE(stream_id, 0u);
   std::mt19937 rng(9);
   l.stream(tx, 1, 30, rng);
   ASSERT_TRUE(l.run_until([&] { return rx.source->counters().frames_in >= 30; }))
@@ -1219,10 +1225,8 @@ TEST(RelaySession, AStreamReopenedAtOnceGoesOnWithoutAByeBetween) {
   ReceiverSide rx(l.loop, receiver_id, sender_id.fingerprint, 0);
   SenderSide tx(l.loop, sender_id, receiver_id.fingerprint, rx.thread->local_port(),
                 60'000'000'000ull);
-  ASSERT_TRUE(l.run_until([&] { return is_connected(tx.stats()) && is_connected(rx.stats()); }));
-  ASSERT_TRUE(tx.open());
-  ASSERT_TRUE(l.run_until([&] { return rx.source->stream() != nullptr; }));
-  const uint32_t stream_id = rx.source->stream()->id();
+  const uint32_t stream_id = l.connect_and_open(tx, rx);
+  ASSERT_NE(stream_id, 0u);
   std::mt19937 rng(11);
   l.stream(tx, 1, 30, rng);
   tx.registry.close(tx.stream);
