@@ -9,14 +9,18 @@ export const PROTOCOL_VERSION = 1;
 export const FRAME_MAGIC = 0x464e5953; // bytes "SYNF"
 export const FRAME_HEADER_BYTES = 56;
 export const FRAME_FLAG_CONTENT_HASH = 1;
+// The frame's pixels carry its sequence's column marker (drawColumnMarker), which survives lossy
+// coding where the 16-byte sequence marker does not: syncd checks decoded H.264 frames by it.
+export const FRAME_FLAG_COLUMN_MARKER = 2;
 export const RECORD_MAGIC = 0x534e5953; // bytes "SYNS"
 export const RECORD_HEADER_BYTES = 64;
 export const NAUD_MAGIC = 0x4455414e; // bytes "NAUD"
 export const NAUD_HEADER_BYTES = 64;
 export const MARKER_BYTES = 16;
 // Pixel formats (docs/protocol.md, "Pixel formats"): wire values of the frame header and records.
-export const FORMAT_CODES = Object.freeze({ rgba8: 1, bgra8: 2, nv12: 3, i420: 4 });
-export const FORMAT_NAMES = Object.freeze({ 1: 'rgba8', 2: 'bgra8', 3: 'nv12', 4: 'i420' });
+// h264 is encoded media (one Annex B access unit a frame, of its own size), not a picture.
+export const FORMAT_CODES = Object.freeze({ rgba8: 1, bgra8: 2, nv12: 3, i420: 4, h264: 5 });
+export const FORMAT_NAMES = Object.freeze({ 1: 'rgba8', 2: 'bgra8', 3: 'nv12', 4: 'i420', 5: 'h264' });
 
 const TWO_32 = 4294967296;
 
@@ -179,9 +183,12 @@ export function parseRecordHeader(bytes, offset = 0) {
   const height = v.getUint32(o + 36, true);
   const format = v.getUint32(o + 40, true);
   const payloadBytes = v.getUint32(o + 56, true);
-  // Sized without building the planes: this runs for every record received.
-  const expected = recordFrameBytes(format, width, height);
-  if (payloadBytes !== expected) {
+  // Sized without building the planes: this runs for every record received. An h264 record is
+  // one access unit of its own size, 1 up to the stream's frame_bytes.
+  const fits = format === FORMAT_CODES.h264
+    ? width > 0 && height > 0 && payloadBytes >= 1 && payloadBytes <= h264AccessUnitLimit(width, height)
+    : payloadBytes === recordFrameBytes(format, width, height);
+  if (!fits) {
     const name = FORMAT_NAMES[format] ?? `format ${format}`;
     throw new SyncError('bad_record', `payload ${payloadBytes} B does not match ${width}x${height} ${name}`);
   }
@@ -362,6 +369,200 @@ export function regionChecksum(pixels, width, x, y, w, h) {
     }
   }
   return hash >>> 0;
+}
+
+// ------------------------------------------------------------------------------------------------
+// H.264 helpers (pure): the encoder's configuration, the stream's access-unit limit, the column
+// marker, and what an Annex B access unit holds.
+
+/** The largest access unit syncd takes into an h264 stream (its frame_bytes): an I420 frame's size. */
+export function h264AccessUnitLimit(width, height) {
+  return width * height + 2 * Math.ceil(width / 2) * Math.ceil(height / 2);
+}
+
+// H.264 levels (ITU-T H.264 Table A-1) from 3.1 up: [level_idc, MaxMBPS (macroblocks/s), MaxFS
+// (macroblocks a frame), MaxBR (kbit/s, Baseline)]. 3.1 is the floor: it is what every decoder
+// and every WebRTC peer takes (42e01f), and smaller levels buy nothing for a page.
+const H264_LEVELS = [
+  [0x1f, 108000, 3600, 14000],
+  [0x20, 216000, 5120, 20000],
+  [0x28, 245760, 8192, 20000],
+  [0x29, 245760, 8192, 50000],
+  [0x2a, 522240, 8704, 50000],
+  [0x32, 589824, 22080, 135000],
+  [0x33, 983040, 36864, 240000],
+  [0x34, 2073600, 36864, 240000],
+  [0x3c, 4177920, 139264, 240000],
+  [0x3d, 8355840, 139264, 480000],
+  [0x3e, 16711680, 139264, 800000],
+];
+
+/**
+ * The H.264 level (two hex digits, as in `avc1.42e0LL`) for a picture size, frame rate and bitrate:
+ * the lowest from 3.1 up whose frame size (each side at most sqrt(8 x MaxFS) macroblocks),
+ * macroblock rate and bitrate admit it. 640x360 and 1280x720 at 30: '1f'; 720p60: '20'; 1080p30:
+ * '28'; 1080p60: '2a' (4.0 allows 1080p only to 30 fps); 1440p60: '32'; 2160p30: '33';
+ * 2160p60: '34'. Past level 6.2, '3e' (the encoder will refuse it).
+ */
+export function h264Level(width, height, fps = 30, bitrate = 0) {
+  const mbw = Math.ceil(width / 16);
+  const mbh = Math.ceil(height / 16);
+  const fs = mbw * mbh;
+  for (const [idc, maxMbps, maxFs, maxBrKbps] of H264_LEVELS) {
+    const side = Math.sqrt(8 * maxFs);
+    if (fs <= maxFs && mbw <= side && mbh <= side && fs * fps <= maxMbps && bitrate <= maxBrKbps * 1000) {
+      return idc.toString(16).padStart(2, '0');
+    }
+  }
+  return '3e';
+}
+
+export const H264_MIN_BITRATE = 100_000;
+const H264_MAX_DEFAULT_BITRATE = 20_000_000;
+
+/** Default H.264 bitrate: 0.1 bit a pixel a frame, 250 kbit/s to 20 Mbit/s (1080p60: 12.4 Mbit/s). */
+export function defaultH264Bitrate(width, height, fps) {
+  return Math.min(H264_MAX_DEFAULT_BITRATE, Math.max(250_000, Math.round(width * height * fps * 0.1)));
+}
+
+/**
+ * The VideoEncoderConfig publishCanvas uses for `codec: 'h264'`: constrained baseline (no
+ * B-frames, so syncd's WHEP egress can hand the page's access units to browsers as they are,
+ * packetization-mode 1, profile-level-id 42e0xx), Annex B (start codes, which is what the
+ * stream's frames carry), realtime latency, the browser's choice of hardware or software.
+ */
+export function h264EncoderConfig({ width, height, fps = 30, bitrate, maxBitrate, hardwareAcceleration = 'no-preference' }) {
+  const bps = Math.round(bitrate ?? defaultH264Bitrate(width, height, fps));
+  return {
+    codec: `avc1.42e0${h264Level(width, height, fps, Math.max(bps, maxBitrate ?? 0))}`,
+    width,
+    height,
+    bitrate: bps,
+    framerate: fps,
+    latencyMode: 'realtime',
+    hardwareAcceleration,
+    avc: { format: 'annexb' },
+  };
+}
+
+/**
+ * Can this browser encode H.264 for a canvas of this size and rate? `{h264, config, hardware}`:
+ * config is the VideoEncoderConfig publishCanvas would use (null when unsupported); hardware is
+ * whether a hardware encoder takes it (`prefer-hardware` supported), null when unknown.
+ */
+export async function encodeCapability(width, height, fps = 30) {
+  const Encoder = globalThis.VideoEncoder;
+  if (typeof Encoder !== 'function' || typeof Encoder.isConfigSupported !== 'function') return { h264: false, config: null, hardware: null };
+  const config = h264EncoderConfig({ width, height, fps });
+  const supported = async (c) => {
+    try {
+      return !!(await Encoder.isConfigSupported(c)).supported;
+    } catch {
+      return false; // a config the browser cannot even parse (odd sizes in some versions)
+    }
+  };
+  if (!(await supported(config))) return { h264: false, config: null, hardware: null };
+  const hardware = await supported({ ...config, hardwareAcceleration: 'prefer-hardware' });
+  return { h264: true, config, hardware };
+}
+
+// The column marker (src/media/column_marker.h): the sequence's low 16 bits as 16 columns of 8
+// pixels from x = 0, bit i in column i (white 1, black 0), then one black guard column.
+export const COLUMN_MARKER_BITS = 16;
+export const COLUMN_MARKER_COLUMN = 8;
+export const COLUMN_MARKER_WIDTH = (COLUMN_MARKER_BITS + 1) * COLUMN_MARKER_COLUMN;
+
+/** The marker's 17 columns for a sequence: `[{x, width, white}]`, guard last. */
+export function columnMarkerColumns(sequence) {
+  const columns = [];
+  for (let bit = 0; bit <= COLUMN_MARKER_BITS; ++bit) {
+    columns.push({ x: bit * COLUMN_MARKER_COLUMN, width: COLUMN_MARKER_COLUMN, white: columnMarkerBit(sequence, bit) });
+  }
+  return columns;
+}
+
+function columnMarkerBit(sequence, bit) {
+  if (bit >= COLUMN_MARKER_BITS) return false; // the guard
+  const low = typeof sequence === 'bigint' ? Number(sequence & 0xffffn) : sequence % 65536;
+  return ((low >> bit) & 1) === 1;
+}
+
+/** Draws the column marker of `sequence` down the whole `height` through a 2D context. */
+export function drawColumnMarker(ctx, sequence, height) {
+  // Black under all 17 columns, then the white ones: fewer state changes than 17 fills of two
+  // colours, and no allocation per frame.
+  ctx.fillStyle = '#000000';
+  ctx.fillRect(0, 0, COLUMN_MARKER_WIDTH, height);
+  ctx.fillStyle = '#ffffff';
+  for (let bit = 0; bit < COLUMN_MARKER_BITS; ++bit) {
+    if (columnMarkerBit(sequence, bit)) ctx.fillRect(bit * COLUMN_MARKER_COLUMN, 0, COLUMN_MARKER_COLUMN, height);
+  }
+}
+
+/**
+ * Reads the column marker (low 16 bits of the sequence) as syncd does: the centre 4 pixels of each
+ * column on 3 rows (a quarter, half, three quarters down), averaged; each column clearly black or
+ * white, the guard black. `plane` is a luma plane (pixelStep 1) or one channel of RGBA
+ * (pixelStep 4, starting at that channel). null when there is no readable marker.
+ */
+export function readColumnMarker(plane, stride, width, height, pixelStep = 1) {
+  if (width < COLUMN_MARKER_WIDTH || height < 4 || stride < width * pixelStep) return null;
+  const rows = [Math.floor(height / 4), Math.floor(height / 2), Math.floor(height * 3 / 4)];
+  // Luma 16 black, 235 white, trusted within 60 (full-range RGB reads the same within that).
+  const black = 16 + 60;
+  const white = 235 - 60;
+  let sequence = 0;
+  for (let bit = 0; bit <= COLUMN_MARKER_BITS; ++bit) {
+    const x0 = bit * COLUMN_MARKER_COLUMN + COLUMN_MARKER_COLUMN / 2 - 2;
+    let sum = 0;
+    for (const y of rows) for (let x = x0; x < x0 + 4; ++x) sum += plane[y * stride + x * pixelStep];
+    const mean = Math.floor(sum / 12);
+    const isBlack = mean <= black;
+    const isWhite = mean >= white;
+    if (isBlack === isWhite) return null;
+    if (bit === COLUMN_MARKER_BITS) {
+      if (!isBlack) return null;
+    } else if (isWhite) {
+      sequence |= 1 << bit;
+    }
+  }
+  return sequence;
+}
+
+/**
+ * What an Annex B access unit holds: `{key, codec}`. key: it has an IDR slice (NAL type 5);
+ * codec: `avc1.PPCCLL` from its sequence parameter set (NAL type 7), or null without one.
+ */
+export function inspectAnnexB(bytes) {
+  const b = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes.buffer ?? bytes, bytes.byteOffset ?? 0, bytes.byteLength);
+  let key = false;
+  let codec = null;
+  for (let i = 0; i + 3 < b.length; ++i) {
+    // A start code is 00 00 01 (a 4-byte 00 00 00 01 ends in it too).
+    if (b[i] !== 0 || b[i + 1] !== 0 || b[i + 2] !== 1) continue;
+    const nal = i + 3;
+    const type = b[nal] & 0x1f;
+    if (type === 5) key = true;
+    if (type === 7 && nal + 3 < b.length && codec === null) {
+      codec = 'avc1.' + [b[nal + 1], b[nal + 2], b[nal + 3]].map((x) => x.toString(16).padStart(2, '0')).join('');
+    }
+    i = nal;
+  }
+  return { key, codec };
+}
+
+/**
+ * Admission of a canvas frame into the H.264 encoder: null to encode it, else why it is skipped.
+ * The stream must be open ('not_open'); the socket must hold at most `maxBufferedBytes`
+ * ('backpressure': it is the slower stage, so it is asked first); the encoder must hold fewer
+ * than `maxEncodeQueue` frames not yet encoded ('encoder_busy'). Skipping, not queueing, keeps
+ * the page responsive and the latency bounded.
+ */
+export function encodedAdmission({ open, bufferedAmount, maxBufferedBytes, encodeQueueSize, maxEncodeQueue }) {
+  if (!open) return 'not_open';
+  if (bufferedAmount > maxBufferedBytes) return 'backpressure';
+  if (encodeQueueSize >= maxEncodeQueue) return 'encoder_busy';
+  return null;
 }
 
 function nowUs() {
@@ -1245,23 +1446,34 @@ function startPublishWorker() {
 }
 
 /**
- * Publishes a canvas as a stream. Pixels are read with WebGL2 asynchronous readback (pixel-pack
- * buffers + fence) when the canvas has a WebGL2 context, else with 2D getImageData. Frames are
- * sent from a Worker unless `worker: false` (see above). Frames that would pile up in the
- * WebSocket are dropped and counted (never queued without bound).
+ * Publishes a canvas as a stream, raw (`codec: 'raw'`, the default) or encoded (`'h264'`, or
+ * `'auto'`: h264 where the browser's VideoEncoder takes the config, else raw).
+ *
+ * Raw: pixels are read with WebGL2 asynchronous readback (pixel-pack buffers + fence) when the
+ * canvas has a WebGL2 context, else with 2D getImageData, and sent as rgba8 from a Worker unless
+ * `worker: false` (see above). H.264: see "Publishing a canvas encoded" below. Either way, frames
+ * that would pile up (in the WebSocket, or in the encoder) are dropped and counted, never queued
+ * without bound.
  *
  * options: stream (name), fps (capture rate in auto mode, default 30), width/height (default the
- * canvas size; the stream's geometry), connection, context (the canvas's own context, if it was
- * created elsewhere), manual (true: no timer, call handle.capture() right after drawing),
- * clock ('raf' default, or 'timer'), maxBufferedFrames (drop threshold in frames of
- * bufferedAmount, default 2), readbackBuffers (default 3), slots (syncd pool slots), worker
- * (default true where Workers exist), signal.
+ * canvas size; the stream's geometry), connection, manual (true: no timer, call
+ * handle.capture() right after drawing), clock ('raf' default, or 'timer'), slots (syncd pool
+ * slots), signal, codec ('raw' default, 'h264', 'auto').
+ * Raw only: context (the canvas's own context, if it was created elsewhere), maxBufferedFrames
+ * (drop threshold in frames of bufferedAmount, default 2), readbackBuffers (default 3), worker
+ * (default true where Workers exist).
+ * H.264 only: bitrate (bits/s, default defaultH264Bitrate), maxBitrate (ceiling for syncd's
+ * stream.bitrate, default the initial bitrate), keyFrameInterval (frames, default 2 s worth),
+ * hardwareAcceleration (default 'no-preference'), columnMarker, maxEncodeQueue (default 2),
+ * maxBufferedBytes.
  */
 export async function publishCanvas(canvas, options = {}) {
   const conn = connectionFrom(options);
   const { signal } = options;
   if (signal?.aborted) throw new SyncError('aborted', 'publish aborted', { cause: signal.reason });
-  const p = new CanvasPublisher(conn, canvas, options);
+  const config = await chooseEncoderConfig(canvas, options);
+  if (signal?.aborted) throw new SyncError('aborted', 'publish aborted', { cause: signal.reason });
+  const p = config ? new EncodedCanvasPublisher(conn, canvas, options, config) : new CanvasPublisher(conn, canvas, options);
   // Aborting stops the publisher and closes its stream (its receivers end cleanly).
   const onAbort = () => p.stop().catch((e) => p.emit('error', e));
   signal?.addEventListener('abort', onAbort, { once: true });
@@ -1275,7 +1487,41 @@ export async function publishCanvas(canvas, options = {}) {
   return p;
 }
 
-class CanvasPublisher extends Emitter {
+// What both publishers share: the capture clock (auto mode) and counting a drop by its reason.
+class CaptureClock extends Emitter {
+  _schedule() {
+    const period = 1000 / this.fps;
+    const tick = (t) => {
+      if (this._stopped) return;
+      const now = t ?? performance.now();
+      if (now >= this._nextDue) {
+        // Keep the long-run rate at fps even when ticks jitter, without bursting after a stall.
+        this._nextDue = Math.max(this._nextDue + period, now - period / 2);
+        this.capture();
+      }
+      this._arm(tick, period);
+    };
+    this._nextDue = performance.now();
+    this._arm(tick, period);
+  }
+
+  _arm(tick, period) {
+    // clock 'raf' (default): rAF while the page is visible (captures in step with rendering), a
+    // timer otherwise. clock 'timer': always a timer (rAF is paced by compositor frames).
+    if (this.clock !== 'timer' && typeof requestAnimationFrame === 'function' && !(globalThis.document && document.hidden)) {
+      this._raf = requestAnimationFrame(tick);
+    } else {
+      this._timer = setTimeout(() => tick(performance.now()), Math.max(1, period / 2));
+    }
+  }
+
+  _drop(reason) {
+    ++this.counters.dropped[reason];
+    ++this.counters.droppedTotal;
+  }
+}
+
+class CanvasPublisher extends CaptureClock {
   constructor(conn, canvas, o) {
     super();
     this.connection = conn;
@@ -1339,6 +1585,16 @@ class CanvasPublisher extends Emitter {
     return this._sink?.kind ?? null;
   }
 
+  /** 'raw': rgba8 frames (an EncodedCanvasPublisher says 'h264'). */
+  get codec() {
+    return 'raw';
+  }
+
+  /** The VideoEncoderConfig in use: none for raw frames. */
+  get encoder() {
+    return null;
+  }
+
   _setupReader(o) {
     let gl = o.context ?? null;
     const isGl2 = (c) => typeof WebGL2RenderingContext !== 'undefined' && c instanceof WebGL2RenderingContext;
@@ -1399,37 +1655,6 @@ class CanvasPublisher extends Emitter {
     // frames the page captured and dropped before they reached syncd.
     this._reportTimer = setInterval(() => this._report(), 1000);
     if (!this.manual) this._schedule();
-  }
-
-  _schedule() {
-    const period = 1000 / this.fps;
-    const tick = (t) => {
-      if (this._stopped) return;
-      const now = t ?? performance.now();
-      if (now >= this._nextDue) {
-        // Keep the long-run rate at fps even when ticks jitter, without bursting after a stall.
-        this._nextDue = Math.max(this._nextDue + period, now - period / 2);
-        this.capture();
-      }
-      this._arm(tick, period);
-    };
-    this._nextDue = performance.now();
-    this._arm(tick, period);
-  }
-
-  _arm(tick, period) {
-    // clock 'raf' (default): rAF while the page is visible (captures in step with rendering), a
-    // timer otherwise. clock 'timer': always a timer (rAF is paced by compositor frames).
-    if (this.clock !== 'timer' && typeof requestAnimationFrame === 'function' && !(globalThis.document && document.hidden)) {
-      this._raf = requestAnimationFrame(tick);
-    } else {
-      this._timer = setTimeout(() => tick(performance.now()), Math.max(1, period / 2));
-    }
-  }
-
-  _drop(reason) {
-    ++this.counters.dropped[reason];
-    ++this.counters.droppedTotal;
   }
 
   // Frames handed to the Worker are in flight until it answers.
@@ -1565,7 +1790,7 @@ class CanvasPublisher extends Emitter {
 
   /** Counters plus rates; offered = sent + droppedTotal + inFlight. */
   stats() {
-    return { ...this.counters, dropped: { ...this.counters.dropped }, stream: this.name, streamId: this.streamId, readback: this.readback, sender: this.sender, width: this.width, height: this.height };
+    return { ...this.counters, dropped: { ...this.counters.dropped }, stream: this.name, streamId: this.streamId, codec: this.codec, encoder: null, readback: this.readback, sender: this.sender, width: this.width, height: this.height };
   }
 
   /** A ticket for this stream (see SyncConnection.createTicket). */
@@ -1606,6 +1831,463 @@ class CanvasPublisher extends Emitter {
 }
 
 // ------------------------------------------------------------------------------------------------
+// Publishing a canvas encoded (H.264 through WebCodecs)
+//
+// Chromium's WebSocket carries about 50 MB/s here, so raw RGBA at 1080p60 (500 MB/s) reaches
+// syncd at ~6 frames/s; H.264 at ~1-1.5 MB/s fits many times over. syncd decodes the stream once
+// for its pixel consumers and hands the access units as they are to its H.264 consumers (relay,
+// WHEP).
+//
+// Everything runs on the page's thread and its own connection: VideoFrame(canvas) copies the
+// canvas (it must, before the page draws again), WebCodecs encodes off-thread and calls back here,
+// and a second or so of encoded 1080p60 is about a megabyte, which the page's socket sends
+// without a Worker's help (the raw path's Worker exists to take 500 MB/s of copies off it).
+
+// How long stop() waits for the encoder to give back what it holds.
+const ENCODER_FLUSH_MS = 2000;
+// After an encoder error, the next encoder is made no sooner than this (an unsupported config
+// fails every time: a frame a second is enough to notice it came back).
+const ENCODER_RETRY_MS = 1000;
+
+// The config a publishCanvas call encodes with, or null to publish raw.
+async function chooseEncoderConfig(canvas, o) {
+  const codec = o.codec ?? 'raw';
+  if (codec === 'raw') return null;
+  if (codec !== 'h264' && codec !== 'auto') throw new SyncError('bad_message', `codec must be raw, h264 or auto, not ${codec}`);
+  const width = o.width ?? canvas.width;
+  const height = o.height ?? canvas.height;
+  const fps = o.fps ?? 30;
+  const config = h264EncoderConfig({ width, height, fps, bitrate: o.bitrate, maxBitrate: o.maxBitrate, hardwareAcceleration: o.hardwareAcceleration });
+  const Encoder = globalThis.VideoEncoder;
+  let supported = typeof Encoder === 'function' && typeof globalThis.VideoFrame === 'function';
+  if (supported && typeof Encoder.isConfigSupported === 'function') {
+    try {
+      supported = !!(await Encoder.isConfigSupported(config)).supported;
+    } catch {
+      supported = false;
+    }
+  }
+  if (supported) return config;
+  if (codec === 'auto') return null;
+  throw new SyncError('unsupported_codec', `this browser cannot encode ${config.codec} at ${width}x${height} ${fps} fps (VideoEncoder)`);
+}
+
+/**
+ * A canvas published as an h264 stream (publishCanvas with codec 'h264', or 'auto' where the
+ * browser encodes). Each captured frame becomes a VideoFrame, is encoded, and each output chunk
+ * goes to syncd as one binary frame (56-byte header, format 5, then the Annex B access unit).
+ */
+class EncodedCanvasPublisher extends CaptureClock {
+  constructor(conn, canvas, o, config) {
+    super();
+    this.connection = conn;
+    this.canvas = canvas;
+    this.name = o.stream ?? 'canvas';
+    if (!validStreamName(this.name)) throw new SyncError('bad_message', `invalid stream name ${this.name}`);
+    this.fps = o.fps ?? 30;
+    this.width = config.width;
+    this.height = config.height;
+    this.manual = !!o.manual;
+    this.clock = o.clock ?? 'raf';
+    this.streamId = null;
+    this.opened = null;
+    this.readback = 'videoframe';
+    /** The VideoEncoderConfig in use (its bitrate follows stream.bitrate). */
+    this.encoder = config;
+    this.maxBitrate = Math.max(H264_MIN_BITRATE, o.maxBitrate ?? config.bitrate);
+    this.keyFrameInterval = Math.max(1, Math.round(o.keyFrameInterval ?? 2 * this.fps));
+    this.maxEncodeQueue = Math.max(1, o.maxEncodeQueue ?? 2);
+    this._maxBufferedBytes = o.maxBufferedBytes ?? null;
+    this._maxBufferedFrames = o.maxBufferedFrames ?? 4;
+    this.columnMarker = !!o.columnMarker;
+    // syncd's frame_bytes for the stream: the largest access unit it takes.
+    this.frameBytes = h264AccessUnitLimit(this.width, this.height);
+    this._sequence = o.firstSequence ?? 1;
+    this._openRequest = { name: this.name, width: this.width, height: this.height, format: 'h264', fps: this.fps, slots: o.slots };
+    this.counters = {
+      offered: 0,
+      sent: 0,
+      dropped: {
+        not_open: 0, backpressure: 0, encoder_busy: 0, encode_failed: 0, too_large: 0,
+        // The encoder took the frame and gave nothing back (its rate control skipped it).
+        encoder_skipped: 0,
+        // Encoded after a frame it refers to was lost (dropped, or sent to a stream that went
+        // away): useless to a decoder, so not sent; the next key frame ends it.
+        awaiting_key: 0,
+      },
+      droppedTotal: 0,
+      inFlight: 0, // frames inside the encoder
+      bytesSent: 0,
+      reopens: 0,
+      lastSequence: 0,
+      keyframeRequests: 0,
+      keyframesSent: 0,
+      bitrateChanges: 0,
+      encoded: 0,
+      encodeMsTotal: 0,
+      encodeMsMax: 0,
+    };
+    this._stopped = false;
+    this._timer = null;
+    this._raf = null;
+    this._nextDue = 0;
+    this._videoEncoder = null;
+    this._encoderFailedAt = -Infinity;
+    this._pending = []; // frames inside the encoder, oldest first: {timestamp, sequence, t0}
+    this._lastCaptureUs = 0;
+    this._forceKey = true; // the next frame into the encoder is a key frame
+    this._sinceKey = 0; // frames into the encoder since the last key frame asked for
+    this._awaitKeyOutput = false; // deltas out of the encoder are useless until a key frame
+    // One message buffer, grown when an access unit is larger (the socket copies it on send).
+    this._message = new ArrayBuffer(FRAME_HEADER_BYTES + Math.min(this.frameBytes, 65536));
+    this._view = new DataView(this._message);
+    this._markerCanvas = null;
+    this._markerCtx = null;
+    this._offs = [];
+  }
+
+  /** 'h264'. */
+  get codec() {
+    return 'h264';
+  }
+
+  /** Where frames are sent from: always the page's own connection. */
+  get sender() {
+    return this.streamId === null && !this.opened ? null : 'page';
+  }
+
+  /** The encoder's target bitrate now, bits/s. */
+  get bitrate() {
+    return this.encoder.bitrate;
+  }
+
+  /** The sequence the next frame that enters the encoder gets (for a page's own marker). */
+  get nextSequence() {
+    return this._sequence;
+  }
+
+  /** Bytes the socket may hold before frames are skipped ('backpressure'): a few frames' worth
+   * at the current bitrate, and at least 256 KiB (a key frame is many times an average one). */
+  get maxBufferedBytes() {
+    if (this._maxBufferedBytes !== null) return this._maxBufferedBytes;
+    return Math.max(262144, Math.round(this._maxBufferedFrames * this.encoder.bitrate / 8 / this.fps));
+  }
+
+  async _start() {
+    const conn = this.connection;
+    this._offs.push(conn.on('message', (m) => this._onControl(m)));
+    this._offs.push(conn.on('disconnect', () => {
+      this.streamId = null;
+    }));
+    this._offs.push(conn.on('open', ({ reconnected }) => {
+      if (reconnected && !this._stopped) this._openStream(true).catch((e) => this.emit('error', e));
+    }));
+    this._makeEncoder();
+    await this._openStream(false);
+    if (this._stopped) return;
+    this._reportTimer = setInterval(() => this._report(), 1000);
+    if (!this.manual) this._schedule();
+  }
+
+  async _openStream(reopened) {
+    const reply = await this.connection.openStream(this._openRequest);
+    if (this._stopped) return reply;
+    this.streamId = reply.stream;
+    this.opened = reply;
+    if (reopened) {
+      ++this.counters.reopens;
+      // A new stream: its first frame must be one a decoder can start from, and what the
+      // encoder still holds refers to frames the old stream had.
+      this._breakChain();
+    }
+    this.emit('open', reply);
+    return reply;
+  }
+
+  _makeEncoder() {
+    const enc = new VideoEncoder({
+      output: (chunk) => this._onChunk(enc, chunk),
+      error: (e) => this._onEncoderError(enc, e),
+    });
+    enc.configure(this.encoder);
+    this._videoEncoder = enc;
+    this._forceKey = true;
+    return enc;
+  }
+
+  // The encoder to capture into, or null while one failed within ENCODER_RETRY_MS.
+  _encoderForCapture() {
+    if (this._videoEncoder) return this._videoEncoder;
+    if (performance.now() - this._encoderFailedAt < ENCODER_RETRY_MS) return null;
+    try {
+      return this._makeEncoder();
+    } catch (e) {
+      this._encoderFailedAt = performance.now();
+      this.emit('error', new SyncError('encode_failed', `VideoEncoder: ${e?.message ?? e}`, { cause: e }));
+      return null;
+    }
+  }
+
+  // A frame the stream needed was lost: the next frame is a key frame, and deltas coming out of
+  // the encoder before one are not sent.
+  _breakChain() {
+    this._forceKey = true;
+    this._awaitKeyOutput = true;
+  }
+
+  /**
+   * Captures the canvas now and hands it to the encoder (call right after drawing when the
+   * WebGL context does not preserve its drawing buffer). false when the frame was skipped.
+   */
+  capture() {
+    if (this._stopped) return false;
+    ++this.counters.offered;
+    const conn = this.connection;
+    const enc = this._encoderForCapture();
+    const reason = encodedAdmission({
+      open: this.streamId !== null && conn.connected,
+      bufferedAmount: conn.bufferedAmount,
+      maxBufferedBytes: this.maxBufferedBytes,
+      encodeQueueSize: enc ? enc.encodeQueueSize : 0,
+      maxEncodeQueue: this.maxEncodeQueue,
+    });
+    if (reason) {
+      this._drop(reason);
+      return false;
+    }
+    if (!enc || enc.state !== 'configured') {
+      this._drop('encode_failed');
+      return false;
+    }
+    // VideoFrame timestamps must differ (outputs are matched to frames by them): the capture
+    // time in µs, moved on by 1 µs should two captures fall in the same one.
+    let captureUs = nowUs();
+    if (captureUs <= this._lastCaptureUs) captureUs = this._lastCaptureUs + 1;
+    const sequence = this._sequence;
+    let frame;
+    try {
+      frame = this._videoFrame(captureUs, sequence);
+    } catch (e) {
+      this._drop('encode_failed');
+      this.emit('error', new SyncError('encode_failed', `VideoFrame from the canvas: ${e?.message ?? e}`, { cause: e }));
+      return false;
+    }
+    const keyFrame = this._forceKey || this._sinceKey >= this.keyFrameInterval;
+    const entry = { timestamp: captureUs, sequence, t0: performance.now() };
+    try {
+      enc.encode(frame, { keyFrame });
+    } catch (e) {
+      this._drop('encode_failed');
+      this.emit('error', new SyncError('encode_failed', `VideoEncoder.encode: ${e?.message ?? e}`, { cause: e }));
+      return false;
+    } finally {
+      frame.close();
+    }
+    this._lastCaptureUs = captureUs;
+    this._pending.push(entry);
+    ++this.counters.inFlight;
+    ++this._sequence;
+    if (keyFrame) {
+      this._forceKey = false;
+      this._sinceKey = 0;
+    }
+    ++this._sinceKey;
+    return true;
+  }
+
+  _videoFrame(captureUs, sequence) {
+    if (!this.columnMarker) {
+      const init = { timestamp: captureUs };
+      // A canvas larger than the stream: its top-left width x height, as the raw path reads.
+      if (this.canvas.width !== this.width || this.canvas.height !== this.height) {
+        init.visibleRect = { x: 0, y: 0, width: this.width, height: this.height };
+      }
+      return new VideoFrame(this.canvas, init);
+    }
+    if (!this._markerCanvas) {
+      this._markerCanvas = new OffscreenCanvas(this.width, this.height);
+      this._markerCtx = this._markerCanvas.getContext('2d', { alpha: false });
+    }
+    const ctx = this._markerCtx;
+    ctx.drawImage(this.canvas, 0, 0, this.width, this.height, 0, 0, this.width, this.height);
+    drawColumnMarker(ctx, sequence, this.height);
+    return new VideoFrame(this._markerCanvas, { timestamp: captureUs });
+  }
+
+  _onChunk(enc, chunk) {
+    if (enc !== this._videoEncoder) return;
+    const pending = this._pending;
+    // Outputs come in capture order; a frame older than this output gave none (skipped).
+    while (pending.length && pending[0].timestamp < chunk.timestamp) {
+      pending.shift();
+      --this.counters.inFlight;
+      this._drop('encoder_skipped');
+    }
+    if (!pending.length || pending[0].timestamp !== chunk.timestamp) return; // not a frame of ours
+    const entry = pending.shift();
+    --this.counters.inFlight;
+    const c = this.counters;
+    const ms = performance.now() - entry.t0;
+    ++c.encoded;
+    c.encodeMsTotal += ms;
+    if (ms > c.encodeMsMax) c.encodeMsMax = ms;
+    const key = chunk.type === 'key';
+    if (this._awaitKeyOutput && !key) {
+      this._drop(this.streamId === null ? 'not_open' : 'awaiting_key');
+      return;
+    }
+    const bytes = chunk.byteLength;
+    if (bytes > this.frameBytes) {
+      this._drop('too_large');
+      this._breakChain();
+      return;
+    }
+    if (this.streamId === null || !this.connection.connected) {
+      this._drop('not_open');
+      this._breakChain();
+      return;
+    }
+    const total = FRAME_HEADER_BYTES + bytes;
+    if (this._message.byteLength < total) {
+      // Grow by half again at least, so a run of growing key frames reallocates a few times.
+      this._message = new ArrayBuffer(Math.min(FRAME_HEADER_BYTES + this.frameBytes, Math.max(total, Math.ceil(this._message.byteLength * 1.5))));
+      this._view = new DataView(this._message);
+    }
+    writeFrameHeader(this._view, {
+      streamId: this.streamId, flags: this.columnMarker ? FRAME_FLAG_COLUMN_MARKER : 0, sequence: entry.sequence,
+      captureTimeUs: entry.timestamp, width: this.width, height: this.height, format: FORMAT_CODES.h264,
+    });
+    chunk.copyTo(new Uint8Array(this._message, FRAME_HEADER_BYTES, bytes));
+    if (!this.connection.sendBinary(new Uint8Array(this._message, 0, total))) {
+      this._drop('not_open');
+      this._breakChain();
+      return;
+    }
+    if (key) {
+      this._awaitKeyOutput = false;
+      ++c.keyframesSent;
+    }
+    ++c.sent;
+    c.bytesSent += total;
+    c.lastSequence = entry.sequence;
+    this.emit('frame', entry.sequence);
+  }
+
+  _onEncoderError(enc, e) {
+    if (enc !== this._videoEncoder) return;
+    this._videoEncoder = null;
+    this._encoderFailedAt = performance.now();
+    // A closed encoder gives nothing more: what it held is lost.
+    for (; this._pending.length; this._pending.shift()) {
+      --this.counters.inFlight;
+      this._drop('encode_failed');
+    }
+    this._breakChain();
+    try {
+      if (enc.state !== 'closed') enc.close();
+    } catch { /* closed already */ }
+    if (!this._stopped) this.emit('error', new SyncError('encode_failed', `VideoEncoder: ${e?.message ?? e}`, { cause: e }));
+  }
+
+  // Server-initiated stream messages (docs/protocol.md, "Messages from syncd to a stream's
+  // source"); those of other streams are not ours.
+  _onControl(m) {
+    if (!m || this.streamId === null || m.stream !== this.streamId) return;
+    if (m.type === 'stream.keyframe') {
+      ++this.counters.keyframeRequests;
+      this._forceKey = true;
+      this.emit('keyframe-request', m);
+    } else if (m.type === 'stream.bitrate') {
+      if (typeof m.bps === 'number' && Number.isFinite(m.bps) && m.bps > 0) this.setBitrate(m.bps);
+    }
+  }
+
+  /**
+   * Sets the encoder's target bitrate: `bps`, at most maxBitrate and at least 100 kbit/s.
+   * Returns the bitrate now in force. Called for syncd's stream.bitrate; a page may call it too.
+   */
+  setBitrate(bps) {
+    const target = Math.max(H264_MIN_BITRATE, Math.min(Math.round(bps), this.maxBitrate));
+    if (target === this.encoder.bitrate) return target;
+    this.encoder = { ...this.encoder, bitrate: target };
+    ++this.counters.bitrateChanges;
+    const enc = this._videoEncoder;
+    if (enc && enc.state === 'configured') {
+      try {
+        enc.configure(this.encoder);
+      } catch (e) {
+        this._onEncoderError(enc, e);
+      }
+    }
+    this.emit('bitrate', target);
+    return target;
+  }
+
+  /** Counters plus what is encoded how; offered = sent + droppedTotal + inFlight. */
+  stats() {
+    const c = this.counters;
+    return {
+      ...c, dropped: { ...c.dropped }, stream: this.name, streamId: this.streamId, codec: this.codec,
+      encoder: { ...this.encoder, avc: { ...this.encoder.avc } }, bitrate: this.encoder.bitrate,
+      encodeMsMean: c.encoded ? c.encodeMsTotal / c.encoded : 0, encodeQueueSize: this._videoEncoder?.encodeQueueSize ?? 0,
+      readback: this.readback, sender: this.sender, width: this.width, height: this.height,
+    };
+  }
+
+  /** A ticket for this stream (see SyncConnection.createTicket). */
+  createTicket(opts) {
+    if (this.streamId === null) return Promise.reject(new SyncError('not_open', 'stream is not open'));
+    return this.connection.createTicket(this.streamId, opts);
+  }
+
+  _report() {
+    if (this.streamId === null) return;
+    const c = this.counters;
+    this.connection.send(messages.streamReport(this.streamId, { offered: c.offered, sent: c.sent, inFlight: c.inFlight, dropped: { ...c.dropped } }));
+  }
+
+  /**
+   * Stops capturing, lets the encoder finish what it holds (sent while the stream is open;
+   * dropped as not_open once it is closed), and closes the stream (receivers' HTTP streams end).
+   */
+  async stop({ close = true } = {}) {
+    if (this._stopped) return;
+    this._stopped = true;
+    clearInterval(this._reportTimer);
+    if (this._raf !== null && typeof cancelAnimationFrame === 'function') cancelAnimationFrame(this._raf);
+    if (this._timer !== null) clearTimeout(this._timer);
+    const enc = this._videoEncoder;
+    if (enc && enc.state === 'configured' && this._pending.length) {
+      let timer;
+      await Promise.race([
+        enc.flush().catch(() => {}),
+        new Promise((r) => { timer = setTimeout(r, ENCODER_FLUSH_MS); }),
+      ]);
+      clearTimeout(timer);
+    }
+    this._videoEncoder = null;
+    try {
+      if (enc && enc.state !== 'closed') enc.close();
+    } catch { /* closed already */ }
+    for (; this._pending.length; this._pending.shift()) {
+      --this.counters.inFlight;
+      this._drop('not_open');
+    }
+    this._report();
+    for (const off of this._offs.splice(0)) off();
+    const id = this.streamId;
+    this.streamId = null;
+    if (close && id !== null && this.connection.connected) {
+      try {
+        await this.connection.closeStream(id);
+      } catch (e) {
+        if (e.code !== 'unknown_stream') throw e;
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
 // Receiving a stream over HTTP
 
 /**
@@ -1614,15 +2296,22 @@ class CanvasPublisher extends Emitter {
  * automatically (1 frame after each frame is consumed) on the control connection, or by
  * `POST /streams/{name}/credit` when there is none.
  *
+ * An h264 stream's records are access units: by default they are decoded (WebCodecs
+ * VideoDecoder, from the first key frame on) and each Frame carries the picture as `videoFrame`,
+ * a VideoFrame the caller owns and must close(); with `decode: false` the frames are the access
+ * units themselves (`pixels`, Annex B) and `videoFrame` is null.
+ *
  * options: credit (initial, default 2), connection, base (syncd URL, default the connection's or
- * the page's origin), signal (AbortSignal), autoCredit (default true).
+ * the page's origin), signal (AbortSignal), autoCredit (default true), decode (h264: default
+ * true), decodeTimeoutMs (h264: how long to wait for a unit's picture before reading on, default
+ * 500).
  */
 export function receive(name, ticket, options = {}) {
   return new FrameStream(name, ticket, options);
 }
 
 export class Frame {
-  constructor(h, pixels) {
+  constructor(h, pixels, videoFrame = null) {
     this.sequence = h.sequence;
     this.width = h.width;
     this.height = h.height;
@@ -1632,8 +2321,12 @@ export class Frame {
     this.captureTimeUs = h.captureTimeUs;
     this.publishTimeNs = h.publishTimeNs;
     this.droppedBefore = h.droppedBefore;
-    /** Valid until the iterator is advanced: the buffer is reused for the next frame. */
+    /** Valid until the iterator is advanced: the buffer is reused for the next frame. For h264,
+     * the access unit (Annex B); empty when a decoded picture came out after its unit's turn. */
     this.pixels = pixels;
+    /** h264, decoded: the picture (WebCodecs VideoFrame, timestamp = capture time in µs). The
+     * caller owns it and must close() it; null otherwise. */
+    this.videoFrame = videoFrame;
   }
 
   /** Where each plane lies in `pixels` (`{offset, stride, rows}`); computed when asked for. */
@@ -1659,6 +2352,14 @@ export class Frame {
     const ctx = canvas.getContext('2d');
     const gl = ctx ? null : canvas.getContext('webgl2') ?? canvas.getContext('webgl');
     if (!ctx && !gl) throw new SyncError('unsupported_canvas', 'the canvas has neither a 2D nor a WebGL context (a bitmaprenderer?)');
+    if (this.videoFrame) {
+      // A decoded h264 picture: drawn as it is (it stays the caller's to close).
+      const vf = this.videoFrame;
+      if (gl) drawTexture(gl, this.width, this.height, false, (g) => g.texImage2D(g.TEXTURE_2D, 0, g.RGBA, g.RGBA, g.UNSIGNED_BYTE, vf));
+      else ctx.drawImage(vf, 0, 0);
+      return;
+    }
+    if (this.format === 'h264') throw new SyncError('unsupported_format', 'an h264 access unit is not a picture: receive with decode (the default) to draw it');
     if (this.format === 'nv12' || this.format === 'i420') {
       if (typeof VideoFrame !== 'function') {
         throw new SyncError('unsupported_format', `drawing ${this.format} needs WebCodecs (VideoFrame)`);
@@ -1770,6 +2471,9 @@ class FrameStream {
       else o.signal.addEventListener('abort', () => this._abort.abort(o.signal.reason), { once: true });
     }
     this.counters = { frames: 0, bytes: 0, droppedBefore: 0, creditsGranted: 0, reads: 0, creditFailures: 0 };
+    this.decode = o.decode ?? true;
+    this.decodeTimeoutMs = o.decodeTimeoutMs ?? 500;
+    this._decoder = null; // an AccessUnitDecoder once an h264 record arrives
     this._iter = null;
   }
 
@@ -1826,6 +2530,10 @@ class FrameStream {
           controller.close();
           return;
         }
+        if (f.videoFrame) {
+          controller.enqueue(f.videoFrame); // a decoded h264 picture: the reader owns it now
+          return;
+        }
         const format = formats[f.format];
         if (!format) throw new SyncError('unsupported_format', `no VideoFrame format for ${f.format}`);
         controller.enqueue(new VideoFrame(f.pixels, {
@@ -1845,6 +2553,26 @@ class FrameStream {
 
   stats() {
     return { ...this.counters, receiver: this.receiver };
+  }
+
+  // An h264 record: decoded, and its pictures (usually one, this unit's) yielded; or, with
+  // decode off, the access unit yielded as it is.
+  async *_h264Frames(h, au) {
+    if (!this.decode) {
+      yield new Frame(h, au);
+      return;
+    }
+    if (!this._decoder) {
+      if (typeof VideoDecoder !== 'function' || typeof EncodedVideoChunk !== 'function') {
+        throw new SyncError('unsupported_format', 'decoding h264 needs WebCodecs (VideoDecoder); receive with decode: false for the access units');
+      }
+      this._decoder = new AccessUnitDecoder(this.counters);
+    }
+    const dec = this._decoder;
+    if (dec.decode(h, au)) await dec.wait(this.decodeTimeoutMs);
+    for (let out = dec.take(); out; out = dec.take()) {
+      yield new Frame(out.header, out.header === h ? au : EMPTY_BYTES, out.frame);
+    }
   }
 
   _grant() {
@@ -1890,7 +2618,14 @@ class FrameStream {
       for (;;) {
         const hr = await readExactly(header, RECORD_HEADER_BYTES);
         header = hr.buf;
-        if (hr.done) return;
+        if (hr.done) {
+          // The stream ended: pictures the decoder still holds are the last frames.
+          if (this._decoder) {
+            await this._decoder.flush();
+            for (let out = this._decoder.take(); out; out = this._decoder.take()) yield new Frame(out.header, EMPTY_BYTES, out.frame);
+          }
+          return;
+        }
         const h = parseRecordHeader(header);
         if (pixels.byteLength < h.payloadBytes) pixels = new ArrayBuffer(h.payloadBytes);
         const pr = await readExactly(pixels, h.payloadBytes);
@@ -1899,15 +2634,151 @@ class FrameStream {
         ++this.counters.frames;
         this.counters.bytes += RECORD_HEADER_BYTES + h.payloadBytes;
         this.counters.droppedBefore += h.droppedBefore;
+        if (h.format === FORMAT_CODES.h264) {
+          yield* this._h264Frames(h, new Uint8Array(pixels, 0, h.payloadBytes));
+          // Its pictures (if any) were consumed: one more record may come.
+          this._grant();
+          continue;
+        }
         yield new Frame(h, new Uint8Array(pixels, 0, h.payloadBytes));
         // The consumer has finished with that frame: one more may come.
         this._grant();
       }
     } finally {
+      this._decoder?.close();
+      this._decoder = null;
       try {
         await reader.cancel();
       } catch { /* already closed */ }
       reader.releaseLock?.();
     }
+  }
+}
+
+const EMPTY_BYTES = new Uint8Array(0);
+
+/**
+ * Decodes an h264 stream's access units in order with a WebCodecs VideoDecoder (Annex B, so no
+ * description), starting at a key frame: deltas before the first one, or after frames syncd
+ * dropped for this receiver (their references are gone), are dropped and counted (awaitingKey).
+ * The codec string comes from the key frame's SPS. Pictures are matched back to their records by
+ * timestamp (the capture time). Internal to receive().
+ */
+class AccessUnitDecoder {
+  constructor(counters) {
+    this.counters = counters;
+    counters.decoded = 0;
+    counters.awaitingKey = 0;
+    counters.decodeErrors = 0;
+    counters.decodeTimeouts = 0;
+    this.decoder = null;
+    this.codec = null;
+    this.needKey = true;
+    this.outputs = []; // VideoFrames out of the decoder, not yet taken
+    this.headers = new Map(); // timestamp -> record header, for units inside the decoder
+    this._wake = null;
+  }
+
+  /** Hands a unit to the decoder; false when it was dropped (no key frame to start from yet). */
+  decode(h, au) {
+    const { key, codec } = inspectAnnexB(au);
+    if (h.droppedBefore > 0) this.needKey = true;
+    if (this.needKey && !key) {
+      ++this.counters.awaitingKey;
+      return false;
+    }
+    try {
+      if (!this.decoder || this.decoder.state === 'closed' || (key && codec && codec !== this.codec)) this._configure(codec ?? this.codec ?? 'avc1.42e01f');
+      this.headers.set(h.captureTimeUs, h);
+      this.decoder.decode(new EncodedVideoChunk({ type: key ? 'key' : 'delta', timestamp: h.captureTimeUs, data: au }));
+    } catch (e) {
+      this._error(e);
+      return false;
+    }
+    this.needKey = false;
+    return true;
+  }
+
+  _configure(codec) {
+    if (!this.decoder || this.decoder.state === 'closed') {
+      const decoder = new VideoDecoder({
+        output: (f) => {
+          if (decoder !== this.decoder) {
+            f.close();
+            return;
+          }
+          this.outputs.push(f);
+          this._wake?.();
+        },
+        error: (e) => {
+          if (decoder === this.decoder) this._error(e);
+        },
+      });
+      this.decoder = decoder;
+    }
+    this.decoder.configure({ codec, optimizeForLatency: true });
+    this.codec = codec;
+  }
+
+  _error(e) {
+    ++this.counters.decodeErrors;
+    this.lastError = e;
+    const d = this.decoder;
+    this.decoder = null;
+    try {
+      if (d && d.state !== 'closed') d.close();
+    } catch { /* closed */ }
+    this.headers.clear();
+    this.needKey = true;
+    this._wake?.();
+  }
+
+  /** Waits until a picture is out, or `ms` passed (counted: the next record is read anyway). */
+  async wait(ms) {
+    if (this.outputs.length || !this.decoder) return;
+    const got = await new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this._wake = null;
+        resolve(false);
+      }, ms);
+      this._wake = () => {
+        clearTimeout(timer);
+        this._wake = null;
+        resolve(true);
+      };
+    });
+    if (!got) ++this.counters.decodeTimeouts;
+  }
+
+  /** The oldest picture not yet taken, with its record's header: `{frame, header}`, or null. */
+  take() {
+    const frame = this.outputs.shift();
+    if (!frame) return null;
+    ++this.counters.decoded;
+    let header = null;
+    // Units older than this picture gave none: forget them.
+    for (const [ts, h] of this.headers) {
+      if (ts > frame.timestamp) break;
+      this.headers.delete(ts);
+      if (ts === frame.timestamp) header = h;
+    }
+    header ??= { sequence: -1, captureTimeUs: frame.timestamp, publishTimeNs: 0, width: frame.displayWidth, height: frame.displayHeight, format: FORMAT_CODES.h264, flags: 0, contentHash: null, payloadBytes: 0, droppedBefore: 0 };
+    return { frame, header };
+  }
+
+  async flush() {
+    if (!this.decoder || this.decoder.state !== 'configured') return;
+    try {
+      await this.decoder.flush();
+    } catch { /* closed meanwhile */ }
+  }
+
+  close() {
+    for (const f of this.outputs.splice(0)) f.close();
+    const d = this.decoder;
+    this.decoder = null;
+    try {
+      if (d && d.state !== 'closed') d.close();
+    } catch { /* closed */ }
   }
 }
