@@ -4,6 +4,8 @@ export const PROTOCOL_VERSION: 1;
 export const FRAME_MAGIC: number;
 export const FRAME_HEADER_BYTES: 56;
 export const FRAME_FLAG_CONTENT_HASH: 1;
+/** Frame header flag: the pixels carry the sequence's column marker (drawColumnMarker). */
+export const FRAME_FLAG_COLUMN_MARKER: 2;
 export const RECORD_MAGIC: number;
 export const RECORD_HEADER_BYTES: 64;
 export const NAUD_MAGIC: number;
@@ -15,8 +17,13 @@ export type PixelFormat = 'rgba8' | 'bgra8' | 'nv12' | 'i420';
 /** Wire values of the frame header, the shared-memory ring and HTTP records (0 in a frame
  * header: the stream's own format). */
 export type PixelFormatCode = 1 | 2 | 3 | 4;
-export const FORMAT_CODES: Readonly<{ rgba8: 1; bgra8: 2; nv12: 3; i420: 4 }>;
-export const FORMAT_NAMES: Readonly<Record<number, PixelFormat>>;
+/** A stream's format: a pixel format, or h264 (encoded: one Annex B access unit a frame, of its
+ * own size, 1 up to h264AccessUnitLimit(width, height)). */
+export type StreamFormat = PixelFormat | 'h264';
+/** Wire values of every stream format (5: h264). */
+export type StreamFormatCode = PixelFormatCode | 5;
+export const FORMAT_CODES: Readonly<{ rgba8: 1; bgra8: 2; nv12: 3; i420: 4; h264: 5 }>;
+export const FORMAT_NAMES: Readonly<Record<number, StreamFormat>>;
 
 /** One plane of a frame: bytes from the frame's start, bytes from row to row, and rows. Planes
  * are packed back to back with no row padding. */
@@ -67,6 +74,10 @@ export type ClientErrorCode =
   | 'unsupported_format'
   /** Frame.drawTo on a canvas with neither a 2D nor a WebGL context. */
   | 'unsupported_canvas'
+  /** publishCanvas with codec 'h264': this browser's VideoEncoder does not take the config. */
+  | 'unsupported_codec'
+  /** An encoded publisher's VideoFrame or VideoEncoder failed (also counted as a drop). */
+  | 'encode_failed'
   | 'webgl_failed'
   /** publishCanvas: the publish Worker failed after it started (before, the page sends). */
   | 'worker_failed';
@@ -147,7 +158,7 @@ export function backoffDelay(attempt: number, options?: BackoffOptions, random?:
 
 export const messages: Readonly<{
   hello(client?: string): { type: 'hello'; protocol: 1; client: string };
-  streamOpen(c: { name: string; width: number; height: number; format?: PixelFormat; fps?: number; slots?: number }): object;
+  streamOpen(c: { name: string; width: number; height: number; format?: StreamFormat; fps?: number; slots?: number }): object;
   streamClose(stream: number): { type: 'stream.close'; stream: number };
   ticketCreate(stream: number, o?: { uses?: number; ttl_s?: number }): { type: 'ticket.create'; stream: number; uses?: number; ttl_s?: number };
   credit(receiver: number | string, frames?: number): { type: 'credit'; receiver: number | string; frames: number };
@@ -168,6 +179,45 @@ export function creditUrl(base: string, name: string, receiver: number | string,
 export function flipRowsInPlace(bytes: Uint8Array, rowBytes: number, rows: number, scratch?: Uint8Array): void;
 export function regionChecksum(pixels: Uint8Array | Uint8ClampedArray, width: number, x: number, y: number, w: number, h: number): number;
 
+/** The largest access unit syncd takes into an h264 stream (its frame_bytes): width x height +
+ * 2 x ceil(width / 2) x ceil(height / 2). */
+export function h264AccessUnitLimit(width: number, height: number): number;
+/** H.264 level as two hex digits (`avc1.42e0LL`): the lowest from 3.1 ('1f') that admits the
+ * size, rate and bitrate ('20' 720p60, '28' 1080p30, '2a' 1080p60, '33' 2160p30, '34' 2160p60). */
+export function h264Level(width: number, height: number, fps?: number, bitrate?: number): string;
+/** The lowest bitrate stream.bitrate can set, 100 kbit/s. */
+export const H264_MIN_BITRATE: 100000;
+/** 0.1 bit a pixel a frame, within 250 kbit/s to 20 Mbit/s. */
+export function defaultH264Bitrate(width: number, height: number, fps: number): number;
+/** The VideoEncoderConfig of codec 'h264': constrained baseline `avc1.42e0LL`, Annex B, realtime. */
+export function h264EncoderConfig(o: { width: number; height: number; fps?: number; bitrate?: number; maxBitrate?: number; hardwareAcceleration?: HardwareAcceleration }): VideoEncoderConfig;
+export interface EncodeCapability {
+  /** The browser's VideoEncoder takes `config`. */
+  h264: boolean;
+  /** What publishCanvas would encode with (null when unsupported). */
+  config: VideoEncoderConfig | null;
+  /** A hardware encoder takes it (`prefer-hardware` supported); null when unknown. */
+  hardware: boolean | null;
+}
+/** Can this browser encode a canvas of this size and rate as H.264? */
+export function encodeCapability(width: number, height: number, fps?: number): Promise<EncodeCapability>;
+
+export const COLUMN_MARKER_BITS: 16;
+export const COLUMN_MARKER_COLUMN: 8;
+/** The marker's width in pixels, guard column included (136). */
+export const COLUMN_MARKER_WIDTH: 136;
+/** The 17 columns of a sequence's column marker (bit i in column i, then the black guard). */
+export function columnMarkerColumns(sequence: number | bigint): Array<{ x: number; width: number; white: boolean }>;
+/** Draws the column marker down `height` pixels from x = 0 (white #ffffff 1, black #000000 0). */
+export function drawColumnMarker(ctx: CanvasRenderingContext2D | OffscreenCanvasRenderingContext2D, sequence: number | bigint, height: number): void;
+/** Reads a column marker (the sequence's low 16 bits) as syncd does; null when there is none.
+ * `plane`: a luma plane (pixelStep 1), or one channel of RGBA (pixelStep 4). */
+export function readColumnMarker(plane: Uint8Array | Uint8ClampedArray, stride: number, width: number, height: number, pixelStep?: number): number | null;
+/** key: the access unit has an IDR slice; codec: `avc1.PPCCLL` from its SPS, or null. */
+export function inspectAnnexB(bytes: Bytes): { key: boolean; codec: string | null };
+/** Why an encoded publisher skips a frame now (null: encode it). */
+export function encodedAdmission(o: { open: boolean; bufferedAmount: number; maxBufferedBytes: number; encodeQueueSize: number; maxEncodeQueue: number }): null | 'not_open' | 'backpressure' | 'encoder_busy';
+
 export interface Welcome {
   type: 'welcome';
   protocol: 1;
@@ -180,7 +230,7 @@ export interface Welcome {
 
 export interface StreamOpened {
   type: 'stream.opened'; stream: number; name: string; width: number; height: number;
-  format: PixelFormat;
+  format: StreamFormat;
   /** The frame's planes in the format's order; frame_bytes is where the last one ends. */
   planes: PlaneLayout[];
   fps: number; slots: number; frame_bytes: number; header_bytes: number;
@@ -192,6 +242,13 @@ export interface TicketOptions { uses?: number; ttlSeconds?: number }
 
 /** syncd's `ticket` reply as sent (wire names). */
 export interface Ticket { type: 'ticket'; stream: number; name: string; ticket: string; uses: number; expires_in_s: number }
+
+/** syncd to an h264 stream's source (docs/protocol.md, "Messages from syncd to a stream's
+ * source"): make the next frame a key frame. No reply. */
+export interface StreamKeyframeMessage { type: 'stream.keyframe'; stream: number; reason: 'decoder' | 'relay' | 'whep' | 'consumer' }
+/** syncd to an h264 stream's source: a target bitrate in bits/s, which the source follows up to its
+ * own ceiling. No reply. */
+export interface StreamBitrateMessage { type: 'stream.bitrate'; stream: number; bps: number }
 
 export interface PoseEvent { type: 'pose'; seq: number; t_ns: number; q: [number, number, number, number]; ypr: [number, number, number]; discontinuityCount: number }
 export interface PoseStatusEvent { type: 'pose.status'; source: string; connected: boolean; device: string; message: string }
@@ -230,7 +287,8 @@ export interface SyncConnectionEvents {
   pose: PoseEvent;
   /** The head tracker's status (the wire message `pose.status`). */
   'pose-status': PoseStatusEvent;
-  message: { type: string; [field: string]: unknown };
+  /** A message that answers no request: stream.keyframe and stream.bitrate among them. */
+  message: StreamKeyframeMessage | StreamBitrateMessage | { type: string; [field: string]: unknown };
   binary: ArrayBuffer;
   /** Closed for good: after close() (no detail) or a failed connect (its error). */
   close: SyncError | undefined;
@@ -273,7 +331,7 @@ export class SyncConnection extends EventTarget {
   /** Round-trip time of a control ping, ms. */
   ping(): Promise<number>;
   counters(): ConnectionCounters;
-  openStream(c: { name: string; width: number; height: number; format?: PixelFormat; fps?: number; slots?: number }): Promise<StreamOpened>;
+  openStream(c: { name: string; width: number; height: number; format?: StreamFormat; fps?: number; slots?: number }): Promise<StreamOpened>;
   closeStream(stream: number): Promise<{ type: 'stream.closed'; stream: number }>;
   createTicket(stream: number | CanvasPublisher, o?: TicketOptions): Promise<Ticket>;
   grantCredit(receiver: number | string, frames?: number): boolean;
@@ -281,6 +339,8 @@ export class SyncConnection extends EventTarget {
   recenterPose(): boolean;
   audioInfo(): Promise<any>;
   readAudio(o?: { maxFrames?: number; minFrames?: number; timeoutMs?: number }): Promise<AudioPacket>;
+  publishCanvas(canvas: HTMLCanvasElement | OffscreenCanvas, o: PublishOptions & { codec: 'h264' }): Promise<EncodedCanvasPublisher>;
+  publishCanvas(canvas: HTMLCanvasElement | OffscreenCanvas, o?: PublishOptions & { codec?: 'raw' }): Promise<RawCanvasPublisher>;
   publishCanvas(canvas: HTMLCanvasElement | OffscreenCanvas, o?: PublishOptions): Promise<CanvasPublisher>;
   receive(name: string, ticket: string, o?: ReceiveOptions): FrameStream;
   close(): void;
@@ -291,6 +351,28 @@ export function connect(url?: string, options?: ConnectOptions): Promise<SyncCon
 
 export interface PublishOptions {
   stream?: string;
+  /** 'raw' (default: rgba8 frames, as before there was a choice), 'h264' (WebCodecs VideoEncoder;
+   * SyncError 'unsupported_codec' where the browser cannot), or 'auto' (h264 where
+   * encodeCapability says so, else raw). The publisher's `codec` says which. */
+  codec?: 'raw' | 'h264' | 'auto';
+  /** h264: target bits/s (default defaultH264Bitrate: 0.1 bit a pixel a frame, at most 20 Mbit/s). */
+  bitrate?: number;
+  /** h264: the most stream.bitrate may raise it to (default the initial bitrate). */
+  maxBitrate?: number;
+  /** h264: a key frame every this many frames (default 2 s worth), and whenever syncd asks. */
+  keyFrameInterval?: number;
+  /** h264: VideoEncoder's hardwareAcceleration (default 'no-preference': hardware where there is
+   * one, else software). */
+  hardwareAcceleration?: HardwareAcceleration;
+  /** h264: draw the sequence's column marker into each frame before encoding and set
+   * FRAME_FLAG_COLUMN_MARKER (for tests and qualification: syncd checks it after decoding). */
+  columnMarker?: boolean;
+  /** h264: skip a frame ('encoder_busy') while the encoder holds this many not yet encoded
+   * (default 2). */
+  maxEncodeQueue?: number;
+  /** h264: skip a frame ('backpressure') while the socket holds more than this many bytes
+   * (default max(256 KiB, maxBufferedFrames (default 4) frames at the bitrate)). */
+  maxBufferedBytes?: number;
   /** Capture rate in auto mode (default 30). */
   fps?: number;
   width?: number;
@@ -335,6 +417,8 @@ export interface PublisherStats {
   readbackMsTotal: number;
   stream: string;
   streamId: number | null;
+  codec: 'raw';
+  encoder: null;
   readback: 'webgl2' | 'webgl2-sync' | '2d';
   /** Where frames are sent from; null before the stream opened. */
   sender: 'worker' | 'page' | null;
@@ -342,20 +426,111 @@ export interface PublisherStats {
   height: number;
 }
 
-export interface CanvasPublisher extends EventTarget {
+/** Why an encoded publisher did not send a frame. */
+export interface EncodedDropCounts {
+  /** The stream was not open (connecting, reconnecting, stopping). */
+  not_open: number;
+  /** The socket held more than maxBufferedBytes. */
+  backpressure: number;
+  /** The encoder held maxEncodeQueue frames not yet encoded. */
+  encoder_busy: number;
+  /** VideoFrame or VideoEncoder failed (the encoder is made again a second later). */
+  encode_failed: number;
+  /** An access unit over the stream's frame_bytes (h264AccessUnitLimit). */
+  too_large: number;
+  /** The encoder took the frame and gave nothing back (rate control). */
+  encoder_skipped: number;
+  /** A delta after a lost frame it refers to: not sent until the next key frame. */
+  awaiting_key: number;
+}
+
+export interface EncodedPublisherCounters {
+  /** offered = sent + droppedTotal + inFlight */
+  offered: number;
+  sent: number;
+  dropped: EncodedDropCounts;
+  droppedTotal: number;
+  /** Frames inside the encoder. */
+  inFlight: number;
+  bytesSent: number;
+  reopens: number;
+  lastSequence: number;
+  /** stream.keyframe messages from syncd for this stream. */
+  keyframeRequests: number;
+  /** Key frames sent (the first, periodic ones, and those asked for). */
+  keyframesSent: number;
+  /** Bitrate changes applied (stream.bitrate or setBitrate). */
+  bitrateChanges: number;
+  /** Frames out of the encoder; encode time is from encode() to its output. */
+  encoded: number;
+  encodeMsTotal: number;
+  encodeMsMax: number;
+}
+
+export interface EncodedPublisherStats extends EncodedPublisherCounters {
+  stream: string;
+  streamId: number | null;
+  codec: 'h264';
+  encoder: VideoEncoderConfig;
+  /** Current target, bits/s. */
+  bitrate: number;
+  encodeMsMean: number;
+  encodeQueueSize: number;
+  readback: 'videoframe';
+  sender: 'page' | null;
+  width: number;
+  height: number;
+}
+
+interface CanvasPublisherBase extends EventTarget {
   readonly name: string;
   readonly streamId: number | null;
-  readonly readback: 'webgl2' | 'webgl2-sync' | '2d';
-  readonly sender: 'worker' | 'page' | null;
   capture(): boolean;
-  stats(): PublisherStats;
   createTicket(o?: TicketOptions): Promise<Ticket>;
   stop(o?: { close?: boolean }): Promise<void>;
   on(type: 'open', fn: (e: StreamOpened) => void): () => void;
   on(type: 'frame', fn: (sequence: number) => void): () => void;
   on(type: 'error', fn: (e: Error) => void): () => void;
+  /** h264 only: syncd asked for a key frame. */
+  on(type: 'keyframe-request', fn: (m: StreamKeyframeMessage) => void): () => void;
+  /** h264 only: the bitrate changed (bits/s). */
+  on(type: 'bitrate', fn: (bps: number) => void): () => void;
 }
 
+/** A canvas published as rgba8 frames (codec 'raw'). */
+export interface RawCanvasPublisher extends CanvasPublisherBase {
+  readonly codec: 'raw';
+  readonly encoder: null;
+  readonly readback: 'webgl2' | 'webgl2-sync' | '2d';
+  readonly sender: 'worker' | 'page' | null;
+  stats(): PublisherStats;
+}
+
+/** A canvas published as an h264 stream (codec 'h264', or 'auto' where the browser encodes). */
+export interface EncodedCanvasPublisher extends CanvasPublisherBase {
+  readonly codec: 'h264';
+  /** The VideoEncoderConfig in use (its bitrate follows stream.bitrate). */
+  readonly encoder: VideoEncoderConfig;
+  readonly readback: 'videoframe';
+  readonly sender: 'page' | null;
+  /** Current target bitrate, bits/s. */
+  readonly bitrate: number;
+  /** The ceiling of stream.bitrate, bits/s. */
+  readonly maxBitrate: number;
+  readonly keyFrameInterval: number;
+  /** The sequence the next frame into the encoder gets: a page drawing its own marker reads it
+   * right before capture(). */
+  readonly nextSequence: number;
+  readonly counters: EncodedPublisherCounters;
+  /** Sets the target bitrate (clamped to 100 kbit/s..maxBitrate); returns the one in force. */
+  setBitrate(bps: number): number;
+  stats(): EncodedPublisherStats;
+}
+
+export type CanvasPublisher = RawCanvasPublisher | EncodedCanvasPublisher;
+
+export function publishCanvas(canvas: HTMLCanvasElement | OffscreenCanvas, options: PublishOptions & { codec: 'h264' }): Promise<EncodedCanvasPublisher>;
+export function publishCanvas(canvas: HTMLCanvasElement | OffscreenCanvas, options?: PublishOptions & { codec?: 'raw' }): Promise<RawCanvasPublisher>;
 export function publishCanvas(canvas: HTMLCanvasElement | OffscreenCanvas, options?: PublishOptions): Promise<CanvasPublisher>;
 export function createTicket(stream: number | CanvasPublisher, options?: TicketOptions & { connection?: SyncConnection }): Promise<Ticket>;
 export function subscribe(topic: 'pose', callback: (e: PoseEvent | PoseStatusEvent) => void, options?: { connection?: SyncConnection }): Unsubscribe;
@@ -370,17 +545,22 @@ export interface ReceiveOptions {
   signal?: AbortSignal;
   /** Grant 1 credit after each consumed frame (default true). */
   autoCredit?: boolean;
+  /** h264 streams: decode the access units (WebCodecs VideoDecoder) and give each Frame its
+   * picture as `videoFrame` (default true); false: the access units themselves in `pixels`. */
+  decode?: boolean;
+  /** h264: how long to wait for a unit's picture before reading the next record (default 500). */
+  decodeTimeoutMs?: number;
 }
 
 /** A received frame. receive() makes them; a page may also make one around its own pixels
  * (`header` as parseRecordHeader returns it) to use drawTo. */
-export const Frame: { new (header: Omit<RecordHeader, 'payloadBytes'>, pixels: Uint8Array): Frame };
+export const Frame: { new (header: Omit<RecordHeader, 'payloadBytes'>, pixels: Uint8Array, videoFrame?: VideoFrame | null): Frame };
 export interface Frame {
   sequence: number;
   width: number;
   height: number;
   /** A name, or the wire value when this client does not know it. */
-  format: PixelFormat | number;
+  format: StreamFormat | number;
   /** Where each plane lies in `pixels` (empty for an unknown format). */
   readonly planes: PlaneLayout[];
   flags: number;
@@ -389,8 +569,12 @@ export interface Frame {
   /** syncd's accept time of the frame, CLOCK_MONOTONIC ns (record offset 24). */
   publishTimeNs: number;
   droppedBefore: number;
-  /** Valid until the iterator advances (the buffer is reused). */
+  /** Valid until the iterator advances (the buffer is reused). h264: the access unit (Annex B),
+   * empty when its picture came out after the unit's turn. */
   pixels: Uint8Array;
+  /** h264 received with decode (the default): the decoded picture, `timestamp` = capture time in
+   * µs. The caller owns it and must close() it (each one holds decoder memory). Otherwise null. */
+  videoFrame: VideoFrame | null;
   marker(): { sequence: number; valid: boolean };
   /** nv12 and i420 are drawn through WebCodecs' VideoFrame (SyncError 'unsupported_format'
    * without it). */
@@ -405,11 +589,14 @@ export interface FrameStream extends AsyncIterable<Frame> {
   receiver: number | string | null;
   open(): Promise<Response>;
   next(): Promise<IteratorResult<Frame>>;
-  /** The frames as WebCodecs VideoFrames (RGBA/BGRA/NV12/I420, `timestamp` = capture time in
-   * µs); the reader closes each. SyncError 'unsupported_format' without WebCodecs. */
+  /** The frames as WebCodecs VideoFrames (RGBA/BGRA/NV12/I420, or h264's decoded pictures;
+   * `timestamp` = capture time in µs); the reader closes each. SyncError 'unsupported_format' without WebCodecs. */
   videoFrames(): ReadableStream<VideoFrame>;
   close(): void;
-  stats(): { frames: number; bytes: number; droppedBefore: number; creditsGranted: number; reads: number; creditFailures: number; receiver: number | string | null };
+  /** frames counts records; the h264 counters appear once an h264 record arrived: pictures
+   * decoded, deltas dropped while waiting for a key frame, decoder errors, and units whose
+   * picture took longer than decodeTimeoutMs. */
+  stats(): { frames: number; bytes: number; droppedBefore: number; creditsGranted: number; reads: number; creditFailures: number; receiver: number | string | null; decoded?: number; awaitingKey?: number; decodeErrors?: number; decodeTimeouts?: number };
 }
 
 export function receive(name: string, ticket: string, options?: ReceiveOptions): FrameStream;
