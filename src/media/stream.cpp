@@ -20,6 +20,22 @@ const char* drop_reason_name(DropReason r) {
   return "?";
 }
 
+const char* keyframe_reason_name(KeyframeReason reason) {
+  switch (reason) {
+    case KeyframeReason::kDecoder:
+      return "decoder";
+    case KeyframeReason::kRelay:
+      return "relay";
+    case KeyframeReason::kWhep:
+      return "whep";
+    case KeyframeReason::kConsumer:
+      return "consumer";
+    case KeyframeReason::kCount:
+      break;
+  }
+  return "?";
+}
+
 Stream::Stream(uint32_t id, StreamConfig config, const FrameLayout& layout, uint64_t owner,
                FramePool* pool)
     : id_(id), config_(std::move(config)), owner_(owner), layout_(layout), pool_(pool) {}

@@ -65,10 +65,56 @@ struct StreamStages {
 };
 
 // Owners that are syncd's own sources, not connections (connection ids start at 1 and never
-// reach the top): the built-in pattern (0) and the relay's received streams (UINT64_MAX).
+// reach the top half): the built-in pattern (0), the decoded twins of encoded streams
+// (kSyncdOwnerBase + the encoded stream's id) and the relay's received streams (UINT64_MAX).
+inline constexpr uint64_t kSyncdOwnerBase = uint64_t(1) << 63;
 constexpr bool owned_by_syncd(uint64_t owner) {
-  return owner == 0 || owner == std::numeric_limits<uint64_t>::max();
+  return owner == 0 || owner >= kSyncdOwnerBase;
 }
+
+class Stream;
+
+// Why a consumer of an encoded stream asked its source for a key frame.
+enum class KeyframeReason : uint8_t {
+  kDecoder,   // syncd's decoder (a decoded twin, or the relay's receiver) waits for an IDR
+  kRelay,     // the WAN relay's peer sent a PLI
+  kWhep,      // a WebRTC viewer (WHEP, or the SFU of a WHIP push) sent a PLI
+  kConsumer,  // a consumer joined and needs a picture to start from
+  kCount,
+};
+const char* keyframe_reason_name(KeyframeReason reason);
+
+// What consumers of an encoded stream ask of its source (docs/protocol.md, "Messages from syncd
+// to a stream's source"): a key frame now, or a bitrate that the network carries. The source
+// that opened the stream sets it (StreamControl for a connection's stream); a stream without one
+// is asked nothing, and the requests are still counted on the stream.
+// Thread: the loop thread.
+class SourceFeedback {
+ public:
+  virtual void keyframe_wanted(const Stream& stream, KeyframeReason reason) = 0;
+  virtual void target_bitrate(const Stream& stream, uint64_t bits_per_second) = 0;
+
+ protected:
+  ~SourceFeedback() = default;
+};
+
+// What consumers asked of a stream's source (StreamRegistry::request_keyframe and
+// set_target_bitrate), for /stats.
+struct SourceRequests {
+  // One consumer's bandwidth target; consumer 0 is a free entry.
+  struct Target {
+    uintptr_t consumer = 0;
+    uint64_t bits_per_second = 0;
+  };
+  static constexpr size_t kMaxTargets = 8;
+  std::array<uint64_t, size_t(KeyframeReason::kCount)> keyframes{};  // asked, by reason
+  uint64_t keyframes_passed = 0;     // passed to the source (the rest fell inside the interval)
+  uint64_t keyframe_passed_ns = 0;   // when the last was passed
+  std::array<Target, kMaxTargets> targets{};
+  uint64_t bitrate_sent = 0;         // the last target passed to the source (0: none yet)
+  uint64_t bitrate_changes = 0;
+  uint64_t targets_refused = 0;      // a ninth consumer's target (not counted in the lowest)
+};
 
 // What a stream's source says about its frames before they reached syncd (a page's canvas
 // publisher: frames it captured, sent, dropped by its own reasons), as it last reported them
@@ -117,6 +163,11 @@ class Stream {
   // Loop thread. Control plane: the report is copied (a few short strings, once a second).
   void set_source_report(SourceReport report) { source_report_ = std::move(report); }
   const SourceReport& source_report() const { return source_report_; }
+  // Loop thread. Who hears consumers' requests (nullptr: nobody); set by the stream's opener.
+  void set_source_feedback(SourceFeedback* feedback) { feedback_ = feedback; }
+  SourceFeedback* source_feedback() const { return feedback_; }
+  SourceRequests& source_requests() { return source_requests_; }
+  const SourceRequests& source_requests() const { return source_requests_; }
   uint64_t last_accept_start_ns = 0;  // receive start of the previous accepted frame
   uint64_t last_publish_ns = 0;       // when the publishers last handed back a frame
 
@@ -139,6 +190,8 @@ class Stream {
   telemetry::RateBins rate_;
   StreamStages stages_;
   SourceReport source_report_;
+  SourceFeedback* feedback_ = nullptr;
+  SourceRequests source_requests_;
 };
 
 }  // namespace syncd::media

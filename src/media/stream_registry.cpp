@@ -1,5 +1,6 @@
 #include "media/stream_registry.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
@@ -246,6 +247,53 @@ void SlotLease::abort(DropReason reason) {
   registry_->abort(slot, reason);
 }
 
+void StreamRegistry::request_keyframe(uint32_t stream_id, KeyframeReason reason, uint64_t now_ns) {
+  Stream* stream = find(stream_id);
+  if (!stream || reason >= KeyframeReason::kCount) return;
+  SourceRequests& r = stream->source_requests();
+  ++r.keyframes[size_t(reason)];
+  if (r.keyframes_passed != 0 && now_ns - r.keyframe_passed_ns < kKeyframeIntervalNs) return;
+  ++r.keyframes_passed;
+  r.keyframe_passed_ns = now_ns;
+  if (SourceFeedback* f = stream->source_feedback()) f->keyframe_wanted(*stream, reason);
+}
+
+void StreamRegistry::set_target_bitrate(uint32_t stream_id, uintptr_t consumer,
+                                        uint64_t bits_per_second) {
+  Stream* stream = find(stream_id);
+  if (!stream || consumer == 0) return;
+  SourceRequests& r = stream->source_requests();
+  SourceRequests::Target* entry = nullptr;
+  SourceRequests::Target* free_entry = nullptr;
+  for (SourceRequests::Target& t : r.targets) {
+    if (t.consumer == consumer) entry = &t;
+    if (t.consumer == 0 && !free_entry) free_entry = &t;
+  }
+  if (bits_per_second == 0) {
+    if (entry) *entry = {};
+  } else if (entry) {
+    entry->bits_per_second = bits_per_second;
+  } else if (free_entry) {
+    *free_entry = {consumer, bits_per_second};
+  } else {
+    ++r.targets_refused;
+    return;
+  }
+  uint64_t lowest = 0;
+  for (const SourceRequests::Target& t : r.targets)
+    if (t.consumer != 0 && (lowest == 0 || t.bits_per_second < lowest)) lowest = t.bits_per_second;
+  // With every target withdrawn the source keeps its last rate: nobody constrains it, and its
+  // own ceiling applies.
+  if (lowest == 0) return;
+  const double moved = r.bitrate_sent == 0 ? 1.0
+                                           : std::abs(double(lowest) - double(r.bitrate_sent)) /
+                                                 double(r.bitrate_sent);
+  if (moved < kBitrateStep) return;
+  r.bitrate_sent = lowest;
+  ++r.bitrate_changes;
+  if (SourceFeedback* f = stream->source_feedback()) f->target_bitrate(*stream, lowest);
+}
+
 void StreamRegistry::tick(uint64_t now_ns) {
   for (auto& [id, s] : open_) s->tick(now_ns);
 }
@@ -313,6 +361,23 @@ void StreamRegistry::write_stats(nlohmann::json& out) const {
       p->write_stream_summary(s->id(), j);
     }
     j["publishers"] = std::move(pubs);
+    if (is_encoded(s->config().format)) {
+      // What consumers asked of the source (docs/protocol.md, "Messages from syncd to a
+      // stream's source").
+      const SourceRequests& r = s->source_requests();
+      nlohmann::json keyframes = nlohmann::json::object();
+      for (size_t k = 0; k < size_t(KeyframeReason::kCount); ++k)
+        keyframes[keyframe_reason_name(KeyframeReason(k))] = r.keyframes[k];
+      nlohmann::json targets = nlohmann::json::array();
+      for (const SourceRequests::Target& t : r.targets)
+        if (t.consumer != 0) targets.push_back(t.bits_per_second);
+      j["source_requests"] = {{"keyframes", std::move(keyframes)},
+                              {"keyframes_passed", r.keyframes_passed},
+                              {"target_bps", r.bitrate_sent},
+                              {"consumer_targets_bps", std::move(targets)},
+                              {"bitrate_changes", r.bitrate_changes},
+                              {"targets_refused", r.targets_refused}};
+    }
     if (const SourceReport& r = s->source_report(); r.received_ns != 0) {
       nlohmann::json dropped_at_source = nlohmann::json::object();
       uint64_t total = 0;

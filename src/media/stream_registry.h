@@ -160,6 +160,18 @@ class StreamRegistry {
   // reason (already counted on the stream when it is the stream's). Never allocates or throws.
   SlotLease begin(const IngestRequest& request, IngestRefusal& refusal);
 
+  // Consumers of an encoded stream ask its source (SourceFeedback; docs/protocol.md, "Messages
+  // from syncd to a stream's source"). A key frame: counted by reason, and passed on unless one
+  // was passed less than kKeyframeIntervalNs ago (the encoder's next IDR answers both; a PLI
+  // from every viewer would otherwise make IDR after IDR). A bandwidth target per consumer
+  // (`consumer`: a key of its own, e.g. its address; 0 bits/s withdraws it): the source hears
+  // the lowest, when it first exists and when it moves by kBitrateStep or more. Unknown or
+  // closed streams are ignored. Loop thread; control plane (no allocation).
+  static constexpr uint64_t kKeyframeIntervalNs = 200'000'000;
+  static constexpr double kBitrateStep = 0.05;
+  void request_keyframe(uint32_t stream_id, KeyframeReason reason, uint64_t now_ns);
+  void set_target_bitrate(uint32_t stream_id, uintptr_t consumer, uint64_t bits_per_second);
+
   // Once a second or more: closes rate bins.
   void tick(uint64_t now_ns);
 

@@ -78,6 +78,7 @@ std::unique_ptr<Relay> Relay::start(const RelayConfig& config, media::StreamRegi
   if (config.sender) {
     auto publisher =
         std::make_unique<RelayPublisher>(*relay->thread_, config.stream, loop, config.encode);
+    publisher->forward_to_source(&registry, media::KeyframeReason::kRelay);
     relay->publisher_ = publisher.get();
     registry.add_publisher(std::move(publisher));
   } else {
@@ -266,12 +267,12 @@ void Relay::write_metrics(telemetry::PrometheusText& out) const {
     out.sample("syncd_relay_frames_received_total", "outcome=\"complete\"", v(s.frames_complete));
     out.sample("syncd_relay_frames_received_total", "outcome=\"dropped\"", v(s.frames_dropped));
     out.sample("syncd_relay_frames_received_total", "outcome=\"malformed\"", v(s.frames_malformed));
-    if (const DecodeStage* decoder = source_ ? source_->decoder() : nullptr) {
+    if (const decode::DecodeStage* decoder = source_ ? source_->decoder() : nullptr) {
       const media::Stream* stream = source_->stream();
       std::string labels;
       if (stream)
         labels = "stream=\"" + telemetry::prometheus_label_value(stream->config().name) + "\"";
-      decoder->write_metrics(out, labels);
+      decode::DecodeStage::write_metrics(out, "syncd_relay_decoder", {{labels, decoder}});
     }
   }
 }

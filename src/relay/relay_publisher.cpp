@@ -191,12 +191,25 @@ bool RelayPublisher::release_access_unit(media::FrameSlot* slot) {
 }
 
 void RelayPublisher::on_target_rate(uint64_t bits_per_second) {
-  if (encoder_) encoder_->on_estimate(core::monotonic_ns(), bits_per_second);
+  if (encoder_)
+    encoder_->on_estimate(core::monotonic_ns(), bits_per_second);
+  else if (registry_ && relayed_stream_id_ != 0 && active_)
+    registry_->set_target_bitrate(relayed_stream_id_, reinterpret_cast<uintptr_t>(this),
+                                  bits_per_second);
 }
 
 void RelayPublisher::on_keyframe_request() {
   ++keyframe_requests_;
-  if (encoder_) encoder_->request_keyframe(core::monotonic_ns());
+  if (encoder_)
+    encoder_->request_keyframe(core::monotonic_ns());
+  else if (registry_ && relayed_stream_id_ != 0)
+    registry_->request_keyframe(relayed_stream_id_, feedback_reason_, core::monotonic_ns());
+}
+
+void RelayPublisher::set_active(bool active) {
+  if (!active && active_ && registry_ && relayed_stream_id_ != 0)
+    registry_->set_target_bitrate(relayed_stream_id_, reinterpret_cast<uintptr_t>(this), 0);
+  active_ = active;
 }
 
 const EncodeStageCounters* RelayPublisher::encoder_counters(uint32_t stream_id) const {

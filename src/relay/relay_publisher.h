@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "media/publisher.h"
+#include "media/stream_registry.h"
 #include "relay/relay_encoder.h"
 #include "relay/relay_thread.h"
 
@@ -73,15 +74,24 @@ class RelayPublisher final : public media::Publisher {
   // A frame came back from the relay thread (FromRelay::kFrameDone).
   void on_frame_done(const FromRelay& message);
   // The receiver asked for an IDR (a PLI; FromRelay::kKeyframeRequest): the encoder stage makes
-  // one. A producer's own H.264 is relayed as it comes (its periodic IDRs are the recovery
-  // points): counted only.
+  // one. A producer's own H.264 (a page's WebCodecs stream) is relayed as it comes: the request
+  // goes to its source (forward_to_source), whose encoder makes the IDR.
   void on_keyframe_request();
   uint64_t keyframe_requests() const { return keyframe_requests_; }
-  // The relay's bandwidth estimate, for the encoder of a raw stream (adaptive bitrate).
+  // The relay's bandwidth estimate: the encoder of a raw stream follows it (adaptive bitrate);
+  // a relayed H.264 stream's source hears it as this consumer's target (forward_to_source).
   void on_target_rate(uint64_t bits_per_second);
+  // Where a relayed H.264 stream's keyframe requests and bandwidth target go: its source, through
+  // the registry (docs/protocol.md, "Messages from syncd to a stream's source"), as `reason`.
+  // Without it they are counted only.
+  void forward_to_source(media::StreamRegistry* registry, media::KeyframeReason reason) {
+    registry_ = registry;
+    feedback_reason_ = reason;
+  }
   // While inactive, frames are not taken at all (not offered, not encoded): a WHEP egress with
-  // no viewer costs its stream nothing. Active from construction.
-  void set_active(bool active) { active_ = active; }
+  // no viewer costs its stream nothing, and withdraws its bandwidth target from the source.
+  // Active from construction.
+  void set_active(bool active);
   bool active() const { return active_; }
   // The encoder stage of the relayed raw stream, or nullptr.
   const EncodeStage* encoder() const { return encoder_.get(); }
@@ -115,6 +125,8 @@ class RelayPublisher final : public media::Publisher {
   std::vector<std::unique_ptr<EncodeStage>> retired_encoders_;  // the relay holds some of theirs
   uint64_t keyframe_requests_ = 0;
   bool active_ = true;
+  media::StreamRegistry* registry_ = nullptr;  // forward_to_source
+  media::KeyframeReason feedback_reason_ = media::KeyframeReason::kRelay;
   std::unordered_map<uint32_t, RelayPublisherCounters> streams_;
 };
 

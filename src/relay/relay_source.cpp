@@ -44,9 +44,9 @@ bool RelaySource::open_decoder(std::string& error) {
       error = "no_decoder";
       return false;
     }
-    decoder_ = std::make_unique<DecodeStage>(
+    decoder_ = std::make_unique<decode::DecodeStage>(
         registry_,
-        DecodeStageHooks{&RelaySource::free_buffer, &RelaySource::request_keyframe, this});
+        decode::DecodeStageHooks{&RelaySource::free_buffer, &RelaySource::request_keyframe, this});
     std::string why;
     if (!decoder_->start(loop_, why)) {
       decoder_.reset();
@@ -106,7 +106,7 @@ void RelaySource::on_frame_in(const FromRelay& m, uint64_t now_ns) {
       m.complete_ns - m.sender_accept_ns < 10'000'000'000ull)
     counters_.transport.record(m.complete_ns - m.sender_accept_ns);
   if (stream_ && decoding_) {
-    AccessUnitIn au;
+    decode::AccessUnitIn au;
     au.data = m.data;
     au.bytes = m.bytes;
     au.buffer = m.buffer;

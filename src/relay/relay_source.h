@@ -10,7 +10,7 @@
 //
 // A stream the sender's relay encoded from raw frames (StreamDescription::source_format != 0)
 // opens here as I420 under the same name, at the described size, and its access units go
-// through a DecodeStage (relay_decoder.h), which decodes them on its worker into the stream's
+// through a decode::DecodeStage (decode/decode_stage.h), which decodes them on its worker into the stream's
 // leases and gives the buffers back when done.
 //
 // Thread: the main loop thread.
@@ -23,7 +23,7 @@
 #include <string>
 
 #include "media/stream_registry.h"
-#include "relay/relay_decoder.h"
+#include "decode/decode_stage.h"
 #include "relay/relay_thread.h"
 #include "telemetry/stage_stats.h"
 
@@ -66,7 +66,7 @@ class RelaySource {
   const RelaySourceCounters& counters() const { return counters_; }
   const media::Stream* stream() const { return stream_; }
   // The decode stage, once a stream needed one (nullptr before).
-  const DecodeStage* decoder() const { return decoder_.get(); }
+  const decode::DecodeStage* decoder() const { return decoder_.get(); }
   void write_stats(nlohmann::json& out) const;
 
  private:
@@ -75,7 +75,7 @@ class RelaySource {
   uv_loop_t* loop_ = nullptr;
   media::Stream* stream_ = nullptr;
   bool decoding_ = false;  // stream_ is fed by decoder_
-  std::unique_ptr<DecodeStage> decoder_;
+  std::unique_ptr<decode::DecodeStage> decoder_;
   StreamDescription described_{};
   RelaySourceCounters counters_;
 

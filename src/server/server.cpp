@@ -9,6 +9,7 @@
 
 #include "core/clock.h"
 #include "core/process_stats.h"
+#include "decode/decode_publisher.h"
 #include "media/publisher_factory.h"
 #include "net/ws/unmask.h"
 #include "server/audio_service.h"
@@ -88,6 +89,15 @@ Server::Server(ServerConfig config)
     if (const media::PublisherEntry* entry = media::find_publisher(name))
       registry_.add_publisher(entry->make(context));
   }
+  // Encoded streams (a page's WebCodecs H.264) are decoded once for the consumers that want
+  // pixels: the pixel publishers, or an HTTP receiver of the decoded twin (docs/web.md,
+  // "Encoded publishing"). Last, so it sees a stream's frame after every other publisher.
+  decode::DecodePublisherConfig decode;
+  for (const std::string& name : config_.publishers)
+    decode.pixel_publishers |= name == "test" || name == "shm" || name == "camera";
+  registry_.add_publisher(std::make_unique<decode::DecodePublisher>(
+      &loop_, registry_, decode,
+      [receivers = receivers_](uint32_t twin) { return receivers->receiving(twin); }));
 }
 
 Server::~Server() {

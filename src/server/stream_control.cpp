@@ -77,6 +77,7 @@ void StreamControl::register_control(ControlRouter& router) {
                    nlohmann::json({{"name", open.config.name}}).dump());
       return;
     }
+    s->set_source_feedback(this);
     // Faulting a pool in takes ~1-2 ms a MiB (a 1 GiB pool: seconds), so a pool thread does it
     // and the source hears stream.opened when it is done: the loop never waits for it, and the
     // source's first frames land on pages already there.
@@ -193,6 +194,21 @@ std::string StreamControl::opened_json(const media::Stream& s) {
                          {"frame_bytes", s.frame_bytes()},
                          {"header_bytes", media::kFrameHeaderBytes}})
       .dump();
+}
+
+void StreamControl::keyframe_wanted(const media::Stream& stream, media::KeyframeReason reason) {
+  if (Connection* c = find_connection_(stream.owner()))
+    c->send_event(nlohmann::json({{"type", "stream.keyframe"},
+                                  {"stream", stream.id()},
+                                  {"reason", media::keyframe_reason_name(reason)}})
+                      .dump());
+}
+
+void StreamControl::target_bitrate(const media::Stream& stream, uint64_t bits_per_second) {
+  if (Connection* c = find_connection_(stream.owner()))
+    c->send_event(
+        nlohmann::json({{"type", "stream.bitrate"}, {"stream", stream.id()}, {"bps", bits_per_second}})
+            .dump());
 }
 
 }  // namespace syncd::server

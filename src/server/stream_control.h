@@ -1,5 +1,8 @@
 // The control messages of the session and of streams: hello (the welcome), stream.open,
-// stream.close, ticket.create, stats and ping (docs/protocol.md, "Control messages").
+// stream.close, ticket.create, stats and ping (docs/protocol.md, "Control messages"); and the
+// messages syncd sends a stream's source when its consumers ask (stream.keyframe,
+// stream.bitrate: docs/protocol.md, "Messages from syncd to a stream's source"), as the
+// SourceFeedback of every stream a connection opens.
 //
 // Thread: the loop thread. Control plane (allocates).
 #pragma once
@@ -10,9 +13,10 @@
 #include <functional>
 #include <string>
 
+#include "media/stream.h"
+
 namespace syncd::media {
 class FramePool;
-class Stream;
 class StreamRegistry;
 }  // namespace syncd::media
 
@@ -23,7 +27,7 @@ class ControlRouter;
 class TicketStore;
 struct ServerConfig;
 
-class StreamControl {
+class StreamControl final : private media::SourceFeedback {
  public:
   // find_connection: the open connection with that id, or nullptr.
   StreamControl(const ServerConfig& config, uv_loop_t* loop, media::StreamRegistry& registry,
@@ -56,6 +60,10 @@ class StreamControl {
   static void prefault_on_worker(uv_work_t* work);
   static void prefault_done(uv_work_t* work, int status);
   static std::string opened_json(const media::Stream& s);
+  // media::SourceFeedback: an event to the stream's owner, dropped (not closing the connection)
+  // when its output is full; the next request or the decoder's retry asks again.
+  void keyframe_wanted(const media::Stream& stream, media::KeyframeReason reason) override;
+  void target_bitrate(const media::Stream& stream, uint64_t bits_per_second) override;
 
   const ServerConfig& config_;
   uv_loop_t* loop_;

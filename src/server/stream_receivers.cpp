@@ -329,4 +329,10 @@ void StreamReceivers::write_metrics(telemetry::PrometheusText& out,
   }
 }
 
+bool StreamReceivers::receiving(uint32_t stream_id) const {
+  for (const auto& [id, r] : receivers_)
+    if (r->stream_id == stream_id && !r->finishing) return true;
+  return false;
+}
+
 }  // namespace syncd::server

@@ -52,6 +52,8 @@ class StreamReceivers final : public media::Publisher {
   // Credit from the receiver; false when no such receiver.
   bool grant(uint64_t receiver_id, uint32_t frames, uint64_t now_ns);
   size_t count() const { return receivers_.size(); }
+  // Whether any receiver takes the stream now (the decoded twin runs its decoder for one).
+  bool receiving(uint32_t stream_id) const;
   // Closes receivers whose stream ended more than kFinishGraceNs ago and that still have
   // frames in flight (counted: "cut_at_close"). Called from the loop's periodic tick.
   void end_overdue(uint64_t now_ns);

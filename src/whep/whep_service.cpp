@@ -107,6 +107,7 @@ WhepService::Egress* WhepService::egress_for(const std::string& key, const std::
   auto publisher =
       std::make_unique<relay::RelayPublisher>(*egress->thread, stream_name, loop_, encode, label);
   publisher->set_active(false);
+  publisher->forward_to_source(&registry_, media::KeyframeReason::kWhep);
   egress->publisher = publisher.get();
   registry_.add_publisher(std::move(publisher));
   // The stream is open already (the caller checked): the publisher takes it as if just opened.

@@ -5,10 +5,10 @@ add_executable(relay_tests ${SYNC_ROOT}/tests/unit/relay_wire_test.cpp
                            ${SYNC_ROOT}/tests/unit/relay_session_test.cpp
                            ${SYNC_ROOT}/tests/unit/relay_encode_ladder_test.cpp
                            ${SYNC_ROOT}/tests/unit/relay_encoder_test.cpp
-                           ${SYNC_ROOT}/tests/unit/relay_decoder_test.cpp)
-# relay_decoder_test encodes its input with the video codec and draws it with libyuv
+                           ${SYNC_ROOT}/tests/unit/decode_stage_test.cpp)
+# decode_stage_test encodes its input with the video codec and draws it with libyuv
 # (tests/unit/video_codec_pictures.h).
 target_include_directories(relay_tests PRIVATE ${LIBYUV_INCLUDE} ${SYNC_ROOT}/tests/unit)
-target_link_libraries(relay_tests PRIVATE sync_relay sync_video_codec PkgConfig::XXHASH
+target_link_libraries(relay_tests PRIVATE sync_relay sync_decode sync_video_codec PkgConfig::XXHASH
                                           ${LIBYUV_LIB} GTest::gtest_main)
 add_test(NAME relay_tests COMMAND relay_tests)

@@ -1,9 +1,9 @@
-// The receiver's decode stage (src/relay/relay_decoder.h) without a relay thread: access units
+// The decode stage (src/decode/decode_stage.h) without a relay thread: access units
 // made by video_codec::H264Encoder (each input with the column marker drawn in) are handed to
 // the stage over a real uv loop, decoded on its worker into leases of a real StreamRegistry's
 // I420 stream, and checked there by a TestPublisher by their column marker. The hooks record
 // the buffers given back and the keyframe requests. Built under ASan+UBSan and TSan too.
-#include "relay/relay_decoder.h"
+#include "decode/decode_stage.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -24,6 +24,7 @@
 
 using namespace syncd;
 using namespace syncd::relay;
+using namespace syncd::decode;
 using video_codec::testing::I420Frame;
 using video_codec::testing::MovingPicture;
 

@@ -1,34 +1,37 @@
-// The receiver's decode stage (docs/wan.md, "Decoding at the receiver"): a relayed stream that
-// the sender's relay encoded from raw frames (StreamDescription::source_format != 0) is decoded
-// back into raw I420 frames in a local stream, for consumers that want pixels (shared-memory
-// readers, a camera, the test publisher's column-marker check).
+// The decode stage: H.264 access units in, raw I420 frames out in a local stream, decoded on a
+// worker. Two sources use it: the WAN relay's receiver (docs/wan.md, "Decoding at the receiver"),
+// for a relayed stream the sender's relay encoded from raw frames, and the decoded twin of an
+// encoded stream that a page or a native producer publishes (decode/decode_publisher.h), so
+// consumers that want pixels (shared-memory readers, a camera, the test publisher's column-marker
+// check, raw HTTP receivers) get them from one decode.
 //
 // Per access unit, on the main loop: a lease is begun in the local I420 stream, and {the access
 // unit, the lease's planes} go to the stage's worker (core::WorkerHandoff, kDepth jobs), whose
 // H264Decoder writes the picture straight into the lease. Back on the loop the lease is committed
 // (a picture) or aborted as media::DropReason::kUndecodable, the stage's reason counted. The
-// access unit's bytes are the relay's buffer, lent for the job and given back (buffer_done) when
-// the worker is done: no second copy, as the decoder copies the access unit once already into
-// its padded input; with kDepth (4) of the relay's 8 buffers at most held here, the relay keeps
-// 4 for a burst, and in steady state one is held for the decode time (the `held` figure).
+// access unit's bytes are the source's buffer (a relay buffer, or a pinned slot of the encoded
+// stream), lent for the job and given back (buffer_done) when the worker is done: no second copy,
+// as the decoder copies the access unit once already into its padded input. In steady state one
+// buffer is held for the decode time (the `held` figure).
 //
-// Loss: an access unit the relay lost (FromRelay::loss_before: the jitter buffer gave one up, or
-// the sender restarted) or a decode error makes the decoder wait for an IDR. While it waits, every
-// frame is dropped as awaiting_keyframe and a keyframe (a PLI) is asked for, at most once per
-// keyframe_request_interval_ns (200 ms): the sender's IDR needs one round trip plus up to 100 ms of
-// VBV to arrive (docs/codec.md), so a request per dropped frame (60 a second) would only make the
-// sender emit IDR after IDR, each several times a P-frame's size, on a link that is already losing
-// packets.
+// Loss: an access unit the source lost (AccessUnitIn::loss_before: the relay's jitter buffer gave
+// one up, the sender restarted, or the stage dropped one) or a decode error makes the decoder wait
+// for an IDR. While it waits, every frame is dropped as awaiting_keyframe and a keyframe is asked
+// for (keyframe_wanted: a PLI to the relay's sender, a stream.keyframe message to a page), at most
+// once per keyframe_request_interval_ns (200 ms): the encoder's IDR needs one round trip plus up
+// to 100 ms of VBV to arrive (docs/codec.md), so a request per dropped frame (60 a second) would
+// only make the encoder emit IDR after IDR, each several times a P-frame's size.
 //
-// Another size: after an adaptive-bitrate step the sender encodes at 720p or 540p while the local
-// stream keeps its described size (a camera consumer cannot change size mid-stream). The worker
-// then decodes into a scratch picture (allocated once per size change) and scales it into the
-// lease with libyuv's I420Scale (bilinear).
+// Another size: after an adaptive-bitrate step (or a source that changes its SPS mid-stream) the
+// pictures come at another size while the local stream keeps its described size (a camera
+// consumer cannot change size mid-stream). The worker then decodes into a scratch picture
+// (allocated once per size change) and scales it into the lease with libyuv's I420Scale
+// (bilinear).
 //
 // Accounting: frames_in == decoded + dropped (by reason) + in_flight, at any moment on the loop.
 //
 // Thread: the main loop thread for every public member; the decoder and scratch picture live on
-// the stage's worker. One instance per relayed stream.
+// the stage's worker. One instance per decoded stream.
 #pragma once
 
 #include <uv.h>
@@ -46,11 +49,11 @@
 #include "telemetry/stage_stats.h"
 #include "video_codec/h264_decoder.h"
 
-namespace syncd::relay {
+namespace syncd::decode {
 
 // What the stage tells its owner (the RelaySource, or a test). Both run on the loop thread.
 struct DecodeStageHooks {
-  // The access unit in relay buffer `buffer` is no longer read: give it back (kBufferFree).
+  // The access unit in the source's buffer `buffer` is no longer read: give it back.
   void (*buffer_done)(uint32_t buffer, void* context) = nullptr;
   // The decoder waits for an IDR: ask the sender for one (kKeyframeRequest). Throttled here.
   void (*keyframe_wanted)(void* context) = nullptr;
@@ -63,7 +66,7 @@ struct DecodeStageConfig {
   video_codec::DecoderConfig decoder;
 };
 
-// One access unit handed to the stage, as the relay thread delivered it (FromRelay::kFrameIn).
+// One access unit handed to the stage (from the relay thread, or an encoded stream's slot).
 struct AccessUnitIn {
   const uint8_t* data = nullptr;  // valid until buffer_done(buffer)
   size_t bytes = 0;
@@ -71,8 +74,8 @@ struct AccessUnitIn {
   uint64_t sequence = 0;
   uint64_t capture_time_us = 0;
   uint32_t flags = 0;        // the sender's frame flags; kHasContentHash is cleared here
-  uint64_t start_ns = 0;     // when the relay thread completed the frame
-  bool loss_before = false;  // the relay lost an access unit before this one (FromRelay)
+  uint64_t start_ns = 0;     // when the source completed the frame
+  bool loss_before = false;  // the source lost an access unit before this one
 };
 
 // Why a frame was not decoded into the local stream.
@@ -93,7 +96,7 @@ struct DecodeStageCounters {
   uint64_t decoded = 0;  // committed into the local stream
   std::array<uint64_t, size_t(DecodeDrop::kCount)> dropped{};
   uint64_t in_flight = 0;  // with the worker now
-  uint64_t gaps = 0;       // losses the relay signalled (each makes the decoder wait for an IDR)
+  uint64_t gaps = 0;       // losses the source signalled (each makes the decoder wait for an IDR)
   uint64_t keyframes = 0;  // IDRs decoded
   uint64_t keyframe_requests = 0;
   uint64_t keyframe_requests_throttled = 0;  // wanted, but within the interval of the last
@@ -139,8 +142,15 @@ class DecodeStage {
 
   const DecodeStageCounters& counters() const { return counters_; }
   void write_stats(nlohmann::json& out) const;
-  // Families syncd_relay_decoder_*; `labels` e.g. stream="cam".
-  void write_metrics(telemetry::PrometheusText& out, const std::string& labels) const;
+  // Families <family>_frames_total, _keyframe_requests_total, _scaled_total, _seconds (e.g.
+  // family "syncd_relay_decoder"), each declared once with a sample set per stage; `labels`
+  // e.g. stream="cam".
+  struct Labelled {
+    std::string labels;
+    const DecodeStage* stage;
+  };
+  static void write_metrics(telemetry::PrometheusText& out, const std::string& family,
+                            const std::vector<Labelled>& stages);
 
  private:
   struct Job {
@@ -191,4 +201,4 @@ class DecodeStage {
   std::unique_ptr<core::WorkerHandoff<Job, kDepth>> worker_;
 };
 
-}  // namespace syncd::relay
+}  // namespace syncd::decode

@@ -1,4 +1,4 @@
-#include "relay/relay_decoder.h"
+#include "decode/decode_stage.h"
 
 #include <libyuv.h>
 #include <sched.h>
@@ -10,7 +10,7 @@
 #include "media/pixel_format.h"
 #include "telemetry/stage_json.h"
 
-namespace syncd::relay {
+namespace syncd::decode {
 
 const char* decode_drop_name(DecodeDrop drop) {
   switch (drop) {
@@ -119,8 +119,8 @@ void DecodeStage::submit(const AccessUnitIn& au, uint64_t now_ns) {
     drop(DecodeDrop::kStopped, au.buffer);
     return;
   }
-  // An access unit the relay lost (the jitter buffer gave it up, a restarted sender) broke the
-  // chain of references: nothing decodes cleanly until an IDR. The relay says so; a gap in the
+  // An access unit the source lost (the relay's jitter buffer gave it up, a restarted sender) broke
+  // the chain of references: nothing decodes cleanly until an IDR. The source says so; a gap in the
   // producer's sequence alone is not a loss (the sender drops raw frames before its encoder).
   if (au.loss_before) {
     ++counters_.gaps;
@@ -334,27 +334,36 @@ void DecodeStage::write_stats(nlohmann::json& out) const {
          {"held", telemetry::stage_json(c.held)}};
 }
 
-void DecodeStage::write_metrics(telemetry::PrometheusText& out, const std::string& labels) const {
-  const DecodeStageCounters& c = counters_;
-  const std::string sep = labels.empty() ? "" : labels + ",";
-  out.family("syncd_relay_decoder_frames_total", "counter",
-             "Relayed access units the receiver's decoder took, by outcome: decoded into the "
-             "local stream, or dropped by reason.");
-  out.sample("syncd_relay_decoder_frames_total", sep + "outcome=\"decoded\"", c.decoded);
-  for (size_t i = 0; i < size_t(DecodeDrop::kCount); ++i)
-    out.sample("syncd_relay_decoder_frames_total",
-               sep + "outcome=\"" + decode_drop_name(DecodeDrop(i)) + "\"", c.dropped[i]);
-  out.family("syncd_relay_decoder_keyframe_requests_total", "counter",
-             "Keyframe requests (PLI) the receiver's decoder made while it waited for an IDR.");
-  out.sample("syncd_relay_decoder_keyframe_requests_total", labels, c.keyframe_requests);
-  out.family("syncd_relay_decoder_scaled_total", "counter",
-             "Pictures of another size than the local stream, scaled into it.");
-  out.sample("syncd_relay_decoder_scaled_total", labels, c.scaled);
-  out.family("syncd_relay_decoder_seconds", "histogram",
-             "Per-frame time of the receiver's decoder: the worker's decode (and scale), and "
-             "held, from the hand-off on the loop to the result back on it.");
-  out.histogram("syncd_relay_decoder_seconds", sep + "stage=\"decode\"", c.decode);
-  out.histogram("syncd_relay_decoder_seconds", sep + "stage=\"held\"", c.held);
+void DecodeStage::write_metrics(telemetry::PrometheusText& out, const std::string& family,
+                                const std::vector<Labelled>& stages) {
+  const auto sep = [](const std::string& labels) { return labels.empty() ? labels : labels + ","; };
+  const std::string frames = family + "_frames_total";
+  out.family(frames, "counter",
+             "Access units the decode stage took, by outcome: decoded into the local stream, or "
+             "dropped by reason.");
+  for (const auto& [labels, stage] : stages) {
+    const DecodeStageCounters& c = stage->counters_;
+    out.sample(frames, sep(labels) + "outcome=\"decoded\"", c.decoded);
+    for (size_t i = 0; i < size_t(DecodeDrop::kCount); ++i)
+      out.sample(frames, sep(labels) + "outcome=\"" + decode_drop_name(DecodeDrop(i)) + "\"",
+                 c.dropped[i]);
+  }
+  const std::string requests = family + "_keyframe_requests_total";
+  out.family(requests, "counter",
+             "Keyframe requests the decode stage made while it waited for an IDR.");
+  for (const auto& [labels, stage] : stages)
+    out.sample(requests, labels, stage->counters_.keyframe_requests);
+  const std::string scaled = family + "_scaled_total";
+  out.family(scaled, "counter", "Pictures of another size than the local stream, scaled into it.");
+  for (const auto& [labels, stage] : stages) out.sample(scaled, labels, stage->counters_.scaled);
+  const std::string seconds = family + "_seconds";
+  out.family(seconds, "histogram",
+             "Per-frame time of the decode stage: the worker's decode (and scale), and held, from "
+             "the hand-off on the loop to the result back on it.");
+  for (const auto& [labels, stage] : stages) {
+    out.histogram(seconds, sep(labels) + "stage=\"decode\"", stage->counters_.decode);
+    out.histogram(seconds, sep(labels) + "stage=\"held\"", stage->counters_.held);
+  }
 }
 
-}  // namespace syncd::relay
+}  // namespace syncd::decode
