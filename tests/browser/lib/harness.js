@@ -109,12 +109,21 @@ export async function launch(syncd, { tmp, extraArgs = [] } = {}) {
   let servedBy = syncd ? 'syncd' : 'none';
   if (syncd && process.env.SYNC_WEB_ROUTE !== '1') {
     try {
-      const r = await fetch(`${syncd.base}/web/sync.js`);
-      const body = await r.text();
-      const disk = await readFile(path.join(webRoot, 'sync.js'), 'utf8');
-      served = r.ok && body === disk;
-      if (r.ok && !served) console.log('# syncd serves a web/sync.js that differs from the working tree (stale build?): routing web/ instead');
-    } catch { /* not served */ }
+      // The module and the pages tests drive: one of them older than the working tree (syncd
+      // embeds web/ at build time) and the working tree's files are routed in instead.
+      served = true;
+      for (const [url, rel] of [['/web/sync.js', 'sync.js'], ['/demo/source.html', 'demo/source.html'], ['/demo/receive.html', 'demo/receive.html']]) {
+        const r = await fetch(`${syncd.base}${url}`);
+        const body = await r.text();
+        const disk = await readFile(path.join(webRoot, rel), 'utf8');
+        if (r.ok && body === disk) continue;
+        served = false;
+        if (r.ok) console.log(`# syncd serves a web/${rel} that differs from the working tree (stale build?): routing web/ instead`);
+        break;
+      }
+    } catch {
+      served = false; // not served
+    }
   }
   const args = [...CHROMIUM_FLAGS, ...extraArgs];
   // Routed (not fetched) pages have no IP address space, so Chromium's Local Network Access
