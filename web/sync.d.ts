@@ -158,7 +158,7 @@ export function backoffDelay(attempt: number, options?: BackoffOptions, random?:
 
 export const messages: Readonly<{
   hello(client?: string): { type: 'hello'; protocol: 1; client: string };
-  streamOpen(c: { name: string; width: number; height: number; format?: StreamFormat; fps?: number; slots?: number }): object;
+  streamOpen(c: { name: string; width: number; height: number; format?: StreamFormat; fps?: number; slots?: number; feedback?: boolean }): object;
   streamClose(stream: number): { type: 'stream.close'; stream: number };
   ticketCreate(stream: number, o?: { uses?: number; ttl_s?: number }): { type: 'ticket.create'; stream: number; uses?: number; ttl_s?: number };
   credit(receiver: number | string, frames?: number): { type: 'credit'; receiver: number | string; frames: number };
@@ -331,7 +331,7 @@ export class SyncConnection extends EventTarget {
   /** Round-trip time of a control ping, ms. */
   ping(): Promise<number>;
   counters(): ConnectionCounters;
-  openStream(c: { name: string; width: number; height: number; format?: StreamFormat; fps?: number; slots?: number }): Promise<StreamOpened>;
+  openStream(c: { name: string; width: number; height: number; format?: StreamFormat; fps?: number; slots?: number; /** syncd sends this stream's stream.keyframe / stream.bitrate (h264 sources). */ feedback?: boolean }): Promise<StreamOpened>;
   closeStream(stream: number): Promise<{ type: 'stream.closed'; stream: number }>;
   createTicket(stream: number | CanvasPublisher, o?: TicketOptions): Promise<Ticket>;
   grantCredit(receiver: number | string, frames?: number): boolean;

@@ -283,10 +283,11 @@ export function backoffDelay(attempt, { initialMs = 250, maxMs = 10000, factor =
 // Control message builders (docs/protocol.md, "Control messages").
 export const messages = Object.freeze({
   hello: (client = 'sync.js') => ({ type: 'hello', protocol: PROTOCOL_VERSION, client: String(client) }),
-  streamOpen: ({ name, width, height, format = 'rgba8', fps, slots }) => {
+  streamOpen: ({ name, width, height, format = 'rgba8', fps, slots, feedback }) => {
     const m = { type: 'stream.open', name, width, height, format };
     if (fps !== undefined) m.fps = fps;
     if (slots !== undefined) m.slots = slots;
+    if (feedback !== undefined) m.feedback = feedback;
     return m;
   },
   streamClose: (stream) => ({ type: 'stream.close', stream }),
@@ -1903,7 +1904,9 @@ class EncodedCanvasPublisher extends CaptureClock {
     // syncd's frame_bytes for the stream: the largest access unit it takes.
     this.frameBytes = h264AccessUnitLimit(this.width, this.height);
     this._sequence = o.firstSequence ?? 1;
-    this._openRequest = { name: this.name, width: this.width, height: this.height, format: 'h264', fps: this.fps, slots: o.slots };
+    // feedback: syncd sends this stream's key-frame requests and bitrate targets (stream.keyframe,
+    // stream.bitrate), which the encoder follows.
+    this._openRequest = { name: this.name, width: this.width, height: this.height, format: 'h264', fps: this.fps, slots: o.slots, feedback: true };
     this.counters = {
       offered: 0,
       sent: 0,

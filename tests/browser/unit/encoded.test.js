@@ -279,7 +279,7 @@ test('h264 publisher: stream.open format h264, one access unit a binary frame, k
     assert.deepEqual(p.encoder.avc, { format: 'annexb' });
     assert.equal(p.bitrate, 250000);
     assert.equal(p.keyFrameInterval, 120);
-    assert.deepEqual(ws.texts('stream.open')[0], { type: 'stream.open', name: 'enc', width: 64, height: 32, format: 'h264', fps: 60 });
+    assert.deepEqual(ws.texts('stream.open')[0], { type: 'stream.open', name: 'enc', width: 64, height: 32, format: 'h264', fps: 60, feedback: true });
     const enc = FakeVideoEncoder.instances[0];
     assert.equal(enc.configs[0], p.encoder);
     assert.equal(p.nextSequence, 10);
