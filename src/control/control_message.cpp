@@ -75,12 +75,16 @@ ParseResult parse_object(const json& j) {
     o.config.format = media::PixelFormat::kRgba8;
     if (auto f = j.find("format"); f != j.end()) {
       if (!f->is_string() || !media::parse_pixel_format(f->get<std::string>(), o.config.format))
-        return bad(type, "'format' must be rgba8, bgra8, nv12 or i420");
+        return bad(type, "'format' must be rgba8, bgra8, nv12, i420 or h264");
     }
     if (auto f = j.find("fps"); f != j.end()) {
       if (!f->is_number() || f->get<double>() <= 0 || f->get<double>() > 1000)
         return bad(type, "'fps' must be a number in (0, 1000]");
       o.config.fps = f->get<double>();
+    }
+    if (auto f = j.find("feedback"); f != j.end()) {
+      if (!f->is_boolean()) return bad(type, "'feedback' must be true or false");
+      o.feedback = f->get<bool>();
     }
     return ControlMessage{o};
   }

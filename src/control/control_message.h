@@ -48,6 +48,10 @@ struct Hello {
 };
 struct StreamOpen {
   media::StreamConfig config;
+  // The source acts on its consumers' requests: syncd sends it stream.keyframe and
+  // stream.bitrate (docs/protocol.md, "Messages from syncd to a stream's source"). Off by
+  // default, so a client that reads replies in order never meets a message it did not ask for.
+  bool feedback = false;
 };
 struct StreamClose {
   uint32_t stream = 0;

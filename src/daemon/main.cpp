@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
   app.add_option("--shm-path", cfg.shm.path,
                  "Shared-memory ring file (default /dev/shm/sync-<uid>.frames)");
   app.add_option("--shm-stream", cfg.shm.stream_name,
-                 "Stream published to the ring (default: the first opened)");
+                 "Stream published to the ring (default: the first raw stream opened; an encoded "
+                 "stream's pictures reach it as its decoded twin, NAME.decoded)");
   app.add_option("--shm-slots", cfg.shm.min_slots, "Ring depth in frames (at least)")
       ->check(CLI::Range(2, 64))
       ->capture_default_str();

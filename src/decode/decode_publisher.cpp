@@ -1,5 +1,6 @@
 #include "decode/decode_publisher.h"
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
@@ -12,8 +13,6 @@ const char* twin_drop_name(TwinDrop drop) {
       return "no_consumer";
     case TwinDrop::kTwinUnavailable:
       return "twin_unavailable";
-    case TwinDrop::kPinRefused:
-      return "pin_refused";
     case TwinDrop::kCount:
       break;
   }
@@ -31,8 +30,8 @@ DecodePublisher::~DecodePublisher() {
 void DecodePublisher::stop() {
   if (stopped_) return;
   stopped_ = true;
-  // Each stage finishes what its worker holds (its leases committed or aborted, its lent slots
-  // unpinned) and joins the worker.
+  // Each stage finishes what its worker holds (its leases committed or aborted, its buffers given
+  // back) and joins the worker.
   for (auto& [id, t] : twins_)
     if (t->stage) t->stage->stop();
 }
@@ -53,7 +52,7 @@ void DecodePublisher::on_stream_close(const media::Stream& stream) {
   Twin& t = *it->second;
   t.source_open = false;
   t.decoding = false;
-  // The stage gives back every slot it holds (waiting for at most kDepth decodes: a stream's
+  // The stage gives back every buffer it holds (waiting for at most 8 decodes: a stream's
   // close is control plane) and joins its worker; then the twin closes, so its consumers see it
   // end with its source. The registry's close is re-entered for the twin: its maps are
   // node-based and the source's entry is not touched, and the twin is another stream.
@@ -152,21 +151,18 @@ void DecodePublisher::on_frame(const media::Stream& stream, media::FrameSlot& sl
       return;
     }
   }
-  size_t index = t.lent.size();
-  for (size_t i = 0; i < t.lent.size(); ++i)
-    if (!t.lent[i]) {
-      index = i;
-      break;
-    }
-  if (index == t.lent.size() || !media::FramePool::try_pin(&slot)) {
-    // (A full table cannot happen: see Twin::lent.)
-    drop(t, TwinDrop::kPinRefused);
-    return;
-  }
-  t.lent[index] = &slot;
+  size_t index = 0;
+  while (t.lent[index]) ++index;  // one is free (see Twin::lent)
+  std::vector<uint8_t>& buffer = t.buffers[index];
   const media::FrameInfo& info = slot.info;
+  if (buffer.size() < info.bytes) {
+    buffer.resize(info.bytes);
+    ++t.counters.buffer_growths;
+  }
+  std::memcpy(buffer.data(), slot.pixels, info.bytes);
+  t.lent[index] = true;
   AccessUnitIn au;
-  au.data = slot.pixels;
+  au.data = buffer.data();
   au.bytes = info.bytes;
   au.buffer = uint32_t(index);
   au.sequence = info.sequence;
@@ -182,9 +178,7 @@ void DecodePublisher::on_frame(const media::Stream& stream, media::FrameSlot& sl
 
 void DecodePublisher::buffer_done(uint32_t buffer, void* twin) {
   auto* t = static_cast<Twin*>(twin);
-  if (buffer >= t->lent.size() || !t->lent[buffer]) return;
-  media::FramePool::unpin(t->lent[buffer]);
-  t->lent[buffer] = nullptr;
+  if (buffer < t->lent.size()) t->lent[buffer] = false;
 }
 
 void DecodePublisher::keyframe_wanted(void* twin) {
@@ -228,7 +222,8 @@ void DecodePublisher::write_stream_stats(uint32_t stream_id, nlohmann::json& out
          {"dropped", std::move(dropped)},
          {"dropped_total", c.dropped_total()},
          {"losses", c.losses},
-         {"consumer_starts", c.consumer_starts}};
+         {"consumer_starts", c.consumer_starts},
+         {"buffer_growths", c.buffer_growths}};
   if (!t.twin_error.empty()) out["error"] = t.twin_error;
   if (t.stage) t.stage->write_stats(out["decoder"]);
 }

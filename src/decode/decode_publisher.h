@@ -10,8 +10,13 @@
 // one), with the same size and nominal rate. The decoder runs only while something wants pixels
 // (pixel publishers configured, or has_pixel_consumer(twin) says so, e.g. an HTTP receiver of
 // the twin); when one appears the decoder restarts at the next IDR and asks the source for one
-// (KeyframeReason::kConsumer). Each access unit is pinned in its slot and lent to the
-// DecodeStage (no copy on the loop), unpinned when the worker is done with it.
+// (KeyframeReason::kConsumer). Each access unit is copied into one of the twin's own buffers
+// and lent to the DecodeStage until the worker is done with it. Why a copy rather than a pin of
+// the source's slot: the decoder may hold 8 frames after a burst, and pins are capped at
+// the pool's slots - 1 (3 for a page's default 4), which the relay, WHEP and HTTP receivers
+// share; an access unit is tens of KB (a 1080p60 page at 8 Mbit/s: 17 KB mean), a few
+// microseconds of memcpy. The buffers grow to the largest access unit seen (at most the
+// stream's frame_bytes), so steady state allocates nothing.
 //
 // Losses: a frame the registry dropped before it reached the publishers (pool_full,
 // disconnected...) or one dropped here breaks the decoder's chain of references; the next is
@@ -37,6 +42,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "decode/decode_stage.h"
 #include "media/publisher.h"
@@ -48,7 +54,6 @@ namespace syncd::decode {
 enum class TwinDrop : uint8_t {
   kNoConsumer,       // nothing wants pixels now: the decoder is idle
   kTwinUnavailable,  // the twin stream could not open (see twin_error)
-  kPinRefused,       // the frame's slot could not be pinned (its pool's pin cap)
   kCount,
 };
 const char* twin_drop_name(TwinDrop drop);
@@ -57,9 +62,9 @@ struct DecodePublisherConfig {
   // A publisher that wants pixels runs (test, shm, camera): every encoded stream is decoded
   // while it is open.
   bool pixel_publishers = false;
-  // The twin's pool: the stage's kDepth leases plus frames pinned by the pixel consumers.
-  uint32_t twin_slots = 8;
-  DecodeStageConfig stage;
+  // The twin's pool: the stage's leases (stage.depth) plus frames pinned by the pixel consumers.
+  uint32_t twin_slots = 12;
+  DecodeStageConfig stage{.depth = DecodeStage::kMaxDepth};
 };
 
 struct TwinCounters {
@@ -68,6 +73,7 @@ struct TwinCounters {
   std::array<uint64_t, size_t(TwinDrop::kCount)> dropped{};
   uint64_t losses = 0;       // frames the registry or this publisher dropped before the decoder
   uint64_t consumer_starts = 0;  // the decoder started because something wanted pixels
+  uint64_t buffer_growths = 0;   // a buffer grew for a larger access unit than any before
   uint64_t dropped_total() const {
     uint64_t t = 0;
     for (uint64_t d : dropped) t += d;
@@ -116,9 +122,11 @@ class DecodePublisher final : public media::Publisher {
     uint64_t registry_dropped = 0;  // the source stream's drops when its last frame came
     bool loss_pending = false;      // a frame never reached the decoder
     std::unique_ptr<DecodeStage> stage;
-    // Slots lent to the stage, by buffer index: at most kDepth in flight, and a drop inside
-    // submit() gives its buffer back at once, so kDepth + 1 entries always have a free one.
-    std::array<media::FrameSlot*, DecodeStage::kDepth + 1> lent{};
+    // Access-unit copies lent to the stage, by buffer index: at most kMaxDepth in flight, and a
+    // drop inside submit() gives its buffer back at once, so kMaxDepth + 1 always have a free
+    // one.
+    std::array<std::vector<uint8_t>, DecodeStage::kMaxDepth + 1> buffers;
+    std::array<bool, DecodeStage::kMaxDepth + 1> lent{};
     TwinCounters counters;
   };
 

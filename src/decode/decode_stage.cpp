@@ -1,6 +1,7 @@
 #include "decode/decode_stage.h"
 
 #include <libyuv.h>
+#include <algorithm>
 #include <sched.h>
 
 #include <nlohmann/json.hpp>
@@ -48,7 +49,7 @@ bool DecodeStage::start(uv_loop_t* loop, std::string& error) {
     return false;
   }
   worker_ =
-      std::make_unique<core::WorkerHandoff<Job, kDepth>>(&decode_on_worker, &result_on_loop, this);
+      std::make_unique<core::WorkerHandoff<Job, kMaxDepth>>(&decode_on_worker, &result_on_loop, this);
   if (const int rc = worker_->start(loop); rc != 0) {
     worker_.reset();
     error = std::string("cannot start the decoder's worker: ") + uv_strerror(rc);
@@ -129,14 +130,15 @@ void DecodeStage::submit(const AccessUnitIn& au, uint64_t now_ns) {
   if (pending_loss_) awaiting_keyframe_ = true;
   if (awaiting_keyframe_) want_keyframe(now_ns);
 
-  size_t index = kDepth;
-  for (size_t i = 0; i < kDepth; ++i) {
+  const size_t depth = std::clamp<size_t>(config_.depth, 1, kMaxDepth);
+  size_t index = depth;
+  for (size_t i = 0; i < depth; ++i) {
     if (!busy_[i]) {
       index = i;
       break;
     }
   }
-  if (index == kDepth) {
+  if (index == depth) {
     // The decoder never sees this frame: the next one must wait for an IDR.
     pending_loss_ = true;
     awaiting_keyframe_ = true;
@@ -147,7 +149,7 @@ void DecodeStage::submit(const AccessUnitIn& au, uint64_t now_ns) {
   r.stream_id = stream_id_;
   r.owner = owner_;
   // Decoded pixels are not the sender's bytes: no content hash; the column marker survives.
-  r.flags = au.flags & ~media::frame_flag::kHasContentHash;
+  r.flags = (au.flags & ~media::frame_flag::kHasContentHash) | media::frame_flag::kDecoded;
   r.sequence = au.sequence;
   r.capture_time_us = au.capture_time_us;
   r.start_ns = au.start_ns;
@@ -180,7 +182,7 @@ void DecodeStage::submit(const AccessUnitIn& au, uint64_t now_ns) {
   buffers_[index] = au.buffer;
   busy_[index] = true;
   if (!worker_->submit(job)) {
-    // Cannot happen (a free index means fewer than kDepth jobs in flight); accounted anyway.
+    // Cannot happen (a free index means fewer than kMaxDepth jobs in flight); accounted anyway.
     busy_[index] = false;
     leases_[index].abort(media::DropReason::kUndecodable);
     pending_loss_ = true;

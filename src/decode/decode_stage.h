@@ -6,7 +6,7 @@
 // check, raw HTTP receivers) get them from one decode.
 //
 // Per access unit, on the main loop: a lease is begun in the local I420 stream, and {the access
-// unit, the lease's planes} go to the stage's worker (core::WorkerHandoff, kDepth jobs), whose
+// unit, the lease's planes} go to the stage's worker (core::WorkerHandoff, config.depth jobs), whose
 // H264Decoder writes the picture straight into the lease. Back on the loop the lease is committed
 // (a picture) or aborted as media::DropReason::kUndecodable, the stage's reason counted. The
 // access unit's bytes are the source's buffer (a relay buffer, or a pinned slot of the encoded
@@ -61,6 +61,10 @@ struct DecodeStageHooks {
 };
 
 struct DecodeStageConfig {
+  // Frames with the worker at most (1 to DecodeStage::kMaxDepth): what a burst may bring before
+  // frames are dropped as worker_busy. The relay's receiver lends its own buffers (4 of its 8);
+  // a decoded twin copies into buffers of its own and takes 8 (133 ms of 60 fps).
+  size_t depth = 4;
   // The least time between two keyframe requests (see above).
   uint64_t keyframe_request_interval_ns = 200'000'000;
   video_codec::DecoderConfig decoder;
@@ -84,7 +88,7 @@ enum class DecodeDrop : uint8_t {
   kDecodeError,       // libavcodec refused the bitstream, or the picture came out corrupt
   kRefused,           // empty, too large, not Annex B, not 8-bit 4:2:0, no picture
   kPoolFull,          // the local stream had no free slot (the registry counts it too)
-  kWorkerBusy,        // kDepth frames already with the worker
+  kWorkerBusy,        // config.depth frames already with the worker
   kCommitRefused,     // decoded, but the registry refused the commit (its stream closed)
   kStopped,           // the stage is not running (no stream, or stopped)
   kCount,
@@ -115,7 +119,8 @@ struct DecodeStageCounters {
 
 class DecodeStage {
  public:
-  static constexpr size_t kDepth = 4;
+  // Jobs with the worker at most (DecodeStageConfig::depth, up to kMaxDepth).
+  static constexpr size_t kMaxDepth = 8;
 
   DecodeStage(media::StreamRegistry& registry, DecodeStageHooks hooks,
               DecodeStageConfig config = {});
@@ -132,7 +137,7 @@ class DecodeStage {
   // Takes one access unit. Its buffer always comes back through buffer_done: at once when the
   // frame is dropped here, else when the worker is done with it. Never blocks.
   void submit(const AccessUnitIn& au, uint64_t now_ns);
-  // Finishes the frames the worker holds (waits for at most kDepth decodes, then commits or
+  // Finishes the frames the worker holds (waits for at most config.depth decodes, then commits or
   // aborts each and gives its buffer back) and forgets the stream. Call before the stream
   // closes. Idempotent.
   void close_stream();
@@ -186,9 +191,9 @@ class DecodeStage {
   uint64_t last_now_ns_ = 0;
   bool pending_loss_ = false;  // a frame never reached the decoder: note_loss() before the next
   // Loop thread.
-  std::array<media::SlotLease, kDepth> leases_;
-  std::array<uint32_t, kDepth> buffers_{};
-  std::array<bool, kDepth> busy_{};
+  std::array<media::SlotLease, kMaxDepth> leases_;
+  std::array<uint32_t, kMaxDepth> buffers_{};
+  std::array<bool, kMaxDepth> busy_{};
   bool awaiting_keyframe_ = true;
   bool requested_ = false;
   uint64_t last_request_ns_ = 0;
@@ -198,7 +203,7 @@ class DecodeStage {
   std::vector<uint8_t> scratch_;  // a picture of decode_width_ x decode_height_ when scaling
   uint32_t decode_width_ = 0;     // the size the decoder now makes (set by open(), idle)
   uint32_t decode_height_ = 0;
-  std::unique_ptr<core::WorkerHandoff<Job, kDepth>> worker_;
+  std::unique_ptr<core::WorkerHandoff<Job, kMaxDepth>> worker_;
 };
 
 }  // namespace syncd::decode

@@ -21,6 +21,9 @@ inline constexpr uint32_t kHasContentHash = 1u << 0;  // content_hash holds XXH3
 // The pixels carry the sequence's column marker (media/column_marker.h), which survives lossy
 // coding: the relay's decoder keeps this flag and clears kHasContentHash.
 inline constexpr uint32_t kColumnMarker = 1u << 1;
+// syncd's decoder made these pixels (a decoded twin, a relayed stream decoded at the receiver):
+// only a column marker can verify them. Set by syncd only; cleared on frames producers send.
+inline constexpr uint32_t kDecoded = 1u << 31;
 }  // namespace frame_flag
 
 // Wire layout (offsets in bytes, all little-endian):

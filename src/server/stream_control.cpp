@@ -77,7 +77,7 @@ void StreamControl::register_control(ControlRouter& router) {
                    nlohmann::json({{"name", open.config.name}}).dump());
       return;
     }
-    s->set_source_feedback(this);
+    if (open.feedback) s->set_source_feedback(this);
     // Faulting a pool in takes ~1-2 ms a MiB (a 1 GiB pool: seconds), so a pool thread does it
     // and the source hears stream.opened when it is done: the loop never waits for it, and the
     // source's first frames land on pages already there.

@@ -218,7 +218,7 @@ class PixelFormats(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             path = f"/dev/shm/sync-test-{os.getpid()}-formats-h264.frames"
             with Syncd("--publisher", "test,shm", "--shm-path", path,
-                       "--shm-slots", "4") as syncd:
+                       "--shm-slots", "4", "--shm-stream", "au") as syncd:
                 reader = subprocess.Popen([READER, "--path", path, "--seconds", "60", "--quiet",
                                            "--open-wait", "10",
                                            "--events", os.path.join(tmp, "events.csv")],

@@ -43,6 +43,7 @@ TEST(ControlMessage, StreamOpenTakesEveryPixelFormat) {
       {"bgra8", syncd::media::PixelFormat::kBgra8},
       {"nv12", syncd::media::PixelFormat::kNv12},
       {"i420", syncd::media::PixelFormat::kI420},
+      {"h264", syncd::media::PixelFormat::kH264},
   };
   for (const auto& [name, format] : formats) {
     auto r = parse_control_message(std::string(R"({"type":"stream.open","name":"a","width":2,)") +
@@ -52,7 +53,24 @@ TEST(ControlMessage, StreamOpenTakesEveryPixelFormat) {
   }
 }
 
-TEST(ControlMessage, UnknownFormatNamesTheFourFormats) {
+TEST(ControlMessage, StreamOpenFeedbackIsOptInAndBoolean) {
+  // A source hears stream.keyframe / stream.bitrate only when it asks to.
+  const std::string open = R"({"type":"stream.open","name":"a","width":2,"height":2)";
+  ASSERT_TRUE(as<StreamOpen>(parse_control_message(open + "}")));
+  EXPECT_FALSE(as<StreamOpen>(parse_control_message(open + "}"))->feedback);
+  auto on = parse_control_message(open + R"(,"format":"h264","feedback":true})");
+  ASSERT_TRUE(as<StreamOpen>(on));
+  EXPECT_TRUE(as<StreamOpen>(on)->feedback);
+  for (const char* bad : {"1", R"("yes")", "null"}) {
+    const auto r = parse_control_message(open + R"(,"feedback":)" + bad + "}");
+    const ControlError* e = as_error(r);
+    ASSERT_TRUE(e) << bad;
+    EXPECT_STREQ(e->code, error_code::kBadMessage);
+    EXPECT_EQ(e->message, "'feedback' must be true or false");
+  }
+}
+
+TEST(ControlMessage, UnknownFormatNamesTheFiveFormats) {
   // "stream default" (0) is a frame-header value, not a format a stream can be opened with.
   for (const char* bad : {R"("yuv")", R"("NV12")", R"("?")", "3"}) {
     auto r = parse_control_message(
@@ -61,7 +79,7 @@ TEST(ControlMessage, UnknownFormatNamesTheFourFormats) {
     const ControlError* e = as_error(r);
     ASSERT_TRUE(e) << bad;
     EXPECT_STREQ(e->code, error_code::kBadMessage);
-    EXPECT_EQ(e->message, "'format' must be rgba8, bgra8, nv12 or i420") << bad;
+    EXPECT_EQ(e->message, "'format' must be rgba8, bgra8, nv12, i420 or h264") << bad;
   }
 }
 

@@ -326,17 +326,17 @@ TEST(RelayDecoder, StopWithJobsInFlightReleasesEveryLeaseAndBuffer) {
   for (uint32_t i = 0; i < 6; ++i) frames.push_back(enc.encode(i));
   for (uint32_t i = 0; i < 6; ++i) rx.hand(frames[i], i, 100 + i);  // no loop run in between
   const DecodeStageCounters& c = rx.stage->counters();
-  EXPECT_EQ(c.in_flight, DecodeStage::kDepth);
+  EXPECT_EQ(c.in_flight, DecodeStageConfig{}.depth);
   EXPECT_EQ(rx.dropped(DecodeDrop::kWorkerBusy), 2u);
   rx.expect_accounted();
   rx.stage->stop();
   EXPECT_EQ(c.in_flight, 0u);
-  EXPECT_EQ(c.decoded, DecodeStage::kDepth);  // finished, then committed before the stream goes
+  EXPECT_EQ(c.decoded, DecodeStageConfig{}.depth);  // finished, then committed before the stream goes
   ASSERT_EQ(rx.hooks.freed.size(), 6u);
   EXPECT_EQ(std::set<uint32_t>(rx.hooks.freed.begin(), rx.hooks.freed.end()),
             (std::set<uint32_t>{100, 101, 102, 103, 104, 105}));
   const media::StreamCounters& s = rx.stream->counters();
-  EXPECT_EQ(s.offered, DecodeStage::kDepth);
+  EXPECT_EQ(s.offered, DecodeStageConfig{}.depth);
   EXPECT_EQ(s.accepted + s.dropped_total(), s.offered);  // no lease left open
   rx.expect_accounted();
   // Stopped: frames are dropped at once and their buffers given back.

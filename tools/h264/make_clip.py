@@ -9,8 +9,13 @@ B-frames, zero-latency tuning, a key frame every --keyint frames, constant bitra
 one-frame VBV, and an access unit delimiter before every access unit (--aud), which
 sync-producer --h264 splits the stream at.
 
+With --column-marker each frame also carries syncd's column marker (src/media/column_marker.h:
+the sequence's low 16 bits as 8-pixel columns down the whole frame, then a black guard column)
+for the sequence a producer numbering from 1 gives it (frame i: i + 1), so syncd's test
+publisher verifies the frames that its decoder made of the clip.
+
 Usage: tools/h264/make_clip.py --out clip.264 --width 1280 --height 720 --fps 60 --frames 600
-       [--bitrate 8000] [--keyint 60] [--preset ultrafast]
+       [--bitrate 8000] [--keyint 60] [--preset ultrafast] [--column-marker]
 Prints a JSON summary (frames, bytes, mean and max access unit bytes, encode seconds).
 numpy (python3-numpy) and x264 (Debian package x264).
 """
@@ -47,7 +52,10 @@ def read_marker(luma, width):
     return sum(int(b) << (MARKER_BITS - 1 - i) for i, b in enumerate(bits))
 
 
-def frame_i420(index, width, height):
+COLUMN = 8  # the column marker's column width (src/media/column_marker.h)
+
+
+def frame_i420(index, width, height, column_marker=False):
     y = np.add.outer(np.arange(height, dtype=np.uint32),
                      np.arange(width, dtype=np.uint32) + index * 4) % 220 + 16
     y = y.astype(np.uint8)
@@ -55,6 +63,11 @@ def frame_i420(index, width, height):
     y[:, bar:bar + max(4, width // 64)] = 235
     for i, white in enumerate(marker_blocks(index)):
         y[0:BLOCK, i * BLOCK:(i + 1) * BLOCK] = 235 if white else 16
+    if column_marker:
+        sequence = (index + 1) & 0xFFFF
+        for bit in range(MARKER_BITS + 1):  # the last column is the black guard
+            white = bit < MARKER_BITS and (sequence >> bit) & 1
+            y[:, bit * COLUMN:(bit + 1) * COLUMN] = 235 if white else 16
     cw, ch = width // 2, height // 2
     u = np.full((ch, cw), 128, np.uint8)
     v = (np.add.outer(np.arange(ch), np.arange(cw) + index) % 128 + 64).astype(np.uint8)
@@ -71,6 +84,8 @@ def main(argv):
     ap.add_argument("--bitrate", type=int, default=8000, help="kbit/s")
     ap.add_argument("--keyint", type=int, default=60)
     ap.add_argument("--preset", default="ultrafast")
+    ap.add_argument("--column-marker", action="store_true",
+                    help="draw syncd's column marker of sequence i + 1 into frame i")
     args = ap.parse_args(argv)
     if args.width % 2 or args.height % 2 or args.width < (MARKER_BITS + 1) * BLOCK:
         ap.error(f"width and height must be even, width at least {(MARKER_BITS + 1) * BLOCK}")
@@ -89,7 +104,7 @@ def main(argv):
     t0 = time.monotonic()
     enc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE)
     for i in range(args.frames):
-        enc.stdin.write(frame_i420(i, args.width, args.height))
+        enc.stdin.write(frame_i420(i, args.width, args.height, args.column_marker))
     enc.stdin.close()
     err = enc.stderr.read().decode(errors="replace")
     if enc.wait() != 0:

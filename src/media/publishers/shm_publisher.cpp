@@ -41,6 +41,9 @@ void ShmPublisher::on_heartbeat(uv_timer_t* timer) {
 FramePool* ShmPublisher::create_pool(const StreamConfig& config, size_t frame_bytes) {
   if (region_ || pending_pool_) return nullptr;  // one ring, one stream
   if (!config_.stream_name.empty() && config.name != config_.stream_name) return nullptr;
+  // Readers want pictures: an encoded stream's go to the ring through its decoded twin
+  // (decode/decode_publisher.h), unless the ring was given the encoded stream by name.
+  if (config_.stream_name.empty() && is_encoded(config.format)) return nullptr;
   // The registry has already checked the geometry against the format and sized the pool from
   // this layout. Should the two ever disagree, the stream runs on an ordinary pool rather than
   // in a ring whose header misdescribes its frames.

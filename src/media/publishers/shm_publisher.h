@@ -1,5 +1,7 @@
 // The shared-memory publisher: one stream's frames, published to a ring that any number of local
-// readers map (layout: include/sync/shm_ring.h; readers: include/sync/shm_reader.h).
+// readers map (layout: include/sync/shm_ring.h; readers: include/sync/shm_reader.h). The ring
+// takes the stream named by --shm-stream, or else the first raw stream opened: an encoded
+// stream (h264) reaches it as pictures, through its decoded twin "<name>.decoded".
 //
 // Zero copy: the stream's frame pool is allocated inside the region, so the slot the socket
 // wrote into is the slot readers read. Publishing is a few stores and a futex wake. Readers never

@@ -12,9 +12,10 @@
 // canvas) is checked by its sequence marker instead and counted apart, so the two strengths of
 // evidence are never mixed; so is a frame that carries the column marker instead
 // (frame_flag::kColumnMarker: one that crossed the relay's encoder and decoder), by its low 16
-// bits. An encoded stream's access unit without a content hash (a page's WebCodecs H.264) has no
-// marker of its own to read: it is counted as encoded_unchecked, and its pixels are checked in
-// its decoded twin (decode/decode_publisher.h) by their column marker. Sequence checks:
+// bits. Frames with nothing to check them by are counted as unchecked, not failed: an encoded
+// stream's access unit without a content hash (a page's WebCodecs H.264), whose pixels are
+// checked in its decoded twin (decode/decode_publisher.h) by their column marker, and decoded
+// pixels (frame_flag::kDecoded) of a source that drew no column marker. Sequence checks:
 // duplicates, gaps and reordering.
 //
 // Thread: the loop thread (see Publisher), apart from the hashing job on its worker.
@@ -42,7 +43,7 @@ struct TestVerdicts {
   uint64_t sequence_reordered = 0;  // lower than one already seen, and not a duplicate of the last
   uint64_t dropped_consumer_slow = 0;  // could not be handed to the worker
   uint64_t verifying = 0;              // with the worker now
-  uint64_t encoded_unchecked = 0;      // access units without a hash: checked in the twin
+  uint64_t unchecked = 0;  // access units without a hash, decoded pictures without a marker
   bool any = false;
   uint64_t last_sequence = 0;
   uint64_t verify_failures() const { return hash_mismatches + marker_mismatches; }
