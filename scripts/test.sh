@@ -31,7 +31,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   ctest --test-dir build/asan-ubsan --output-on-failure -j1 -LE qualification
 
 echo "== tsan build and tests of the threaded code"
-tsan_targets=(headtrack_tests handoff_tests camera_tests relay_tests whep_tests http_client_tests)
+tsan_targets=(headtrack_tests handoff_tests camera_tests relay_tests decode_tests whep_tests http_client_tests)
 [[ -f tests/unit/audio.cmake ]] && tsan_targets+=(audio_tests)
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j"$jobs" --target "${tsan_targets[@]}"
@@ -43,7 +43,7 @@ echo "== fuzz smoke (${fuzz_seconds}s per target)"
 fuzz_targets=(ws_frame_decoder http_request http_authority control_message hid_descriptor hid_report
               audio_control frame_header shm_reader relay_wire rtp rtcp fec_decoder jitter_buffer
               congestion srtp_unprotect opus_decode dtls_routing h264_decode webrtc_sdp
-              webrtc_stun http_response)
+              webrtc_stun http_response decode_twin)
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j"$jobs" --target "${fuzz_targets[@]/#/fuzz_}"
 for target in "${fuzz_targets[@]}"; do

@@ -461,3 +461,82 @@ TEST(StreamLimits, AClosedStreamsPoolGoesToTheReleaseHook) {
   handed->drop_ref();
   EXPECT_EQ(registry.pool_bytes(), 0u);
 }
+
+namespace {
+// What an encoded stream's source hears of its consumers' requests.
+struct HeardRequests final : SourceFeedback {
+  std::vector<KeyframeReason> keyframes;
+  std::vector<uint64_t> bitrates;
+  void keyframe_wanted(const Stream&, KeyframeReason reason) override {
+    keyframes.push_back(reason);
+  }
+  void target_bitrate(const Stream&, uint64_t bps) override { bitrates.push_back(bps); }
+};
+
+Stream* open_h264(StreamRegistry& registry, HeardRequests& heard) {
+  StreamConfig c;
+  c.name = "page";
+  c.width = 64;
+  c.height = 32;
+  c.format = PixelFormat::kH264;
+  OpenError error;
+  Stream* s = registry.open(c, 3, error);
+  if (s) s->set_source_feedback(&heard);
+  return s;
+}
+}  // namespace
+
+TEST(SourceRequests, KeyFramesAreCountedByReasonAndPassedOncePerInterval) {
+  StreamRegistry registry;
+  HeardRequests heard;
+  Stream* s = open_h264(registry, heard);
+  ASSERT_NE(s, nullptr);
+  const uint64_t t = 10'000'000'000;
+  registry.request_keyframe(s->id(), KeyframeReason::kWhep, t);
+  registry.request_keyframe(s->id(), KeyframeReason::kWhep, t + 50'000'000);     // merged
+  registry.request_keyframe(s->id(), KeyframeReason::kDecoder, t + 199'000'000);  // merged
+  registry.request_keyframe(s->id(), KeyframeReason::kRelay, t + 200'000'000);
+  EXPECT_EQ(heard.keyframes,
+            (std::vector<KeyframeReason>{KeyframeReason::kWhep, KeyframeReason::kRelay}));
+  const SourceRequests& r = s->source_requests();
+  EXPECT_EQ(r.keyframes[size_t(KeyframeReason::kWhep)], 2u);
+  EXPECT_EQ(r.keyframes[size_t(KeyframeReason::kDecoder)], 1u);
+  EXPECT_EQ(r.keyframes_passed, 2u);
+  registry.request_keyframe(999, KeyframeReason::kWhep, t);  // no such stream: ignored
+  nlohmann::json stats;
+  registry.write_stats(stats);
+  EXPECT_EQ(stats["streams"][0]["source_requests"]["keyframes"]["whep"], 2);
+}
+
+TEST(SourceRequests, TheSourceHearsTheLowestTargetWhenItMovesFivePercent) {
+  StreamRegistry registry;
+  HeardRequests heard;
+  Stream* s = open_h264(registry, heard);
+  ASSERT_NE(s, nullptr);
+  registry.set_target_bitrate(s->id(), 1, 8'000'000);
+  registry.set_target_bitrate(s->id(), 2, 4'000'000);  // the lowest
+  registry.set_target_bitrate(s->id(), 2, 3'900'000);  // 2.5 %: not worth a reconfigure
+  registry.set_target_bitrate(s->id(), 2, 3'700'000);  // 7.5 % from the last sent
+  registry.set_target_bitrate(s->id(), 2, 0);          // withdrawn: 8 Mbit/s is the lowest
+  registry.set_target_bitrate(s->id(), 1, 0);          // none left: the source keeps its rate
+  EXPECT_EQ(heard.bitrates, (std::vector<uint64_t>{8'000'000, 4'000'000, 3'700'000, 8'000'000}));
+  // A ninth consumer is refused and counted; the other eight still count.
+  for (uintptr_t c = 10; c < 18; ++c) registry.set_target_bitrate(s->id(), c, 6'000'000 + c);
+  registry.set_target_bitrate(s->id(), 99, 1'000'000);
+  EXPECT_EQ(s->source_requests().targets_refused, 1u);
+  EXPECT_EQ(heard.bitrates.back(), 6'000'010u);
+}
+
+TEST(SourceRequests, AStreamWithoutFeedbackCountsRequestsAndSendsNothing) {
+  StreamRegistry registry;
+  HeardRequests heard;
+  Stream* s = open_h264(registry, heard);
+  ASSERT_NE(s, nullptr);
+  s->set_source_feedback(nullptr);
+  registry.request_keyframe(s->id(), KeyframeReason::kDecoder, 1);
+  registry.set_target_bitrate(s->id(), 1, 2'000'000);
+  EXPECT_TRUE(heard.keyframes.empty());
+  EXPECT_TRUE(heard.bitrates.empty());
+  EXPECT_EQ(s->source_requests().keyframes[size_t(KeyframeReason::kDecoder)], 1u);
+  EXPECT_EQ(s->source_requests().bitrate_sent, 2'000'000u);
+}
