@@ -34,7 +34,8 @@ RelayPublisher::RelayPublisher(RelayThread& thread, std::string stream_name, uv_
       stream_name_(std::move(stream_name)),
       name_(std::move(name)),
       loop_(loop),
-      encode_settings_(encode) {}
+      encode_settings_(encode),
+      target_bps_(uint64_t(encode.bitrate_kbps) * 1000) {}
 
 RelayPublisher::~RelayPublisher() {
   stop_encoder();
@@ -92,6 +93,7 @@ void RelayPublisher::on_stream_open(const media::Stream& stream) {
   }
   relayed_stream_id_ = stream.id();
   streams_[stream.id()] = RelayPublisherCounters{};
+  forward_target();  // the start rate, before any estimate
 }
 
 void RelayPublisher::on_stream_close(const media::Stream& stream) {
@@ -191,11 +193,18 @@ bool RelayPublisher::release_access_unit(media::FrameSlot* slot) {
 }
 
 void RelayPublisher::on_target_rate(uint64_t bits_per_second) {
+  target_bps_ = bits_per_second;
   if (encoder_)
     encoder_->on_estimate(core::monotonic_ns(), bits_per_second);
-  else if (registry_ && relayed_stream_id_ != 0 && active_)
+  else
+    forward_target();
+}
+
+void RelayPublisher::forward_target() {
+  // Only for a stream relayed as it comes (no encoder here), while frames are taken.
+  if (registry_ && relayed_stream_id_ != 0 && active_ && !encoder_ && target_bps_ != 0)
     registry_->set_target_bitrate(relayed_stream_id_, reinterpret_cast<uintptr_t>(this),
-                                  bits_per_second);
+                                  target_bps_);
 }
 
 void RelayPublisher::on_keyframe_request() {
@@ -209,7 +218,9 @@ void RelayPublisher::on_keyframe_request() {
 void RelayPublisher::set_active(bool active) {
   if (!active && active_ && registry_ && relayed_stream_id_ != 0)
     registry_->set_target_bitrate(relayed_stream_id_, reinterpret_cast<uintptr_t>(this), 0);
+  const bool starting = active && !active_;
   active_ = active;
+  if (starting) forward_target();
 }
 
 const EncodeStageCounters* RelayPublisher::encoder_counters(uint32_t stream_id) const {

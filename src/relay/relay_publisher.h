@@ -79,7 +79,8 @@ class RelayPublisher final : public media::Publisher {
   void on_keyframe_request();
   uint64_t keyframe_requests() const { return keyframe_requests_; }
   // The relay's bandwidth estimate: the encoder of a raw stream follows it (adaptive bitrate);
-  // a relayed H.264 stream's source hears it as this consumer's target (forward_to_source).
+  // a relayed H.264 stream's source hears it as this consumer's target (forward_to_source), and
+  // before the first estimate the start rate (EncodeSettings::bitrate_kbps).
   void on_target_rate(uint64_t bits_per_second);
   // Where a relayed H.264 stream's keyframe requests and bandwidth target go: its source, through
   // the registry (docs/protocol.md, "Messages from syncd to a stream's source"), as `reason`.
@@ -114,6 +115,8 @@ class RelayPublisher final : public media::Publisher {
   void retire_encoder();
   // Gives an access unit back to the encoder stage it came from; false for a pool's slot.
   bool release_access_unit(media::FrameSlot* slot);
+  // Tells a relayed H.264 stream's source this consumer's target (forward_to_source).
+  void forward_target();
 
   RelayThread& thread_;
   std::string stream_name_;
@@ -127,6 +130,7 @@ class RelayPublisher final : public media::Publisher {
   bool active_ = true;
   media::StreamRegistry* registry_ = nullptr;  // forward_to_source
   media::KeyframeReason feedback_reason_ = media::KeyframeReason::kRelay;
+  uint64_t target_bps_ = 0;  // the last estimate, or the start rate
   std::unordered_map<uint32_t, RelayPublisherCounters> streams_;
 };
 

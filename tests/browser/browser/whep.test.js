@@ -21,7 +21,7 @@ after(async () => {
 });
 
 // In the page: a publisher of a marked canvas, and helpers to offer and play.
-const SETUP = async ({ stream, width, height, fps }) => {
+const SETUP = async ({ stream, width, height, fps, codec = 'raw', bitrate }) => {
   const { connect, publishCanvas } = await import('/web/sync.js');
   const conn = await connect();
   const canvas = document.createElement('canvas');
@@ -40,7 +40,7 @@ const SETUP = async ({ stream, width, height, fps }) => {
   };
   draw();
   window.drawTimer = setInterval(draw, 1000 / fps);
-  const pub = await publishCanvas(canvas, { stream, fps, connection: conn });
+  const pub = await publishCanvas(canvas, { stream, fps, connection: conn, codec, bitrate });
   window.whep = { conn, pub };
   return true;
 };
@@ -157,6 +157,45 @@ test('a canvas published with sync.js plays back over WHEP in a <video>, every m
     // The DELETE ended the session: it is gone from the live list, its frames counted.
     const ended = await waitForEnded(0);
     assert.ok(ended.whep.ended_sessions_frames_sent >= r.unique, JSON.stringify(ended.whep));
+  } finally {
+    await page.evaluate(() => { clearInterval(window.drawTimer); window.whep?.pub.stop?.(); }).catch(() => {});
+    await page.close();
+  }
+});
+
+test('a page publishing H.264 plays over WHEP as it encoded it: no transcode, PLIs and the rate reach its encoder', async () => {
+  const page = await browser.newPage(`${syncd.base}/`);
+  try {
+    // The page's own ceiling (4 Mbit/s) is above the egress's --whep-bitrate (2 Mbit/s).
+    await page.evaluate(SETUP, { stream: 'whep-h264', width: 640, height: 360, fps: 30, codec: 'h264', bitrate: 4_000_000 });
+    const r = await page.evaluate(PLAY, { stream: 'whep-h264', seconds: 6, audio: false });
+    const pub = await page.evaluate(() => window.whep.pub.stats());
+    console.log(`# whep h264 passthrough: status ${r.status}, first frame ${r.first_frame_ms?.toFixed(0)} ms, ` +
+                `${r.frames} frames shown, ${r.unique} unique, ${r.corrupt} corrupt, ${r.backwards} backwards, ` +
+                `page encoder ${pub.encoder?.codec}, key-frame requests ${pub.keyframeRequests}, ` +
+                `bitrate ${pub.bitrate} (${pub.bitrateChanges} changes)`);
+    assert.equal(r.status, 201, r.answer);
+    assert.notEqual(r.first_frame_ms, null, 'no frame reached the <video>');
+    assert.equal(r.width, 640);
+    assert.equal(r.corrupt, 0, 'every frame shown carries a readable marker');
+    assert.equal(r.backwards, 0, 'markers only go forward');
+    assert.ok(r.unique >= 30, `at least 30 distinct frames in 6 s (got ${r.unique})`);
+    assert.match(pub.encoder?.codec ?? '', /^avc1\.42e0/, 'constrained baseline: packetization-mode 1 as it is');
+
+    const s = await stats(syncd);
+    const egress = s.whep.egresses.find((e) => e.stream === 'whep-h264');
+    assert.ok(egress && egress.frames_in > 0, JSON.stringify(s.whep));
+    // The page's access units went out as they came: the egress never encoded.
+    assert.equal(egress.encoder, undefined, JSON.stringify(egress));
+    // The viewer's PLI reached the page's encoder through syncd (stream.keyframe, reason whep),
+    // and the egress's rate target became the page encoder's bitrate (stream.bitrate).
+    const stream = s.streams.filter((x) => x.name === 'whep-h264').sort((a, b) => b.id - a.id)[0];
+    assert.ok(stream.source_requests.keyframes.whep >= 1, JSON.stringify(stream.source_requests));
+    assert.ok(pub.keyframeRequests >= 1, JSON.stringify(pub));
+    assert.equal(stream.source_requests.target_bps, 2_000_000, JSON.stringify(stream.source_requests));
+    assert.equal(pub.bitrate, 2_000_000, JSON.stringify(pub));
+    assert.ok(pub.bitrateChanges >= 1, JSON.stringify(pub));
+    await waitForEnded(0);
   } finally {
     await page.evaluate(() => { clearInterval(window.drawTimer); window.whep?.pub.stop?.(); }).catch(() => {});
     await page.close();
