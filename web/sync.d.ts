@@ -391,7 +391,9 @@ export interface PublishOptions {
   /** Pixel-pack buffers in flight (default 3). */
   readbackBuffers?: number;
   /** WebGL2 readback: 'async' (pixel-pack buffers + fence), 'sync' (readPixels into the
-   * message buffer), or 'auto' (default: sync on a software GL such as SwiftShader, else async). */
+   * message buffer), or 'auto' (default: sync on a software GL such as SwiftShader, else async).
+   * codec 'h264' with a WebGL2 `context`: 'sync' reads the frame with readPixels (readback
+   * 'webgl2-sync'), 'async' makes it with new VideoFrame(canvas); 'auto' is sync on a software GL. */
   readback?: 'auto' | 'async' | 'sync';
   /** syncd pool slots for the stream. */
   slots?: number;
@@ -476,7 +478,7 @@ export interface EncodedPublisherStats extends EncodedPublisherCounters {
   bitrate: number;
   encodeMsMean: number;
   encodeQueueSize: number;
-  readback: 'videoframe';
+  readback: 'videoframe' | 'webgl2-sync';
   sender: 'page' | null;
   width: number;
   height: number;
@@ -490,6 +492,9 @@ interface CanvasPublisherBase extends EventTarget {
   stop(o?: { close?: boolean }): Promise<void>;
   on(type: 'open', fn: (e: StreamOpened) => void): () => void;
   on(type: 'frame', fn: (sequence: number) => void): () => void;
+  /** A frame went to the socket: its sequence and the capture time its header carries (µs,
+   * performance.timeOrigin + performance.now()). */
+  on(type: 'sent', fn: (f: { sequence: number; captureTimeUs: number }) => void): () => void;
   on(type: 'error', fn: (e: Error) => void): () => void;
   /** h264 only: syncd asked for a key frame. */
   on(type: 'keyframe-request', fn: (m: StreamKeyframeMessage) => void): () => void;
@@ -511,7 +516,7 @@ export interface EncodedCanvasPublisher extends CanvasPublisherBase {
   readonly codec: 'h264';
   /** The VideoEncoderConfig in use (its bitrate follows stream.bitrate). */
   readonly encoder: VideoEncoderConfig;
-  readonly readback: 'videoframe';
+  readonly readback: 'videoframe' | 'webgl2-sync';
   readonly sender: 'page' | null;
   /** Current target bitrate, bits/s. */
   readonly bitrate: number;

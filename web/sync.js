@@ -615,6 +615,10 @@ class Emitter extends EventTarget {
     if (byType.size === 0) this.#wrapped.delete(fn);
     this.removeEventListener(type, listener);
   }
+  /** Does anyone listen for `type`? (So a detail that costs something is made only then.) */
+  listening(type) {
+    return !!this.#listeners.get(type);
+  }
   emit(type, detail) {
     // Counted listeners can over-count once-listeners added with addEventListener directly;
     // that only costs an event object nobody hears.
@@ -1258,7 +1262,7 @@ class PageSink {
   async start() { await this.sender.openStream(); }
   send(buffer, captureUs, bottomUp) {
     const r = this.sender.send(buffer.message, captureUs, bottomUp);
-    if (typeof r === 'number') this.handlers.sent(r, buffer.message.byteLength);
+    if (typeof r === 'number') this.handlers.sent(r, buffer.message.byteLength, buffer.message);
     else this.handlers.dropped(r);
   }
   report(counters) { this.sender.report(counters); }
@@ -1358,7 +1362,7 @@ class WorkerSink {
         this._buffered = m.buffered;
         this._free.push(this._wrap(m.message));
         this.handlers.answered();
-        if (typeof m.result === 'number') this.handlers.sent(m.result, m.message.byteLength);
+        if (typeof m.result === 'number') this.handlers.sent(m.result, m.message.byteLength, m.message);
         else this.handlers.dropped(m.result);
         return;
       case 'buffered':
@@ -1559,11 +1563,15 @@ class CanvasPublisher extends CaptureClock {
     this._nextDue = 0;
     this._sink = null;
     this._handlers = {
-      sent: (seq, bytes) => {
+      sent: (seq, bytes, message) => {
         ++this.counters.sent;
         this.counters.bytesSent += bytes;
         this.counters.lastSequence = seq;
         this.emit('frame', seq);
+        // 'sent' carries the capture time the header holds (µs, page clock: timeOrigin + now),
+        // so a page can time a frame from its capture to wherever syncd delivers it (the
+        // benches' glass to glass). Read from the header only when someone listens.
+        if (this.listening('sent')) this.emit('sent', { sequence: seq, captureTimeUs: Number(new DataView(message).getBigUint64(24, true)) });
       },
       dropped: (reason) => this._drop(reason),
       answered: () => --this.counters.inFlight,
@@ -1893,6 +1901,26 @@ class EncodedCanvasPublisher extends CaptureClock {
     this.streamId = null;
     this.opened = null;
     this.readback = 'videoframe';
+    // A WebGL2 canvas on a software GL (SwiftShader in headless Chromium, llvmpipe): the frame is
+    // read with a synchronous readPixels into a reused buffer, flipped to top-down, and the
+    // VideoFrame made from that buffer ('webgl2-sync'). new VideoFrame(canvas) of such a canvas
+    // snapshots the drawing buffer through the GPU process and reads it back, which blocks the
+    // page's thread far longer: measured in headless Chromium at 1920x1080, WebGL2 pattern,
+    // 12-18 ms a capture against 6-10 ms for readPixels + flip + VideoFrame(buffer), and the
+    // page could then offer only ~30 of 60 frames/s (tests/browser/bench/encoded.bench.js,
+    // docs/benchmarks.md). On a GPU the canvas frame stays a GPU copy an encoder can take
+    // as it is, so there (and for 2D canvases, whose snapshot is a cheap CPU copy) VideoFrame
+    // (canvas) stays. Option `readback`: 'auto' (default), 'sync' (always readPixels), 'async'
+    // (never: VideoFrame(canvas)).
+    const gl = o.context ?? null;
+    const isGl2 = typeof WebGL2RenderingContext !== 'undefined' && gl instanceof WebGL2RenderingContext;
+    const mode = o.readback ?? 'auto';
+    if (isGl2 && (mode === 'sync' || (mode === 'auto' && softwareGl(gl)))) {
+      this.readback = 'webgl2-sync';
+      this.gl = gl;
+    }
+    this._rgba = null; // webgl2-sync: the reused RGBA buffer (width x height x 4)
+    this._rowScratch = null;
     /** The VideoEncoderConfig in use (its bitrate follows stream.bitrate). */
     this.encoder = config;
     this.maxBitrate = Math.max(H264_MIN_BITRATE, o.maxBitrate ?? config.bitrate);
@@ -2099,6 +2127,7 @@ class EncodedCanvasPublisher extends CaptureClock {
   }
 
   _videoFrame(captureUs, sequence) {
+    if (this.readback === 'webgl2-sync') return this._readPixelsFrame(captureUs, sequence);
     if (!this.columnMarker) {
       const init = { timestamp: captureUs };
       // A canvas larger than the stream: its top-left width x height, as the raw path reads.
@@ -2115,6 +2144,29 @@ class EncodedCanvasPublisher extends CaptureClock {
     ctx.drawImage(this.canvas, 0, 0, this.width, this.height, 0, 0, this.width, this.height);
     drawColumnMarker(ctx, sequence, this.height);
     return new VideoFrame(this._markerCanvas, { timestamp: captureUs });
+  }
+
+  // webgl2-sync: the canvas's top-left width x height read into the reused buffer, rows flipped
+  // to top-down, the column marker written straight into the pixels (no OffscreenCanvas), and a
+  // VideoFrame made of the buffer (it copies it, so the buffer is ours again on return).
+  _readPixelsFrame(captureUs, sequence) {
+    const gl = this.gl;
+    const w = this.width, h = this.height, rowBytes = w * 4;
+    if (!this._rgba) {
+      this._rgba = new Uint8Array(rowBytes * h);
+      this._rowScratch = new Uint8Array(rowBytes);
+    }
+    const px = this._rgba;
+    gl.readPixels(0, gl.drawingBufferHeight - h, w, h, gl.RGBA, gl.UNSIGNED_BYTE, px);
+    flipRowsInPlace(px, rowBytes, h, this._rowScratch);
+    if (this.columnMarker) {
+      // One row of the marker (opaque black or white per column), copied down every row.
+      const n = Math.min(COLUMN_MARKER_WIDTH, w);
+      const row0 = new Uint32Array(px.buffer, px.byteOffset, n);
+      for (let x = 0; x < n; ++x) row0[x] = columnMarkerBit(sequence, Math.floor(x / COLUMN_MARKER_COLUMN)) ? 0xffffffff : 0xff000000;
+      for (let y = 1; y < h; ++y) px.copyWithin(y * rowBytes, 0, n * 4);
+    }
+    return new VideoFrame(px, { format: 'RGBX', codedWidth: w, codedHeight: h, timestamp: captureUs });
   }
 
   _onChunk(enc, chunk) {
@@ -2174,6 +2226,7 @@ class EncodedCanvasPublisher extends CaptureClock {
     c.bytesSent += total;
     c.lastSequence = entry.sequence;
     this.emit('frame', entry.sequence);
+    if (this.listening('sent')) this.emit('sent', { sequence: entry.sequence, captureTimeUs: entry.timestamp });
   }
 
   _onEncoderError(enc, e) {

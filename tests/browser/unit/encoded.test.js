@@ -560,6 +560,54 @@ test('columnMarker: drawn into an OffscreenCanvas copy with the sequence, header
   }
 });
 
+test('a WebGL2 canvas on a software GL: readPixels into a reused buffer, rows top-down, marker in the pixels, VideoFrame of the buffer', async () => {
+  // Rows come bottom-up from readPixels: row r (GL order) is filled with the byte r.
+  class FakeGl2 {
+    constructor() { this.RENDERER = 1; this.RGBA = 2; this.UNSIGNED_BYTE = 3; this.drawingBufferHeight = 48; this.reads = []; }
+    getExtension() { return null; }
+    getParameter() { return 'Google SwiftShader'; }
+    readPixels(x, y, w, h, format, type, dst) {
+      this.reads.push([x, y, w, h]);
+      for (let r = 0; r < h; ++r) dst.fill(r, r * w * 4, (r + 1) * w * 4);
+    }
+  }
+  globalThis.WebGL2RenderingContext = FakeGl2;
+  const { conn, ws } = await connectFake();
+  const gl = new FakeGl2();
+  const canvas = { width: 320, height: 48 };
+  const p = await publishCanvas(canvas, { connection: conn, stream: 'glsw', codec: 'h264', manual: true, context: gl, columnMarker: true, firstSequence: 0x1_0203 });
+  try {
+    assert.equal(p.readback, 'webgl2-sync');
+    assert.equal(p.stats().readback, 'webgl2-sync');
+    p.capture();
+    const frame = FakeVideoFrame.made[0];
+    assert.ok(frame.source instanceof Uint8Array, 'a VideoFrame of the buffer, not of the canvas');
+    assert.deepEqual(gl.reads[0], [0, 0, 320, 48]);
+    const px = frame.source;
+    // Top-down: the top row is GL's last; right of the marker the bytes are the page's.
+    assert.equal(px[(0 * 320 + 200) * 4], 47);
+    assert.equal(px[(47 * 320 + 200) * 4], 0);
+    assert.equal(readColumnMarker(px.subarray(1), 320 * 4, 320, 48, 4), 0x0203);
+    FakeVideoEncoder.instances[0].emit();
+    const [f] = ws.frames();
+    assert.equal(f.header.flags, FRAME_FLAG_COLUMN_MARKER);
+    p.capture();
+    assert.equal(FakeVideoFrame.made[1].source, px, 'the buffer is reused');
+  } finally {
+    await p.stop();
+    conn.close();
+    delete globalThis.WebGL2RenderingContext;
+  }
+  // readback 'async' keeps VideoFrame(canvas) on any GL.
+  globalThis.WebGL2RenderingContext = FakeGl2;
+  const { conn: c2 } = await connectFake();
+  const q = await publishCanvas(canvas, { connection: c2, stream: 'glvf', codec: 'h264', manual: true, context: new FakeGl2(), readback: 'async' });
+  assert.equal(q.readback, 'videoframe');
+  await q.stop();
+  c2.close();
+  delete globalThis.WebGL2RenderingContext;
+});
+
 test('codec auto: h264 where the encoder takes the config, else raw; h264 where it does not: unsupported_codec', async () => {
   const { conn } = await connectFake();
   const ctx = { getImageData: (x, y, w, h) => ({ data: new Uint8ClampedArray(w * h * 4) }) };
