@@ -95,9 +95,16 @@ function treeTicks(root, exclude) {
   return out;
 }
 
+// Busy ticks of the whole machine (/proc/stat: all but idle and iowait).
+function machineBusy() {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  return f.reduce((a, b) => a + b, 0) - f[3] - f[4];
+}
+
 function cpuSampler(syncdPid, exclude) {
   const ex = new Set([syncdPid, ...exclude]);
   const t0 = performance.now();
+  const m0 = machineBusy();
   const c0 = treeTicks(process.pid, ex);
   const s0 = procStat(syncdPid)?.ticks ?? 0;
   return () => {
@@ -106,7 +113,13 @@ function cpuSampler(syncdPid, exclude) {
     let chromium = 0;
     for (const [pid, t] of c1) chromium += t - (c0.get(pid) ?? 0); // a process born since: all of it
     const s1 = procStat(syncdPid)?.ticks ?? s0;
+    let readers = 0;
+    for (const pid of exclude) readers += procStat(pid)?.ticks ?? 0; // started just before t0
+    // Everything else the machine ran meanwhile (another build, say): a disturbed figure shows
+    // here. Readers that have exited are no longer in /proc, so they count as other.
+    const other = machineBusy() - m0 - chromium - (s1 - s0) - readers;
     return {
+      otherCores: +(Math.max(0, other) / CLK_TCK / seconds).toFixed(2),
       chromiumCores: +(chromium / CLK_TCK / seconds).toFixed(2),
       syncdCores: +((s1 - s0) / CLK_TCK / seconds).toFixed(2),
       chromiumProcesses: c1.size,
@@ -235,7 +248,8 @@ async function arm({ label, codec, w, h, pages: nPages = 1, seconds, audio = fal
     await sleep(4000); // settle: the streams open, pools faulted in, encoders warm
     const load0 = load();
     const exclude = [];
-    // The ring carries the first stream opened (an h264 stream's decoded twin): the first page's.
+    // The ring carries the first raw stream opened (an h264 stream's decoded twin): with three
+    // pages, the first twin to start, which the reader's summary names.
     const reader = hasShm ? startReader(ring, seconds, events) : null;
     if (reader) exclude.push(reader.proc.pid);
     let audioReader = null;
@@ -274,6 +288,7 @@ async function arm({ label, codec, w, h, pages: nPages = 1, seconds, audio = fal
         decodedFps: rate(tw0, tw1, 'frames_unique', elapsed),
         decodedLowRateSeconds: delta(tw0, tw1, 'low_rate_seconds'),
         minSecondFps: tw1 ? Math.min(...(tw1.recent_seconds_unique_fps ?? []).slice(-Math.floor(elapsed) + 1)) : null,
+        ...(codec === 'h264' ? { decode: decodeFigures(st0, st1) } : {}),
         megabytesPerSecond: +((p1[i].p.bytesSent - p0[i].p.bytesSent) / elapsed / 1e6).toFixed(2),
         page: pf,
       };
@@ -284,9 +299,11 @@ async function arm({ label, codec, w, h, pages: nPages = 1, seconds, audio = fal
       ...cpuFig, streams,
     };
     if (r) {
+      const ringPage = Math.max(0, names.indexOf(String(r.summary?.stream ?? '').replace(/\.decoded$/, '')));
       result.ring = { stream: r.summary?.stream, fps: r.summary ? +(((r.summary.verified ?? 0) + (r.summary.unhashed ?? 0)) / elapsed).toFixed(2) : null, exit: r.code, summary: r.summary };
       result.glassToGlassMs = {
-        ...(await glassToGlass(events, sent[0], clock.offsetUs)),
+        stream: names[ringPage],
+        ...(await glassToGlass(events, sent[ringPage], clock.offsetUs)),
         clockErrorMs: +clock.errorMs.toFixed(2), clockDriftMs: +((clockAfter.offsetUs - clock.offsetUs) / 1000).toFixed(2),
       };
     }
@@ -307,6 +324,20 @@ async function arm({ label, codec, w, h, pages: nPages = 1, seconds, audio = fal
     rmSync(events, { force: true });
     rmSync(ring, { force: true });
   }
+}
+
+// syncd's decode of an h264 stream over the window (/stats streams[].publishers.decode): frames
+// its twin dropped and the decoder dropped, by reason, and the decoder's time per frame.
+function decodeFigures(st0, st1) {
+  const d0 = st0?.publishers?.decode, d1 = st1?.publishers?.decode;
+  if (!d0 || !d1) return null;
+  const diff = (a = {}, b = {}) => Object.fromEntries(Object.entries(b).map(([k, v]) => [k, v - (a[k] ?? 0)]).filter(([, v]) => v));
+  const st = (a, b) => (a && b && b.count > a.count ? { meanMs: +((b.total_us - a.total_us) / (b.count - a.count) / 1000).toFixed(2), maxMsEver: +(b.max_us / 1000).toFixed(2) } : null);
+  return {
+    twinDropped: diff(d0.dropped, d1.dropped), decoderDropped: diff(d0.decoder?.dropped, d1.decoder?.dropped),
+    losses: (d1.losses ?? 0) - (d0.losses ?? 0), keyframeRequests: (d1.decoder?.keyframe_requests ?? 0) - (d0.decoder?.keyframe_requests ?? 0),
+    decode: st(d0.decoder?.decode, d1.decoder?.decode),
+  };
 }
 
 const pick = (o, keys) => Object.fromEntries(keys.filter((k) => k in o).map((k) => [k, o[k]]));
@@ -361,12 +392,12 @@ if (ARMS.includes('three')) {
 const drawNote0 = DRAW === '2d' ? '2d (a moving bar and a frame counter, cheap to draw)' : 'webgl (demo/source.html\'s WebGL2 pattern on the software GL)';
 const drawNote = `${drawNote0}, readback ${READBACK}`;
 console.log(`${FPS} fps requested, page drawing ${drawNote}, syncd --publisher ${PUBLISHERS}, load before/after each arm in the JSON`);
-const cols = ['arm', 'load1', 'size', 'codec', 'stream', 'offered', 'accepted', 'decoded', 'ring', 'low-rate s (stream/twin)', 'chromium cores', 'syncd cores', 'g2g p50/p95 ms', 'draw / capture / encode ms', 'page drops'];
+const cols = ['arm', 'load1', 'other cores', 'size', 'codec', 'stream', 'offered', 'accepted', 'decoded', 'ring', 'low-rate s (stream/twin)', 'chromium cores', 'syncd cores', 'g2g p50/p95 ms', 'draw / capture / encode ms', 'page drops'];
 const rows = [];
 for (const r of results) {
   for (const s of r.streams) {
     rows.push([
-      r.label, String(r.load.before[0]), r.size, r.codec, s.name, String(s.page.offeredFps), String(s.acceptedFps), String(s.decodedFps),
+      r.label, String(r.load.before[0]), String(r.otherCores), r.size, r.codec, s.name, String(s.page.offeredFps), String(s.acceptedFps), String(s.decodedFps),
       r.ring ? String(r.ring.fps) : '-', `${s.lowRateSeconds}/${s.decodedLowRateSeconds}`,
       String(r.chromiumCores), String(r.syncdCores),
       r.glassToGlassMs?.frames ? `${r.glassToGlassMs.p50}/${r.glassToGlassMs.p95}` : '-',
@@ -381,7 +412,8 @@ console.log(line(cols));
 console.log(line(widths.map((n) => '-'.repeat(n))));
 for (const row of rows) console.log(line(row));
 for (const r of results) if (r.audio) console.log(`audio (three pages): ${JSON.stringify(r.audio)}`);
-for (const r of results) if (r.glassToGlassMs) console.log(`g2g ${r.size} ${r.codec}: ${JSON.stringify(r.glassToGlassMs)}`);
+for (const r of results) if (r.glassToGlassMs) console.log(`g2g ${r.label} ${r.size} ${r.codec}: ${JSON.stringify(r.glassToGlassMs)}`);
+for (const r of results) for (const s of r.streams) if (s.decode) console.log(`syncd decode ${r.label} ${s.name}: ${JSON.stringify(s.decode)}, slowest second ${s.minSecondFps} fps`);
 // Issue 29's goals, as measured here.
 const find = (codec, size) => results.find((r) => r.label === 'sizes' && r.codec === codec && r.size === size);
 const enc1080 = find('h264', '1920x1080'), raw1080 = find('raw', '1920x1080');
