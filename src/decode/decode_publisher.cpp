@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
+#include "media/frame_header.h"
 
 namespace syncd::decode {
 
@@ -134,6 +135,11 @@ void DecodePublisher::on_frame(const media::Stream& stream, media::FrameSlot& sl
     ++t.counters.losses;
     t.loss_pending = true;
   }
+  // The source lost an access unit before this one (a relayed stream's).
+  if (slot.info.flags & media::frame_flag::kDiscontinuity) {
+    ++t.counters.losses;
+    t.loss_pending = true;
+  }
   if (!t.open_tried) open_twin(t, stream);
   if (t.twin_id == 0) {
     drop(t, TwinDrop::kTwinUnavailable);
@@ -167,7 +173,7 @@ void DecodePublisher::on_frame(const media::Stream& stream, media::FrameSlot& sl
   au.buffer = uint32_t(index);
   au.sequence = info.sequence;
   au.capture_time_us = info.capture_time_us;
-  au.flags = info.flags;
+  au.flags = info.flags & ~media::frame_flag::kDiscontinuity;
   // The twin's receive stage runs from the encoded frame's first byte to its picture's commit.
   au.start_ns = info.receive_start_ns;
   au.loss_before = t.loss_pending;

@@ -19,7 +19,8 @@
 // stream's frame_bytes), so steady state allocates nothing.
 //
 // Losses: a frame the registry dropped before it reached the publishers (pool_full,
-// disconnected...) or one dropped here breaks the decoder's chain of references; the next is
+// disconnected...), one the source lost (frame_flag::kDiscontinuity: the relay's receiver gave
+// one up) or one dropped here breaks the decoder's chain of references; the next is
 // submitted as loss_before, and the stage waits for an IDR and asks the source for one
 // (KeyframeReason::kDecoder, at most every 200 ms). A twin that cannot open (its name taken, odd
 // size, no memory) is reported in /stats with its reason, and the stream's frames are counted

@@ -24,6 +24,9 @@ inline constexpr uint32_t kColumnMarker = 1u << 1;
 // syncd's decoder made these pixels (a decoded twin, a relayed stream decoded at the receiver):
 // only a column marker can verify them. Set by syncd only; cleared on frames producers send.
 inline constexpr uint32_t kDecoded = 1u << 31;
+// An encoded stream's access unit after one its source lost (the relay's receiver gave one up):
+// a decoder must wait for an IDR. Set by syncd only; cleared on frames producers send.
+inline constexpr uint32_t kDiscontinuity = 1u << 30;
 }  // namespace frame_flag
 
 // Wire layout (offsets in bytes, all little-endian):

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
+#include "rtp/h264_packetizer.h"
 #include "telemetry/stage_json.h"
 
 namespace syncd::relay {
@@ -22,6 +23,8 @@ const char* relay_drop_name(RelayDrop reason) {
       return "not_sent";
     case RelayDrop::kEncodeFailed:
       return "encode_failed";
+    case RelayDrop::kAwaitingKeyframe:
+      return "awaiting_keyframe";
     case RelayDrop::kCount:
       break;
   }
@@ -93,6 +96,7 @@ void RelayPublisher::on_stream_open(const media::Stream& stream) {
   }
   relayed_stream_id_ = stream.id();
   streams_[stream.id()] = RelayPublisherCounters{};
+  awaiting_idr_ = false;
   forward_target();  // the start rate, before any estimate
 }
 
@@ -114,12 +118,19 @@ void RelayPublisher::on_frame(const media::Stream& stream, media::FrameSlot& slo
   if (stream.id() != relayed_stream_id_ || !active_) return;
   RelayPublisherCounters& c = streams_[stream.id()];
   ++c.offered;
+  if (!encoder_ && awaiting_idr_) {
+    if (!rtp::access_unit_has_idr({slot.pixels, slot.info.bytes})) {
+      count_drop(c, RelayDrop::kAwaitingKeyframe);
+      return;
+    }
+    awaiting_idr_ = false;
+  }
   if (c.in_flight >= kMaxInFlight) {
-    ++c.dropped[size_t(RelayDrop::kConsumerSlow)];
+    count_drop(c, RelayDrop::kConsumerSlow);
     return;
   }
   if (!media::FramePool::try_pin(&slot)) {
-    ++c.dropped[size_t(RelayDrop::kPinRefused)];
+    count_drop(c, RelayDrop::kPinRefused);
     return;
   }
   if (encoder_ && !media::is_encoded(stream.config().format)) {
@@ -144,7 +155,7 @@ void RelayPublisher::send(media::FrameSlot& slot, RelayPublisherCounters& c) {
   if (!thread_.send_to_relay(m)) {
     if (!release_access_unit(&slot)) media::FramePool::unpin(&slot);
     --c.in_flight;
-    ++c.dropped[size_t(RelayDrop::kQueueFull)];
+    count_drop(c, RelayDrop::kQueueFull);
   }
 }
 
@@ -175,7 +186,19 @@ void RelayPublisher::on_frame_done(const FromRelay& message) {
   if (message.sent)
     ++c.sent;
   else
-    ++c.dropped[size_t(RelayDrop::kNotSent)];
+    count_drop(c, RelayDrop::kNotSent);
+}
+
+void RelayPublisher::count_drop(RelayPublisherCounters& c, RelayDrop reason) {
+  ++c.dropped[size_t(reason)];
+  // A raw stream's encoder starts its chain again itself (a drop comes before the encoder).
+  if (encoder_ || reason == RelayDrop::kAwaitingKeyframe) return;
+  // Asked once per break, and only once a frame ever reached a peer: with no peer yet (frames
+  // not sent), its decoder asks for an IDR when it comes, and asking here would make the source
+  // send an IDR for every one this drops.
+  if (!awaiting_idr_ && c.sent > 0 && registry_ && relayed_stream_id_ != 0)
+    registry_->request_keyframe(relayed_stream_id_, feedback_reason_, core::monotonic_ns());
+  awaiting_idr_ = true;
 }
 
 bool RelayPublisher::release_access_unit(media::FrameSlot* slot) {

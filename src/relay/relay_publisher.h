@@ -34,6 +34,9 @@ enum class RelayDrop : uint8_t {
   kQueueFull,     // the channel to the relay thread was full
   kNotSent,       // the relay thread did not send it (no peer yet, paced out, stopping)
   kEncodeFailed,  // the encoder refused the frame or could not open (raw streams)
+  // A stream relayed as it comes (H.264) lost an access unit here: the next ones would decode
+  // against a picture the peer never had, so they wait for the source's next IDR.
+  kAwaitingKeyframe,
   kCount,
 };
 const char* relay_drop_name(RelayDrop reason);
@@ -117,6 +120,8 @@ class RelayPublisher final : public media::Publisher {
   bool release_access_unit(media::FrameSlot* slot);
   // Tells a relayed H.264 stream's source this consumer's target (forward_to_source).
   void forward_target();
+  // Counts a drop; one of a stream relayed as it comes breaks its chain of references.
+  void count_drop(RelayPublisherCounters& c, RelayDrop reason);
 
   RelayThread& thread_;
   std::string stream_name_;
@@ -131,6 +136,7 @@ class RelayPublisher final : public media::Publisher {
   media::StreamRegistry* registry_ = nullptr;  // forward_to_source
   media::KeyframeReason feedback_reason_ = media::KeyframeReason::kRelay;
   uint64_t target_bps_ = 0;  // the last estimate, or the start rate
+  bool awaiting_idr_ = false;  // a relayed H.264 stream lost an access unit here
   std::unordered_map<uint32_t, RelayPublisherCounters> streams_;
 };
 

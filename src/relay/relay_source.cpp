@@ -93,6 +93,10 @@ void RelaySource::on_description(const StreamDescription& d) {
       return;
     }
     decoding_ = true;
+  } else {
+    // A stream relayed as it came (a page's H.264): a consumer here that needs an IDR (its
+    // decoded twin's decoder) asks the sender through the relay, as this receiver's decoder does.
+    stream_->set_source_feedback(this);
   }
   ++counters_.streams_opened;
   counters_.open_error.clear();
@@ -124,7 +128,10 @@ void RelaySource::on_frame_in(const FromRelay& m, uint64_t now_ns) {
     media::IngestRequest r;
     r.stream_id = stream_->id();
     r.owner = kOwner;
-    r.flags = m.flags;
+    // An access unit the relay lost before this one: the consumers' decoders must wait for an
+    // IDR (the frame says so, as it has no other way to tell).
+    r.flags = (m.flags & ~media::frame_flag::kDecoded) |
+              (m.loss_before ? media::frame_flag::kDiscontinuity : 0);
     r.sequence = m.sequence;
     r.capture_time_us = m.capture_time_us;
     r.content_hash = m.content_hash;
@@ -143,6 +150,10 @@ void RelaySource::on_frame_in(const FromRelay& m, uint64_t now_ns) {
     }
   }
   free_buffer(m.buffer, this);
+}
+
+void RelaySource::keyframe_wanted(const media::Stream&, media::KeyframeReason) {
+  request_keyframe(this);
 }
 
 void RelaySource::on_peer_ended() {

@@ -13,6 +13,11 @@
 // through a decode::DecodeStage (decode/decode_stage.h), which decodes them on its worker into the stream's
 // leases and gives the buffers back when done.
 //
+// A stream relayed as it came (H.264 from the sender's producer, source_format == 0) opens
+// here as h264; this source is its SourceFeedback, so a consumer that needs an IDR (the stream's
+// decoded twin) gets a PLI sent to the sender, whose source makes one. A frame after an access
+// unit the relay lost carries frame_flag::kDiscontinuity, so such a decoder waits for that IDR.
+//
 // Thread: the main loop thread.
 #pragma once
 
@@ -42,7 +47,7 @@ struct RelaySourceCounters {
   telemetry::StageStats transport;
 };
 
-class RelaySource {
+class RelaySource final : private media::SourceFeedback {
  public:
   // No connection has this owner id: the relay's stream cannot be fed or closed by a client.
   static constexpr uint64_t kOwner = std::numeric_limits<uint64_t>::max();
@@ -79,6 +84,10 @@ class RelaySource {
   StreamDescription described_{};
   RelaySourceCounters counters_;
 
+  // media::SourceFeedback of a stream relayed as it came: a PLI to the sender. Its rate is the
+  // relay's own congestion control's.
+  void keyframe_wanted(const media::Stream& stream, media::KeyframeReason reason) override;
+  void target_bitrate(const media::Stream&, uint64_t) override {}
   static void free_buffer(uint32_t buffer, void* self);
   static void request_keyframe(void* self);
   bool open_decoder(std::string& error);

@@ -71,6 +71,14 @@ struct PacketizerCounters {
 template <typename OnNal>
 bool split_annex_b(std::span<const uint8_t> data, OnNal&& on_nal);
 
+// Whether an Annex B access unit holds an IDR slice (NAL type 5): a decoder can start there.
+// Any thread.
+inline bool access_unit_has_idr(std::span<const uint8_t> access_unit) {
+  bool idr = false;
+  split_annex_b(access_unit, [&](std::span<const uint8_t> nal) { idr |= (nal[0] & 0x1f) == 5; });
+  return idr;
+}
+
 class H264Packetizer {
  public:
   explicit H264Packetizer(PacketizerConfig config = {});

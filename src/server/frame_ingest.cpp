@@ -55,7 +55,8 @@ std::optional<FrameError> FrameIngest::begin_frame() {
   media::IngestRequest r;
   r.stream_id = parsed_.stream_id;
   r.owner = owner_;
-  r.flags = parsed_.flags & ~media::frame_flag::kDecoded;  // syncd's own to set
+  // syncd's own to set.
+  r.flags = parsed_.flags & ~(media::frame_flag::kDecoded | media::frame_flag::kDiscontinuity);
   r.sequence = parsed_.sequence;
   r.capture_time_us = parsed_.capture_time_us;
   r.content_hash = parsed_.content_hash;

@@ -5,6 +5,7 @@
 #include "relay/relay_thread.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -58,7 +59,7 @@ struct ReceiveHandler final : RelayHandler {
   RelayThread* thread = nullptr;
   std::vector<std::vector<uint8_t>>* buffers = nullptr;  // indexed by FromRelay::buffer
   uint32_t next = 0;
-  int timer_calls = 0;
+  std::atomic<int> timer_calls{0};  // the relay thread's; read by the test
   void on_start(RelayThread& t, uint64_t) override {
     thread = &t;
     t.arm_timer(2'000'000);
@@ -167,8 +168,11 @@ TEST(RelayThread, FramesGoOutAsDatagramsAndComeInOnTheOtherThread) {
   sender.stop();
   EXPECT_EQ(sh->stopped.load(), 1);
   EXPECT_EQ(main.frames_done, kFrames + 1);
+  // The timer runs 2 + 1 + 1 ms after the start, on the relay thread: a loaded machine may take
+  // longer than the frames did, so wait for it (the check is that it fires, re-arms, and stops).
+  for (int i = 0; i < 5000 && rh->timer_calls.load() < 3; ++i) usleep(1000);
   receiver.stop();
-  EXPECT_EQ(rh->timer_calls, 3);
+  EXPECT_EQ(rh->timer_calls.load(), 3);
   uv_run(&loop, UV_RUN_DEFAULT);  // finishes closing the channels' handles
   EXPECT_EQ(uv_loop_close(&loop), 0);
   pool->drop_ref();
