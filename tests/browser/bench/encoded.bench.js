@@ -357,6 +357,8 @@ async function probe() {
       if (draw === '2d') {
         out.encoderAlone_1 = await page.evaluate(() => window.bench.encoderAlone(240, 1));
         out.encoderAlone_3 = await page.evaluate(() => window.bench.encoderAlone(240, 3));
+        out.encoderAlone_1_wholeFrame = await page.evaluate(() => window.bench.encoderAlone(240, 1, true));
+        out.encoderAlone_3_wholeFrame = await page.evaluate(() => window.bench.encoderAlone(240, 3, true));
       }
       await page.close();
     }
