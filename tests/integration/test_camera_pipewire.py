@@ -5,6 +5,10 @@ pipewiresrc consumes the node and reads the marker back from each frame's luma. 
 the camera's properties, appears with the stream and goes with it, and every format the node
 offers can be negotiated. Without a PipeWire session, syncd says so and serves everything else.
 
+An encoded stream (what a page publishes with WebCodecs) reaches the camera as its decoded twin:
+an x264 clip whose frames carry the column marker goes in as h264 access units, and pipewiresrc
+reads every decoded frame's marker back.
+
 The short runs (640x360@60) are CI's. The long run is opt-in: SYNC_CAMERA_LONG=1 runs 1080p60
 for 60 s against the issue's bar (>= 59.5 unique fps, 0 low-rate seconds, 0 corrupt frames)."""
 import asyncio
@@ -22,6 +26,7 @@ import websockets
 import pipewire_session
 from camera_marker import marker_frame
 from harness import FORMAT_CODES, Syncd, frame_message
+from test_encoded import au_message, make_clip
 
 NAME = "Sync Camera Test"
 W, H, FPS = 640, 360, 60
@@ -82,6 +87,24 @@ class Producer:
         self.thread.join(timeout=30)
         if self.error is not None and exc[0] is None:
             raise self.error
+
+
+async def produce_encoded(url, name, units, fps, stop):
+    """Sends an h264 stream's access units (unit i with sequence i + 1, the marker its picture
+    carries) at fps, until they run out or stop is set."""
+    async with websockets.connect(url, max_size=None) as ws:
+        await ws.send(json.dumps({"type": "hello", "protocol": 1}))
+        assert json.loads(await ws.recv())["type"] == "welcome"
+        await ws.send(json.dumps({"type": "stream.open", "name": name, "width": W, "height": H,
+                                  "format": "h264", "fps": fps}))
+        reply = json.loads(await ws.recv())
+        assert reply["type"] == "stream.opened", reply
+        start = time.monotonic()
+        for i, au in enumerate(units):
+            if stop.is_set():
+                break
+            await ws.send(au_message(reply["stream"], i + 1, au))
+            await asyncio.sleep(max(0.0, start + (i + 1) / fps - time.monotonic()))
 
 
 def count_frames(target, seconds, caps=None, marker="luma", stall_after=None, stall_seconds=0):
@@ -159,6 +182,35 @@ class CameraPipeWire(unittest.TestCase):
                 self.assertEqual(cam["backend"], "pipewire")
                 self.assertEqual(cam["target"], NAME)
                 self.assertGreater(cam["delivered"], 0)
+
+    def test_an_encoded_stream_reaches_the_camera_decoded_with_every_marker(self):
+        fps, seconds = 30, 4
+        with tempfile.TemporaryDirectory() as tmp:
+            units = make_clip(tmp, "clip.264", W, H, fps * (seconds + 6), fps)
+        with self.syncd() as syncd:
+            stop = threading.Event()
+            t = threading.Thread(target=lambda: asyncio.run(
+                produce_encoded(syncd.url, "page", units, fps, stop)))
+            t.start()
+            try:
+                # The node comes with the decoded twin, the camera's first raw stream.
+                self.session.wait_for_node(NAME)
+                r = count_frames(NAME, seconds, "video/x-raw,format=I420")
+                cam = camera_stats(syncd, "page.decoded")
+                shown_encoded = camera_stats(syncd, "page")
+                source = syncd.stream_stats("page")
+            finally:
+                stop.set()
+                t.join(timeout=30)
+        print("encoded -> camera", json.dumps(r), file=sys.stderr)
+        self.assertEqual(r["corrupt"], 0, r)
+        self.assertEqual(r["gaps"], 0, r)
+        self.assertEqual(r["repeats"], 0, r)
+        self.assertGreaterEqual(r["unique_fps"], fps * 0.8, r)
+        self.assertGreater(cam["delivered"], 0, cam)
+        self.assertFalse(shown_encoded, shown_encoded)  # access units are not shown
+        decoder = source["publishers"]["decode"]["decoder"]
+        self.assertEqual(decoder["dropped_total"], 0, decoder)
 
     def test_a_stalled_consumer_costs_counted_drops_and_one_that_leaves_can_come_back(self):
         with self.syncd() as syncd, Producer(syncd):
