@@ -263,6 +263,11 @@ void HttpRoutes::stream_receive(Connection& c, const http::Request& r, char*, si
   if (!redeem_ticket(c, std::string(query_param(r.target, "ticket")), *stream)) return;
   credit = std::clamp<uint64_t>(credit, 1, 16);
   const uint64_t receiver = s_.receivers.add(c, *stream, uint32_t(credit));
+  // A receiver of an encoded stream decodes from an IDR: ask the source for one now rather than
+  // leave the receiver waiting for the next periodic key frame.
+  if (media::is_encoded(stream->config().format))
+    s_.registry.request_keyframe(stream->id(), media::KeyframeReason::kConsumer,
+                                 core::monotonic_ns());
   c.start_streaming(
       "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.sync.frames\r\n"
       "Cache-Control: no-store\r\nConnection: close\r\nX-Sync-Receiver: " +

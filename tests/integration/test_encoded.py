@@ -277,6 +277,35 @@ class EncodedPublishing(unittest.TestCase):
             self.assertEqual(syncd.stop(), 0)
 
 
+    def test_an_http_receiver_of_the_access_units_gets_them_untouched_and_asks_for_an_idr(self):
+        async def scenario(syncd):
+            source = await connect(syncd)
+            stream = await source.open("units")
+            await send_all(source, stream, self.clip[:5])
+            ticket = await source.request({"type": "ticket.create", "stream": stream})
+            receiver = await asyncio.to_thread(http_receiver, syncd.port, "units",
+                                               ticket["ticket"])
+            await asyncio.sleep(0.2)
+            asked = list(source.keyframe_reasons())
+            # The source answers with an IDR (frame 30 of the clip) and goes on.
+            await send_all(source, stream, self.clip[30:35], first_sequence=31)
+            records = await asyncio.to_thread(read_records, receiver, 5, "h264")
+            await source.request({"type": "stream.close", "stream": stream})
+            await source.ws.close()
+            receiver.close()
+            return asked, records
+
+        with Syncd("--publisher", "") as syncd:
+            asked, records = asyncio.run(scenario(syncd))
+            # A receiver that joins decodes from an IDR: the source is asked for one at once.
+            self.assertEqual(asked, ["consumer"])
+            self.assertEqual([r["sequence"] for r in records], list(range(31, 36)))
+            for r, au in zip(records, self.clip[30:35]):
+                self.assertEqual(r["format"], H264)
+                self.assertEqual(r["pixels"], au)  # the page's bytes, as they came
+            self.assertEqual(syncd.stop(), 0)
+
+
 def http_receiver(port, name, ticket):
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     sock.sendall(f"GET /streams/{name}?ticket={ticket}&credit=5 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
@@ -291,7 +320,7 @@ def http_receiver(port, name, ticket):
     return sock
 
 
-def read_records(sock, n):
+def read_records(sock, n, expect="i420"):
     buffer = b""
 
     def take(k):
@@ -309,7 +338,7 @@ def read_records(sock, n):
         (magic, version, hbytes, seq, capture, publish, w, h, fmt, flags, digest, nbytes,
           dropped) = RECORD.unpack(take(RECORD.size))
         assert magic == 0x534E5953 and hbytes == 64
-        assert nbytes == frame_bytes("i420", w, h)
+        assert expect == "h264" or nbytes == frame_bytes(expect, w, h)
         records.append({"sequence": seq, "width": w, "height": h, "format": fmt,
                         "pixels": take(nbytes)})
     return records
