@@ -42,7 +42,7 @@ void StreamRegistry::add_publisher(std::unique_ptr<Publisher> publisher) {
 }
 
 Stream* StreamRegistry::open(const StreamConfig& config, uint64_t owner, OpenError& error,
-                             FramePool::Prefault prefault) {
+                             FramePool::Prefault prefault, SourceFeedback* feedback) {
   error = check_open(config, owner);
   if (error != OpenError::kNone) {
     ++open_refused_[size_t(error)];
@@ -67,6 +67,7 @@ Stream* StreamRegistry::open(const StreamConfig& config, uint64_t owner, OpenErr
   const uint32_t id = next_id_++;
   auto stream = std::make_unique<Stream>(id, config, layout, owner, pool);
   Stream* raw = stream.get();
+  raw->set_source_feedback(feedback);
   open_.emplace(id, std::move(stream));
   for (auto& p : publishers_) p->on_stream_open(*raw);
   return raw;

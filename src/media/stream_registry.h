@@ -146,8 +146,11 @@ class StreamRegistry {
   // Prefault::kDeferred the pool's pages are not faulted in yet: the caller runs
   // stream->pool()->prefault() off the loop before it tells the source the stream is ready.
   // Refusals are counted by code (write_stats: "open_refused").
+  // `feedback` hears the consumers' requests (Stream::set_source_feedback), from the publishers'
+  // on_stream_open on.
   Stream* open(const StreamConfig& config, uint64_t owner, OpenError& error,
-               FramePool::Prefault prefault = FramePool::Prefault::kNow);
+               FramePool::Prefault prefault = FramePool::Prefault::kNow,
+               SourceFeedback* feedback = nullptr);
   void close(Stream* stream);
   void close_owned_by(uint64_t owner);
 

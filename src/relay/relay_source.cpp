@@ -77,7 +77,10 @@ void RelaySource::on_description(const StreamDescription& d) {
   config.fps = d.fps_millihertz / 1000.0;
   config.slots = kSlots;
   media::OpenError error;
-  stream_ = registry_.open(config, kOwner, error);
+  // A stream relayed as it came (a page's H.264): a consumer here that needs an IDR (its decoded
+  // twin's decoder) asks the sender through the relay, as this receiver's decoder does.
+  stream_ = registry_.open(config, kOwner, error, media::FramePool::Prefault::kNow,
+                           d.source_format != 0 ? nullptr : this);
   if (!stream_) {
     ++counters_.open_refused;
     counters_.open_error = media::open_error_code(error);
@@ -93,10 +96,6 @@ void RelaySource::on_description(const StreamDescription& d) {
       return;
     }
     decoding_ = true;
-  } else {
-    // A stream relayed as it came (a page's H.264): a consumer here that needs an IDR (its
-    // decoded twin's decoder) asks the sender through the relay, as this receiver's decoder does.
-    stream_->set_source_feedback(this);
   }
   ++counters_.streams_opened;
   counters_.open_error.clear();

@@ -65,8 +65,10 @@ void StreamControl::register_control(ControlRouter& router) {
   router.add<control::StreamOpen>("video.ingest", [this](Connection& c, const ControlMessage& m) {
     const auto& open = std::get<control::StreamOpen>(m);
     media::OpenError err;
-    media::Stream* s =
-        registry_.open(open.config, c.id(), err, media::FramePool::Prefault::kDeferred);
+    // A source that asked for feedback hears its consumers from their first request on (a
+    // relay or WHEP publisher's start rate comes as the stream opens).
+    media::Stream* s = registry_.open(open.config, c.id(), err, media::FramePool::Prefault::kDeferred,
+                                      open.feedback ? this : nullptr);
     if (!s) {
       // The slot range is the registry's own limit, so the message cannot drift from it.
       const std::string why =
@@ -77,7 +79,6 @@ void StreamControl::register_control(ControlRouter& router) {
                    nlohmann::json({{"name", open.config.name}}).dump());
       return;
     }
-    if (open.feedback) s->set_source_feedback(this);
     // Faulting a pool in takes ~1-2 ms a MiB (a 1 GiB pool: seconds), so a pool thread does it
     // and the source hears stream.opened when it is done: the loop never waits for it, and the
     // source's first frames land on pages already there.

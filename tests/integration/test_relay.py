@@ -145,6 +145,54 @@ class Relay(unittest.TestCase):
         self.assertEqual(test["delivered"], sent)
         self.assertEqual(receiver["frames_dropped"], 0)
 
+    def test_a_pages_h264_crosses_as_it_came_decoded_at_the_receiver_its_encoder_following(self):
+        """A page's own H.264 (access units with the column marker, from an independent client
+        that opened its stream with feedback) is relayed untouched; the receiving syncd decodes
+        it into the stream's twin, whose test publisher reads every marker, and whose decoder's
+        request for an IDR reaches the page through the relay (a PLI: stream.keyframe, reason
+        relay); the relay's rate becomes the page encoder's target (stream.bitrate)."""
+        import asyncio
+        from test_encoded import connect, make_clip, send_all
+        fps = 30
+        units = make_clip(self.tmp.name, "page.264", 640, 360, fps * 3, fps)
+
+        async def publish(tx):
+            source = await connect(tx)
+            stream = await source.open("page")
+            await send_all(source, stream, units, pause=1 / fps)
+            await asyncio.sleep(0.5)
+            await source.request({"type": "stream.close", "stream": stream})
+            await source.ws.close()
+            return source
+
+        with self.receiver() as rx:
+            with self.sender(relay_port(rx)) as tx:
+                tx.wait_for(lambda: tx.stats()["relay"]["state"] == "connected")
+                source = asyncio.run(publish(tx))
+                twin = rx.wait_for(lambda: (lambda t: t if t and not t["open"] else None)(
+                    rx.stream_stats("page.decoded")))
+                page = rx.stream_stats("page")
+                sending_page = tx.stream_stats("page")
+                relayed = sending_page["publishers"]["relay"]
+        print(f"\n  page stream relayed {relayed}\n  events {source.events}", file=sys.stderr)
+        self.assertEqual(page["format"], "h264")
+        self.assertEqual(relayed["sent"], len(units), relayed)
+        test = twin["publishers"]["test"]
+        self.assertGreater(test["marker_verified"], len(units) // 2, test)
+        self.assertEqual(test["verify_failed"]["marker_mismatch"], 0, test)
+        # The receiver's twin asked for an IDR through the relay (its PLI is counted by reason
+        # at the sender; one IDR answers the requests of 200 ms, so the page may have heard the
+        # sender's own twin's first).
+        self.assertGreaterEqual(sending_page["source_requests"]["keyframes"]["relay"], 1,
+                                sending_page["source_requests"])
+        self.assertGreaterEqual(len(source.keyframe_reasons()), 1)
+        # The relay's rate (its estimate, or the start rate before one) reaches the page's
+        # encoder, within the relay's bounds.
+        rates = [e["bps"] for e in source.events if e["type"] == "stream.bitrate"]
+        self.assertTrue(rates, source.events)
+        self.assertTrue(all(100_000 <= r <= 20_000_000 for r in rates), rates)
+        self.assertEqual(sending_page["source_requests"]["target_bps"], rates[-1])
+
     def test_a_clip_crosses_an_impaired_path_verified_across_re_keys(self):
         seconds = 15
         with self.receiver() as rx:
