@@ -206,6 +206,9 @@ bool StreamRegistry::commit(FrameSlot* slot, uint64_t now_ns) {
     stream->stages().ingest_gap.record(info.receive_start_ns - stream->last_accept_start_ns);
   stream->last_accept_start_ns = info.receive_start_ns;
   stream->stages().receive.record(now_ns - info.receive_start_ns);
+  if (SourceRequests& r = stream->source_requests();
+      r.keyframe_pending && now_ns - r.keyframe_passed_ns >= kKeyframeIntervalNs)
+    pass_keyframe_request(*stream, r.pending_reason, now_ns);
 
   for (auto& p : publishers_) p->on_frame(*stream, *slot);
   const uint64_t published_ns = core::monotonic_ns();
@@ -253,10 +256,21 @@ void StreamRegistry::request_keyframe(uint32_t stream_id, KeyframeReason reason,
   if (!stream || reason >= KeyframeReason::kCount) return;
   SourceRequests& r = stream->source_requests();
   ++r.keyframes[size_t(reason)];
-  if (r.keyframes_passed != 0 && now_ns - r.keyframe_passed_ns < kKeyframeIntervalNs) return;
+  if (r.keyframes_passed != 0 && now_ns - r.keyframe_passed_ns < kKeyframeIntervalNs) {
+    r.keyframe_pending = true;
+    r.pending_reason = reason;
+    return;
+  }
+  pass_keyframe_request(*stream, reason, now_ns);
+}
+
+void StreamRegistry::pass_keyframe_request(Stream& stream, KeyframeReason reason,
+                                           uint64_t now_ns) {
+  SourceRequests& r = stream.source_requests();
+  r.keyframe_pending = false;
   ++r.keyframes_passed;
   r.keyframe_passed_ns = now_ns;
-  if (SourceFeedback* f = stream->source_feedback()) f->keyframe_wanted(*stream, reason);
+  if (SourceFeedback* f = stream.source_feedback()) f->keyframe_wanted(stream, reason);
 }
 
 void StreamRegistry::set_target_bitrate(uint32_t stream_id, uintptr_t consumer,

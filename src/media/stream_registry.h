@@ -164,9 +164,10 @@ class StreamRegistry {
   SlotLease begin(const IngestRequest& request, IngestRefusal& refusal);
 
   // Consumers of an encoded stream ask its source (SourceFeedback; docs/protocol.md, "Messages
-  // from syncd to a stream's source"). A key frame: counted by reason, and passed on unless one
-  // was passed less than kKeyframeIntervalNs ago (the encoder's next IDR answers both; a PLI
-  // from every viewer would otherwise make IDR after IDR). A bandwidth target per consumer
+  // from syncd to a stream's source"). A key frame: counted by reason, and passed on at once
+  // unless one was passed less than kKeyframeIntervalNs ago; then it is passed at the stream's
+  // first frame after the interval, and requests meanwhile merge into it (one IDR answers them
+  // all; a PLI from every viewer would otherwise make IDR after IDR). A bandwidth target per consumer
   // (`consumer`: a key of its own, e.g. its address; 0 bits/s withdraws it): the source hears
   // the lowest, when it first exists and when it moves by kBitrateStep or more. Unknown or
   // closed streams are ignored. Loop thread; control plane (no allocation).
@@ -195,6 +196,7 @@ class StreamRegistry {
   OpenError check_open(const StreamConfig& config, uint64_t owner) const;
   bool commit(FrameSlot* slot, uint64_t now_ns);
   void abort(FrameSlot* slot, DropReason reason);
+  void pass_keyframe_request(Stream& stream, KeyframeReason reason, uint64_t now_ns);
 
   StreamLimits limits_;
   std::vector<std::unique_ptr<Publisher>> publishers_;

@@ -486,22 +486,44 @@ Stream* open_h264(StreamRegistry& registry, HeardRequests& heard) {
 }
 }  // namespace
 
-TEST(SourceRequests, KeyFramesAreCountedByReasonAndPassedOncePerInterval) {
+// One access unit of the stream, committed at now_ns.
+void commit_unit(StreamRegistry& registry, Stream* s, uint64_t sequence, uint64_t now_ns) {
+  IngestRequest r;
+  r.stream_id = s->id();
+  r.owner = 3;
+  r.sequence = sequence;
+  r.start_ns = now_ns;
+  IngestRefusal refusal;
+  SlotLease lease = registry.begin(r, refusal);
+  ASSERT_TRUE(lease);
+  lease.pixels()[0] = 0;
+  ASSERT_TRUE(lease.commit(1, now_ns));
+}
+
+TEST(SourceRequests, KeyFramesAreCountedByReasonAndMergedWithinAnInterval) {
   StreamRegistry registry;
   HeardRequests heard;
   Stream* s = open_h264(registry, heard);
   ASSERT_NE(s, nullptr);
   const uint64_t t = 10'000'000'000;
   registry.request_keyframe(s->id(), KeyframeReason::kWhep, t);
-  registry.request_keyframe(s->id(), KeyframeReason::kWhep, t + 50'000'000);     // merged
-  registry.request_keyframe(s->id(), KeyframeReason::kDecoder, t + 199'000'000);  // merged
-  registry.request_keyframe(s->id(), KeyframeReason::kRelay, t + 200'000'000);
+  registry.request_keyframe(s->id(), KeyframeReason::kWhep, t + 50'000'000);      // pending
+  registry.request_keyframe(s->id(), KeyframeReason::kConsumer, t + 120'000'000);  // merged
+  commit_unit(registry, s, 1, t + 150'000'000);  // inside the interval: still pending
+  EXPECT_EQ(heard.keyframes, (std::vector<KeyframeReason>{KeyframeReason::kWhep}));
+  // The first frame after the interval passes the pending one: the IDR that answered the first
+  // may have gone before the consumer that asked at +120 ms joined.
+  commit_unit(registry, s, 2, t + 210'000'000);
   EXPECT_EQ(heard.keyframes,
-            (std::vector<KeyframeReason>{KeyframeReason::kWhep, KeyframeReason::kRelay}));
+            (std::vector<KeyframeReason>{KeyframeReason::kWhep, KeyframeReason::kConsumer}));
+  commit_unit(registry, s, 3, t + 500'000'000);  // nothing pending: nothing passed
+  registry.request_keyframe(s->id(), KeyframeReason::kRelay, t + 600'000'000);  // at once
+  EXPECT_EQ(heard.keyframes.size(), 3u);
+  EXPECT_EQ(heard.keyframes.back(), KeyframeReason::kRelay);
   const SourceRequests& r = s->source_requests();
   EXPECT_EQ(r.keyframes[size_t(KeyframeReason::kWhep)], 2u);
-  EXPECT_EQ(r.keyframes[size_t(KeyframeReason::kDecoder)], 1u);
-  EXPECT_EQ(r.keyframes_passed, 2u);
+  EXPECT_EQ(r.keyframes[size_t(KeyframeReason::kConsumer)], 1u);
+  EXPECT_EQ(r.keyframes_passed, 3u);
   registry.request_keyframe(999, KeyframeReason::kWhep, t);  // no such stream: ignored
   nlohmann::json stats;
   registry.write_stats(stats);
