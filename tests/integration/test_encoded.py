@@ -177,10 +177,10 @@ class EncodedPublishing(unittest.TestCase):
             await wait_decoded(syncd, "late", 30)
             await source.request({"type": "stream.close", "stream": stream})
             await source.ws.close()
-            return waited
+            return waited, source.keyframe_reasons()
 
         with Syncd("--publisher", "test") as syncd:
-            waited = asyncio.run(scenario(syncd))
+            waited, heard = asyncio.run(scenario(syncd))
             # Asked at the start (a consumer), and again while it waited (the decoder), at most
             # every 200 ms: 29 frames 20 ms apart give 2-4 requests, not 29.
             self.assertIn("consumer", waited)
@@ -190,7 +190,7 @@ class EncodedPublishing(unittest.TestCase):
             dec = s["publishers"]["decode"]["decoder"]
             self.assertEqual(dec["dropped"]["awaiting_keyframe"], 29, dec)
             self.assertEqual(dec["decoded"], 30, dec)
-            self.assertEqual(s["source_requests"]["keyframes_passed"], len(waited))
+            self.assertEqual(s["source_requests"]["keyframes_passed"], len(heard))
             self.twin_checks(syncd, "late", 30)
             self.assertEqual(syncd.stop(), 0)
 
