@@ -287,7 +287,7 @@ async function arm({ label, codec, w, h, pages: nPages = 1, seconds, audio = fal
         lowRateSeconds: delta(st0, st1, 'low_rate_seconds'),
         decodedFps: rate(tw0, tw1, 'frames_unique', elapsed),
         decodedLowRateSeconds: delta(tw0, tw1, 'low_rate_seconds'),
-        minSecondFps: tw1 ? Math.min(...(tw1.recent_seconds_unique_fps ?? []).slice(-Math.floor(elapsed) + 1)) : null,
+        minSecondFps: tw1?.recent_seconds_unique_fps?.length ? Math.min(...tw1.recent_seconds_unique_fps.slice(-Math.floor(elapsed) + 1)) : null,
         ...(codec === 'h264' ? { decode: decodeFigures(st0, st1) } : {}),
         megabytesPerSecond: +((p1[i].p.bytesSent - p0[i].p.bytesSent) / elapsed / 1e6).toFixed(2),
         page: pf,
