@@ -97,7 +97,8 @@ void DecodePublisher::start_decoding(Twin& t) {
   std::string error;
   if (!t.stage) {
     t.stage = std::make_unique<DecodeStage>(
-        registry_, DecodeStageHooks{&DecodePublisher::buffer_done, &DecodePublisher::keyframe_wanted, &t},
+        registry_,
+        DecodeStageHooks{&DecodePublisher::buffer_done, &DecodePublisher::keyframe_wanted, &t},
         config_.stage);
     if (!t.stage->start(loop_, error)) {
       t.twin_error = error;
@@ -216,10 +217,10 @@ void DecodePublisher::write_stream_stats(uint32_t stream_id, nlohmann::json& out
   nlohmann::json dropped = nlohmann::json::object();
   for (size_t i = 0; i < size_t(TwinDrop::kCount); ++i)
     dropped[twin_drop_name(TwinDrop(i))] = c.dropped[i];
-  const char* state = t.decoding                         ? "decoding"
-                      : !t.source_open                   ? "closed"
-                      : t.open_tried && t.twin_id == 0   ? "unavailable"
-                                                         : "idle";
+  const char* state = t.decoding                       ? "decoding"
+                      : !t.source_open                 ? "closed"
+                      : t.open_tried && t.twin_id == 0 ? "unavailable"
+                                                       : "idle";
   out = {{"twin", t.source_name + std::string(kTwinSuffix)},
          {"twin_stream", t.twin_id},
          {"state", state},
@@ -252,8 +253,8 @@ void DecodePublisher::write_metrics(telemetry::PrometheusText& out,
   std::vector<DecodeStage::Labelled> stages;
   for (const media::Stream* s : streams)
     if (const DecodeStage* st = stage(s->id()))
-      stages.push_back({"stream=\"" + telemetry::prometheus_label_value(s->config().name) + "\"",
-                        st});
+      stages.push_back(
+          {"stream=\"" + telemetry::prometheus_label_value(s->config().name) + "\"", st});
   DecodeStage::write_metrics(out, "syncd_decoder", stages);
 }
 

@@ -72,7 +72,7 @@ struct TwinCounters {
   uint64_t offered = 0;    // frames of the encoded stream that reached this publisher
   uint64_t submitted = 0;  // handed to the decode stage
   std::array<uint64_t, size_t(TwinDrop::kCount)> dropped{};
-  uint64_t losses = 0;       // frames the registry or this publisher dropped before the decoder
+  uint64_t losses = 0;  // frames lost before the decoder: by the registry, here, or upstream
   uint64_t consumer_starts = 0;  // the decoder started because something wanted pixels
   uint64_t buffer_growths = 0;   // a buffer grew for a larger access unit than any before
   uint64_t dropped_total() const {

@@ -1,9 +1,9 @@
 #include "decode/decode_stage.h"
 
 #include <libyuv.h>
-#include <algorithm>
 #include <sched.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
@@ -48,8 +48,8 @@ bool DecodeStage::start(uv_loop_t* loop, std::string& error) {
     error = "the decode stage starts once";
     return false;
   }
-  worker_ =
-      std::make_unique<core::WorkerHandoff<Job, kMaxDepth>>(&decode_on_worker, &result_on_loop, this);
+  worker_ = std::make_unique<core::WorkerHandoff<Job, kMaxDepth>>(&decode_on_worker,
+                                                                  &result_on_loop, this);
   if (const int rc = worker_->start(loop); rc != 0) {
     worker_.reset();
     error = std::string("cannot start the decoder's worker: ") + uv_strerror(rc);

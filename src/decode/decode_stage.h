@@ -6,10 +6,10 @@
 // check, raw HTTP receivers) get them from one decode.
 //
 // Per access unit, on the main loop: a lease is begun in the local I420 stream, and {the access
-// unit, the lease's planes} go to the stage's worker (core::WorkerHandoff, config.depth jobs), whose
-// H264Decoder writes the picture straight into the lease. Back on the loop the lease is committed
-// (a picture) or aborted as media::DropReason::kUndecodable, the stage's reason counted. The
-// access unit's bytes are the source's buffer (a relay buffer, or a pinned slot of the encoded
+// unit, the lease's planes} go to the stage's worker (core::WorkerHandoff, config.depth jobs),
+// whose H264Decoder writes the picture straight into the lease. Back on the loop the lease is
+// committed (a picture) or aborted as media::DropReason::kUndecodable, the stage's reason counted.
+// The access unit's bytes are the source's buffer (a relay buffer, or a pinned slot of the encoded
 // stream), lent for the job and given back (buffer_done) when the worker is done: no second copy,
 // as the decoder copies the access unit once already into its padded input. In steady state one
 // buffer is held for the decode time (the `held` figure).

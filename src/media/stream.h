@@ -108,17 +108,17 @@ struct SourceRequests {
   };
   static constexpr size_t kMaxTargets = 8;
   std::array<uint64_t, size_t(KeyframeReason::kCount)> keyframes{};  // asked, by reason
-  uint64_t keyframes_passed = 0;     // passed to the source
-  uint64_t keyframe_passed_ns = 0;   // when the last was passed
+  uint64_t keyframes_passed = 0;                                     // passed to the source
+  uint64_t keyframe_passed_ns = 0;                                   // when the last was passed
   // A request inside the interval after the last: passed when the interval is over (at the
   // stream's next frame), since the IDR that answered the last may have gone before its
   // consumer joined.
   bool keyframe_pending = false;
   KeyframeReason pending_reason = KeyframeReason::kConsumer;
   std::array<Target, kMaxTargets> targets{};
-  uint64_t bitrate_sent = 0;         // the last target passed to the source (0: none yet)
+  uint64_t bitrate_sent = 0;  // the last target passed to the source (0: none yet)
   uint64_t bitrate_changes = 0;
-  uint64_t targets_refused = 0;      // a ninth consumer's target (not counted in the lowest)
+  uint64_t targets_refused = 0;  // a ninth consumer's target (not counted in the lowest)
 };
 
 // What a stream's source says about its frames before they reached syncd (a page's canvas

@@ -264,8 +264,7 @@ void StreamRegistry::request_keyframe(uint32_t stream_id, KeyframeReason reason,
   pass_keyframe_request(*stream, reason, now_ns);
 }
 
-void StreamRegistry::pass_keyframe_request(Stream& stream, KeyframeReason reason,
-                                           uint64_t now_ns) {
+void StreamRegistry::pass_keyframe_request(Stream& stream, KeyframeReason reason, uint64_t now_ns) {
   SourceRequests& r = stream.source_requests();
   r.keyframe_pending = false;
   ++r.keyframes_passed;
@@ -386,12 +385,10 @@ void StreamRegistry::write_stats(nlohmann::json& out) const {
       nlohmann::json targets = nlohmann::json::array();
       for (const SourceRequests::Target& t : r.targets)
         if (t.consumer != 0) targets.push_back(t.bits_per_second);
-      j["source_requests"] = {{"keyframes", std::move(keyframes)},
-                              {"keyframes_passed", r.keyframes_passed},
-                              {"target_bps", r.bitrate_sent},
-                              {"consumer_targets_bps", std::move(targets)},
-                              {"bitrate_changes", r.bitrate_changes},
-                              {"targets_refused", r.targets_refused}};
+      j["source_requests"] = {
+          {"keyframes", std::move(keyframes)},    {"keyframes_passed", r.keyframes_passed},
+          {"target_bps", r.bitrate_sent},         {"consumer_targets_bps", std::move(targets)},
+          {"bitrate_changes", r.bitrate_changes}, {"targets_refused", r.targets_refused}};
     }
     if (const SourceReport& r = s->source_report(); r.received_ns != 0) {
       nlohmann::json dropped_at_source = nlohmann::json::object();

@@ -167,7 +167,8 @@ class StreamRegistry {
   // from syncd to a stream's source"). A key frame: counted by reason, and passed on at once
   // unless one was passed less than kKeyframeIntervalNs ago; then it is passed at the stream's
   // first frame after the interval, and requests meanwhile merge into it (one IDR answers them
-  // all; a PLI from every viewer would otherwise make IDR after IDR). A bandwidth target per consumer
+  // all; a PLI from every viewer would otherwise make IDR after IDR). A bandwidth target per
+  // consumer
   // (`consumer`: a key of its own, e.g. its address; 0 bits/s withdraws it): the source hears
   // the lowest, when it first exists and when it moves by kBitrateStep or more. Unknown or
   // closed streams are ignored. Loop thread; control plane (no allocation).

@@ -135,7 +135,7 @@ class RelayPublisher final : public media::Publisher {
   bool active_ = true;
   media::StreamRegistry* registry_ = nullptr;  // forward_to_source
   media::KeyframeReason feedback_reason_ = media::KeyframeReason::kRelay;
-  uint64_t target_bps_ = 0;  // the last estimate, or the start rate
+  uint64_t target_bps_ = 0;    // the last estimate, or the start rate
   bool awaiting_idr_ = false;  // a relayed H.264 stream lost an access unit here
   std::unordered_map<uint32_t, RelayPublisherCounters> streams_;
 };

@@ -10,8 +10,8 @@
 //
 // A stream the sender's relay encoded from raw frames (StreamDescription::source_format != 0)
 // opens here as I420 under the same name, at the described size, and its access units go
-// through a decode::DecodeStage (decode/decode_stage.h), which decodes them on its worker into the stream's
-// leases and gives the buffers back when done.
+// through a decode::DecodeStage (decode/decode_stage.h), which decodes them on its worker into the
+// stream's leases and gives the buffers back when done.
 //
 // A stream relayed as it came (H.264 from the sender's producer, source_format == 0) opens
 // here as h264; this source is its SourceFeedback, so a consumer that needs an IDR (the stream's
@@ -27,8 +27,8 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
-#include "media/stream_registry.h"
 #include "decode/decode_stage.h"
+#include "media/stream_registry.h"
 #include "relay/relay_thread.h"
 #include "telemetry/stage_stats.h"
 

@@ -67,8 +67,9 @@ void StreamControl::register_control(ControlRouter& router) {
     media::OpenError err;
     // A source that asked for feedback hears its consumers from their first request on (a
     // relay or WHEP publisher's start rate comes as the stream opens).
-    media::Stream* s = registry_.open(open.config, c.id(), err, media::FramePool::Prefault::kDeferred,
-                                      open.feedback ? this : nullptr);
+    media::Stream* s =
+        registry_.open(open.config, c.id(), err, media::FramePool::Prefault::kDeferred,
+                       open.feedback ? this : nullptr);
     if (!s) {
       // The slot range is the registry's own limit, so the message cannot drift from it.
       const std::string why =
@@ -208,7 +209,8 @@ void StreamControl::keyframe_wanted(const media::Stream& stream, media::Keyframe
 void StreamControl::target_bitrate(const media::Stream& stream, uint64_t bits_per_second) {
   if (Connection* c = find_connection_(stream.owner()))
     c->send_event(
-        nlohmann::json({{"type", "stream.bitrate"}, {"stream", stream.id()}, {"bps", bits_per_second}})
+        nlohmann::json(
+            {{"type", "stream.bitrate"}, {"stream", stream.id()}, {"bps", bits_per_second}})
             .dump());
 }
 

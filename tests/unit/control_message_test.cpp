@@ -39,10 +39,8 @@ TEST(ControlMessage, StreamOpenDefaultsAndFields) {
 
 TEST(ControlMessage, StreamOpenTakesEveryPixelFormat) {
   const std::pair<const char*, syncd::media::PixelFormat> formats[] = {
-      {"rgba8", syncd::media::PixelFormat::kRgba8},
-      {"bgra8", syncd::media::PixelFormat::kBgra8},
-      {"nv12", syncd::media::PixelFormat::kNv12},
-      {"i420", syncd::media::PixelFormat::kI420},
+      {"rgba8", syncd::media::PixelFormat::kRgba8}, {"bgra8", syncd::media::PixelFormat::kBgra8},
+      {"nv12", syncd::media::PixelFormat::kNv12},   {"i420", syncd::media::PixelFormat::kI420},
       {"h264", syncd::media::PixelFormat::kH264},
   };
   for (const auto& [name, format] : formats) {

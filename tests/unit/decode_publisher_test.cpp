@@ -171,15 +171,16 @@ TEST(DecodePublisher, WithoutAConsumerTheDecoderIdlesAndOneThatJoinsAsksForAKeyF
   for (uint64_t seq = 1; seq <= 5; ++seq) f.send_and_settle(seq);
   EXPECT_EQ(f.counters().dropped[size_t(TwinDrop::kNoConsumer)], 5u);
   EXPECT_EQ(f.decode->stage(f.stream->id()), nullptr);  // no worker started
-  ASSERT_NE(f.twin(), nullptr);  // open, so a receiver can find it by name
+  ASSERT_NE(f.twin(), nullptr);                         // open, so a receiver can find it by name
   EXPECT_TRUE(f.requests.keyframes.empty());
 
-  f.demand = true;  // e.g. an HTTP receiver of the twin
+  f.demand = true;       // e.g. an HTTP receiver of the twin
   f.send_and_settle(6);  // a P-frame: the new decoder cannot start from it
   ASSERT_EQ(f.requests.keyframes.size(), 1u);
   EXPECT_EQ(f.requests.keyframes[0], media::KeyframeReason::kConsumer);
-  EXPECT_EQ(f.decode->stage(f.stream->id())->counters().dropped[size_t(DecodeDrop::kAwaitingKeyframe)],
-            1u);
+  EXPECT_EQ(
+      f.decode->stage(f.stream->id())->counters().dropped[size_t(DecodeDrop::kAwaitingKeyframe)],
+      1u);
   f.send_and_settle(7, /*keyframe=*/true);  // the source's answer
   f.send_and_settle(8);
   EXPECT_EQ(f.twin()->counters().accepted, 2u);

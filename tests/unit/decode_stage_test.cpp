@@ -331,7 +331,8 @@ TEST(RelayDecoder, StopWithJobsInFlightReleasesEveryLeaseAndBuffer) {
   rx.expect_accounted();
   rx.stage->stop();
   EXPECT_EQ(c.in_flight, 0u);
-  EXPECT_EQ(c.decoded, DecodeStageConfig{}.depth);  // finished, then committed before the stream goes
+  EXPECT_EQ(c.decoded,
+            DecodeStageConfig{}.depth);  // finished, then committed before the stream goes
   ASSERT_EQ(rx.hooks.freed.size(), 6u);
   EXPECT_EQ(std::set<uint32_t>(rx.hooks.freed.begin(), rx.hooks.freed.end()),
             (std::set<uint32_t>{100, 101, 102, 103, 104, 105}));

@@ -507,7 +507,7 @@ TEST(SourceRequests, KeyFramesAreCountedByReasonAndMergedWithinAnInterval) {
   ASSERT_NE(s, nullptr);
   const uint64_t t = 10'000'000'000;
   registry.request_keyframe(s->id(), KeyframeReason::kWhep, t);
-  registry.request_keyframe(s->id(), KeyframeReason::kWhep, t + 50'000'000);      // pending
+  registry.request_keyframe(s->id(), KeyframeReason::kWhep, t + 50'000'000);       // pending
   registry.request_keyframe(s->id(), KeyframeReason::kConsumer, t + 120'000'000);  // merged
   commit_unit(registry, s, 1, t + 150'000'000);  // inside the interval: still pending
   EXPECT_EQ(heard.keyframes, (std::vector<KeyframeReason>{KeyframeReason::kWhep}));
