@@ -54,6 +54,10 @@ test('page publishes 640x360 H.264 (WebCodecs): an h264 stream, every access uni
   assert.deepEqual(first.encoder.avc, { format: 'annexb' });
   assert.equal(first.encoder.latencyMode, 'realtime');
   assert.equal(first.sender, 'page');
+  // source.html draws WebGL2; on headless Chromium's SwiftShader the frame is read with
+  // readPixels (not new VideoFrame(canvas)), its column marker written into the pixels, which
+  // syncd then verifies on the decoded twin (next test).
+  assert.equal(first.readback, 'webgl2-sync');
   await waitFor(async () => (await streamStats(syncd, NAME))?.frames_accepted >= 30, { what: '30 accepted access units', timeoutMs: 30000 });
   const s0 = await streamStats(syncd, NAME);
   await sleep(3000);
