@@ -110,6 +110,7 @@ class EncodedPublishing(unittest.TestCase):
         # Key frames 1 s apart at 30 fps: the start, 30 and 60.
         cls.clip = make_clip(cls.tmp.name, "clip.264", W, H, 90, 30)
         cls.small = make_clip(cls.tmp.name, "small.264", 320, 180, 30, 30)
+        cls.large = make_clip(cls.tmp.name, "large.264", 1280, 720, 2, 30)
 
     @classmethod
     def tearDownClass(cls):
@@ -207,6 +208,7 @@ class EncodedPublishing(unittest.TestCase):
                 idr[:len(idr) // 3],                # an IDR cut short
                 idr,                                # a whole IDR: decodes
                 self.small[0],                      # an IDR of another size (320x180): scaled
+                self.large[0],                      # an SPS larger than declared (1280x720): scaled
                 b"\0\0\0\x01\x67" + b"\xff" * 64,   # a broken SPS
                 self.clip[1],                       # a P-frame after the break: waits
             ]
@@ -227,12 +229,13 @@ class EncodedPublishing(unittest.TestCase):
             # The good stream lost nothing to its neighbour's garbage.
             self.twin_checks(syncd, "good", len(self.clip))
             s = syncd.wait_for(lambda: closed(syncd, "bad"))
-            self.assertEqual(s["frames_accepted"], 7)
+            self.assertEqual(s["frames_accepted"], 8)
             dec = s["publishers"]["decode"]["decoder"]
-            self.assertEqual(dec["frames_in"], 7, dec)
+            self.assertEqual(dec["frames_in"], 8, dec)
             self.assertEqual(dec["frames_in"], dec["decoded"] + dec["dropped_total"], dec)
-            self.assertGreaterEqual(dec["decoded"], 2, dec)  # the IDR, and the small one scaled
-            self.assertGreaterEqual(dec["scaled"], 1, dec)
+            # The IDR, and the small and the large one scaled into the declared 640x360.
+            self.assertGreaterEqual(dec["decoded"], 3, dec)
+            self.assertGreaterEqual(dec["scaled"], 2, dec)
             refused = dec["dropped"]
             self.assertGreaterEqual(
                 refused["refused"] + refused["decode_error"] + refused["awaiting_keyframe"], 4,
