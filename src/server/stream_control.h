@@ -2,7 +2,7 @@
 // stream.close, ticket.create, stats and ping (docs/protocol.md, "Control messages"); and the
 // messages syncd sends a stream's source when its consumers ask (stream.keyframe,
 // stream.bitrate: docs/protocol.md, "Messages from syncd to a stream's source"), as the
-// SourceFeedback of every stream a connection opens.
+// SourceFeedback of every stream a connection opens with "feedback": true.
 //
 // Thread: the loop thread. Control plane (allocates).
 #pragma once
