@@ -32,6 +32,8 @@ inline constexpr const char* kNotStreamOwner = "not_stream_owner";
 inline constexpr const char* kBadFrameHeader = "bad_frame_header";
 inline constexpr const char* kFrameSizeMismatch = "frame_size_mismatch";
 inline constexpr const char* kGeometryMismatch = "geometry_mismatch";
+// An h264 stream's access unit syncd's decoder refused; to a source with feedback only.
+inline constexpr const char* kUndecodable = "undecodable";
 inline constexpr const char* kUnknownReceiver = "unknown_receiver";
 inline constexpr const char* kUnknownTopic = "unknown_topic";
 inline constexpr const char* kTopicUnavailable = "topic_unavailable";  // no --headtracker

@@ -101,7 +101,8 @@ void DecodePublisher::start_decoding(Twin& t) {
   if (!t.stage) {
     t.stage = std::make_unique<DecodeStage>(
         registry_,
-        DecodeStageHooks{&DecodePublisher::buffer_done, &DecodePublisher::keyframe_wanted, &t},
+        DecodeStageHooks{&DecodePublisher::buffer_done, &DecodePublisher::keyframe_wanted, &t,
+                         &DecodePublisher::undecodable},
         config_.stage);
     if (!t.stage->start(loop_, error)) {
       t.twin_error = error;
@@ -195,6 +196,11 @@ void DecodePublisher::keyframe_wanted(void* twin) {
   auto* t = static_cast<Twin*>(twin);
   t->self->registry_.request_keyframe(t->source_id, media::KeyframeReason::kDecoder,
                                       core::monotonic_ns());
+}
+
+void DecodePublisher::undecodable(uint64_t sequence, const char* why, void* twin) {
+  auto* t = static_cast<Twin*>(twin);
+  t->self->registry_.report_undecodable(t->source_id, sequence, why, core::monotonic_ns());
 }
 
 uint32_t DecodePublisher::twin_of(uint32_t stream_id) const {

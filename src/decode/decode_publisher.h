@@ -22,9 +22,11 @@
 // disconnected...), one the source lost (frame_flag::kDiscontinuity: the relay's receiver gave
 // one up) or one dropped here breaks the decoder's chain of references; the next is
 // submitted as loss_before, and the stage waits for an IDR and asks the source for one
-// (KeyframeReason::kDecoder, at most every 200 ms). A twin that cannot open (its name taken, odd
-// size, no memory) is reported in /stats with its reason, and the stream's frames are counted
-// dropped as twin_unavailable.
+// (KeyframeReason::kDecoder, at most every 200 ms). An access unit the decoder refuses (not
+// H.264, truncated, corrupt) is reported to the registry, which tells a source that asked for
+// feedback (an `undecodable` error, at most one a second). A twin that cannot open (its name
+// taken, odd size, no memory) is reported in /stats with its reason, and the stream's frames are
+// counted dropped as twin_unavailable.
 //
 // Accounting per encoded stream: offered == submitted + dropped (by reason); the stage's own:
 // frames_in == decoded + dropped (by reason) + in_flight. The twin stream's registry counters
@@ -138,6 +140,7 @@ class DecodePublisher final : public media::Publisher {
   void drop(Twin& t, TwinDrop reason);
   static void buffer_done(uint32_t buffer, void* twin);
   static void keyframe_wanted(void* twin);
+  static void undecodable(uint64_t sequence, const char* why, void* twin);
 
   uv_loop_t* loop_;
   media::StreamRegistry& registry_;

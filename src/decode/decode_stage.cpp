@@ -102,6 +102,35 @@ void DecodeStage::drop(DecodeDrop reason, uint32_t buffer) {
   if (hooks_.buffer_done) hooks_.buffer_done(buffer, hooks_.context);
 }
 
+void DecodeStage::tell_undecodable(uint64_t sequence, video_codec::DecodeStatus status) {
+  if (!hooks_.undecodable) return;
+  using video_codec::DecodeStatus;
+  const char* why = "the decoder made no picture of it";
+  switch (status) {
+    case DecodeStatus::kDecodeError:
+      why = "libavcodec found an error in the bitstream";
+      break;
+    case DecodeStatus::kCorruptPicture:
+      why = "the picture came out corrupt";
+      break;
+    case DecodeStatus::kRefusedEmpty:
+      why = "the access unit is empty";
+      break;
+    case DecodeStatus::kRefusedTooLarge:
+      why = "the access unit is larger than the decoder takes";
+      break;
+    case DecodeStatus::kRefusedNotAnnexB:
+      why = "not H.264 Annex B: no start code, or no NAL unit";
+      break;
+    case DecodeStatus::kUnsupportedFormat:
+      why = "not 8-bit 4:2:0";
+      break;
+    default:
+      break;
+  }
+  hooks_.undecodable(sequence, why, hooks_.context);
+}
+
 void DecodeStage::want_keyframe(uint64_t now_ns) {
   if (requested_ && now_ns - last_request_ns_ < config_.keyframe_request_interval_ns) {
     ++counters_.keyframe_requests_throttled;
@@ -301,11 +330,13 @@ void DecodeStage::finish(Job& job) {
     case DecodeStatus::kDecodeError:
     case DecodeStatus::kCorruptPicture:
       awaiting_keyframe_ = true;
+      tell_undecodable(lease.info().sequence, r.status);
       lease.abort(media::DropReason::kUndecodable);
       drop(DecodeDrop::kDecodeError, buffer);
       want_keyframe(last_now_ns_);
       return;
     default:
+      tell_undecodable(lease.info().sequence, r.status);
       lease.abort(media::DropReason::kUndecodable);
       drop(DecodeDrop::kRefused, buffer);
       return;

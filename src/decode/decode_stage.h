@@ -58,6 +58,9 @@ struct DecodeStageHooks {
   // The decoder waits for an IDR: ask the sender for one (kKeyframeRequest). Throttled here.
   void (*keyframe_wanted)(void* context) = nullptr;
   void* context = nullptr;
+  // The decoder refused the access unit of `sequence` (decode_error or refused; not one it only
+  // waited past for an IDR). `why` is a short sentence with static storage. Optional.
+  void (*undecodable)(uint64_t sequence, const char* why, void* context) = nullptr;
 };
 
 struct DecodeStageConfig {
@@ -178,6 +181,7 @@ class DecodeStage {
   void finish(Job& job);  // loop
   void drop(DecodeDrop reason, uint32_t buffer);
   void want_keyframe(uint64_t now_ns);
+  void tell_undecodable(uint64_t sequence, video_codec::DecodeStatus status);
 
   media::StreamRegistry& registry_;
   DecodeStageHooks hooks_;

@@ -93,6 +93,13 @@ class SourceFeedback {
  public:
   virtual void keyframe_wanted(const Stream& stream, KeyframeReason reason) = 0;
   virtual void target_bitrate(const Stream& stream, uint64_t bits_per_second) = 0;
+  // syncd's decoder refused the access unit of `sequence` (`why`: a short sentence). Sources
+  // that cannot act on it (a relay's receiver) ignore it.
+  virtual void undecodable(const Stream& stream, uint64_t sequence, const char* why) {
+    (void)stream;
+    (void)sequence;
+    (void)why;
+  }
 
  protected:
   ~SourceFeedback() = default;
@@ -118,7 +125,10 @@ struct SourceRequests {
   std::array<Target, kMaxTargets> targets{};
   uint64_t bitrate_sent = 0;  // the last target passed to the source (0: none yet)
   uint64_t bitrate_changes = 0;
-  uint64_t targets_refused = 0;  // a ninth consumer's target (not counted in the lowest)
+  uint64_t targets_refused = 0;   // a ninth consumer's target (not counted in the lowest)
+  uint64_t undecodable = 0;       // access units syncd's decoder refused
+  uint64_t undecodable_told = 0;  // of which the source was told (at most one a second)
+  uint64_t undecodable_told_ns = 0;
 };
 
 // What a stream's source says about its frames before they reached syncd (a page's canvas

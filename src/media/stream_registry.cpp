@@ -308,6 +308,18 @@ void StreamRegistry::set_target_bitrate(uint32_t stream_id, uintptr_t consumer,
   if (SourceFeedback* f = stream->source_feedback()) f->target_bitrate(*stream, lowest);
 }
 
+void StreamRegistry::report_undecodable(uint32_t stream_id, uint64_t sequence, const char* why,
+                                        uint64_t now_ns) {
+  Stream* stream = find(stream_id);
+  if (!stream) return;
+  SourceRequests& r = stream->source_requests();
+  ++r.undecodable;
+  if (r.undecodable_told != 0 && now_ns - r.undecodable_told_ns < kUndecodableIntervalNs) return;
+  ++r.undecodable_told;
+  r.undecodable_told_ns = now_ns;
+  if (SourceFeedback* f = stream->source_feedback()) f->undecodable(*stream, sequence, why);
+}
+
 void StreamRegistry::tick(uint64_t now_ns) {
   for (auto& [id, s] : open_) s->tick(now_ns);
 }
@@ -388,7 +400,8 @@ void StreamRegistry::write_stats(nlohmann::json& out) const {
       j["source_requests"] = {
           {"keyframes", std::move(keyframes)},    {"keyframes_passed", r.keyframes_passed},
           {"target_bps", r.bitrate_sent},         {"consumer_targets_bps", std::move(targets)},
-          {"bitrate_changes", r.bitrate_changes}, {"targets_refused", r.targets_refused}};
+          {"bitrate_changes", r.bitrate_changes}, {"targets_refused", r.targets_refused},
+          {"undecodable", r.undecodable},         {"undecodable_told", r.undecodable_told}};
     }
     if (const SourceReport& r = s->source_report(); r.received_ns != 0) {
       nlohmann::json dropped_at_source = nlohmann::json::object();

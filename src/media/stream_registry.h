@@ -176,6 +176,11 @@ class StreamRegistry {
   static constexpr double kBitrateStep = 0.05;
   void request_keyframe(uint32_t stream_id, KeyframeReason reason, uint64_t now_ns);
   void set_target_bitrate(uint32_t stream_id, uintptr_t consumer, uint64_t bits_per_second);
+  // A decoder of the stream refused an access unit (not H.264, truncated, corrupt): counted,
+  // and the source is told at most once per kUndecodableIntervalNs (a stream of garbage is one
+  // message a second, not sixty).
+  static constexpr uint64_t kUndecodableIntervalNs = 1'000'000'000;
+  void report_undecodable(uint32_t stream_id, uint64_t sequence, const char* why, uint64_t now_ns);
 
   // Once a second or more: closes rate bins.
   void tick(uint64_t now_ns);

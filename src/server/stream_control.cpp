@@ -206,6 +206,14 @@ void StreamControl::keyframe_wanted(const media::Stream& stream, media::Keyframe
                       .dump());
 }
 
+void StreamControl::undecodable(const media::Stream& stream, uint64_t sequence, const char* why) {
+  if (Connection* c = find_connection_(stream.owner()))
+    c->send_error(
+        error_code::kUndecodable,
+        "stream " + std::to_string(stream.id()) + " frame " + std::to_string(sequence) + ": " + why,
+        nlohmann::json({{"stream", stream.id()}, {"sequence", sequence}}).dump());
+}
+
 void StreamControl::target_bitrate(const media::Stream& stream, uint64_t bits_per_second) {
   if (Connection* c = find_connection_(stream.owner()))
     c->send_event(

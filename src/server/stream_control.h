@@ -64,6 +64,8 @@ class StreamControl final : private media::SourceFeedback {
   // when its output is full; the next request or the decoder's retry asks again.
   void keyframe_wanted(const media::Stream& stream, media::KeyframeReason reason) override;
   void target_bitrate(const media::Stream& stream, uint64_t bits_per_second) override;
+  // An `undecodable` error to the stream's owner, as a refused frame's (with its sequence).
+  void undecodable(const media::Stream& stream, uint64_t sequence, const char* why) override;
 
   const ServerConfig& config_;
   uv_loop_t* loop_;

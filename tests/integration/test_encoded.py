@@ -60,7 +60,10 @@ class Source:
     async def _read(self):
         async for text in self.ws:
             m = json.loads(text)
-            if m["type"] in ("stream.keyframe", "stream.bitrate"):
+            # syncd's requests, and errors that answer no request (a refused frame's: they
+            # carry its sequence).
+            if m["type"] in ("stream.keyframe", "stream.bitrate") or (
+                    m["type"] == "error" and "sequence" in m):
                 self.events.append(m)
             else:
                 await self.replies.put(m)
@@ -223,9 +226,18 @@ class EncodedPublishing(unittest.TestCase):
             for source, sid in ((good, good_id), (bad, bad_id)):
                 await source.request({"type": "stream.close", "stream": sid})
                 await source.ws.close()
+            return [e for e in good.events if e["type"] == "error"], \
+                [e for e in bad.events if e["type"] == "error"], bad_id
 
         with Syncd("--publisher", "test") as syncd:
-            asyncio.run(scenario(syncd))
+            good_errors, bad_errors, bad_id = asyncio.run(scenario(syncd))
+            # The publisher of garbage is told, once in the 0.3 s it sent it (at most one a
+            # second), with the frame it refused first; the other publisher hears nothing.
+            self.assertEqual(good_errors, [])
+            self.assertEqual(len(bad_errors), 1, bad_errors)
+            self.assertEqual(bad_errors[0]["code"], "undecodable")
+            self.assertEqual((bad_errors[0]["stream"], bad_errors[0]["sequence"]), (bad_id, 1))
+            self.assertIn("not H.264", bad_errors[0]["message"])
             # The good stream lost nothing to its neighbour's garbage.
             self.twin_checks(syncd, "good", len(self.clip))
             s = syncd.wait_for(lambda: closed(syncd, "bad"))
@@ -240,6 +252,8 @@ class EncodedPublishing(unittest.TestCase):
             self.assertGreaterEqual(
                 refused["refused"] + refused["decode_error"] + refused["awaiting_keyframe"], 4,
                 dec)
+            self.assertGreaterEqual(s["source_requests"]["undecodable"], 4, s["source_requests"])
+            self.assertEqual(s["source_requests"]["undecodable_told"], 1)
             twin = syncd.wait_for(lambda: closed(syncd, "bad.decoded"))
             self.assertEqual(twin["frames_accepted"], dec["decoded"])
             self.assertEqual(twin["publishers"]["test"]["verify_failed"]["marker_mismatch"], 0)

@@ -467,10 +467,14 @@ namespace {
 struct HeardRequests final : SourceFeedback {
   std::vector<KeyframeReason> keyframes;
   std::vector<uint64_t> bitrates;
+  std::vector<uint64_t> undecodable_sequences;
   void keyframe_wanted(const Stream&, KeyframeReason reason) override {
     keyframes.push_back(reason);
   }
   void target_bitrate(const Stream&, uint64_t bps) override { bitrates.push_back(bps); }
+  void undecodable(const Stream&, uint64_t sequence, const char*) override {
+    undecodable_sequences.push_back(sequence);
+  }
 };
 
 Stream* open_h264(StreamRegistry& registry, HeardRequests& heard) {
@@ -561,4 +565,18 @@ TEST(SourceRequests, AStreamWithoutFeedbackCountsRequestsAndSendsNothing) {
   EXPECT_TRUE(heard.bitrates.empty());
   EXPECT_EQ(s->source_requests().keyframes[size_t(KeyframeReason::kDecoder)], 1u);
   EXPECT_EQ(s->source_requests().bitrate_sent, 2'000'000u);
+}
+
+TEST(SourceRequests, UndecodableUnitsAreCountedAndTheSourceToldOnceASecond) {
+  StreamRegistry registry;
+  HeardRequests heard;
+  Stream* s = open_h264(registry, heard);
+  ASSERT_NE(s, nullptr);
+  const uint64_t t = 5'000'000'000;
+  for (uint64_t seq = 1; seq <= 60; ++seq)  // a second of garbage at 60 fps
+    registry.report_undecodable(s->id(), seq, "not H.264", t + (seq - 1) * 16'666'667);
+  registry.report_undecodable(s->id(), 61, "not H.264", t + 1'000'000'000);
+  EXPECT_EQ(heard.undecodable_sequences, (std::vector<uint64_t>{1, 61}));
+  EXPECT_EQ(s->source_requests().undecodable, 61u);
+  EXPECT_EQ(s->source_requests().undecodable_told, 2u);
 }
