@@ -308,39 +308,31 @@ void DecodeStage::finish(Job& job) {
     counters_.picture_width = r.width;
     counters_.picture_height = r.height;
   }
-  switch (r.status) {
-    case DecodeStatus::kPicture: {
-      awaiting_keyframe_ = false;
-      if (r.keyframe) ++counters_.keyframes;
-      const size_t bytes = lease.frame_bytes();
-      if (lease.commit(bytes, now_ns)) {
-        ++counters_.decoded;
-        if (hooks_.buffer_done) hooks_.buffer_done(buffer, hooks_.context);
-      } else {
-        drop(DecodeDrop::kCommitRefused, buffer);
-      }
-      return;
+  if (r.status == DecodeStatus::kPicture) {
+    awaiting_keyframe_ = false;
+    if (r.keyframe) ++counters_.keyframes;
+    if (lease.commit(lease.frame_bytes(), now_ns)) {
+      ++counters_.decoded;
+      if (hooks_.buffer_done) hooks_.buffer_done(buffer, hooks_.context);
+    } else {
+      drop(DecodeDrop::kCommitRefused, buffer);
     }
-    case DecodeStatus::kAwaitingKeyframe:
-      awaiting_keyframe_ = true;
-      lease.abort(media::DropReason::kUndecodable);
-      drop(DecodeDrop::kAwaitingKeyframe, buffer);
-      want_keyframe(last_now_ns_);
-      return;
-    case DecodeStatus::kDecodeError:
-    case DecodeStatus::kCorruptPicture:
-      awaiting_keyframe_ = true;
-      tell_undecodable(lease.info().sequence, r.status);
-      lease.abort(media::DropReason::kUndecodable);
-      drop(DecodeDrop::kDecodeError, buffer);
-      want_keyframe(last_now_ns_);
-      return;
-    default:
-      tell_undecodable(lease.info().sequence, r.status);
-      lease.abort(media::DropReason::kUndecodable);
-      drop(DecodeDrop::kRefused, buffer);
-      return;
+    return;
   }
+  // No picture: the lease goes back unfilled. A refused unit is told to the source; one that
+  // broke the chain of references (or came while it was broken) makes the decoder wait for an
+  // IDR and ask for one.
+  const bool waiting = r.status == DecodeStatus::kAwaitingKeyframe;
+  const bool error =
+      r.status == DecodeStatus::kDecodeError || r.status == DecodeStatus::kCorruptPicture;
+  if (waiting || error) awaiting_keyframe_ = true;
+  if (!waiting) tell_undecodable(lease.info().sequence, r.status);
+  lease.abort(media::DropReason::kUndecodable);
+  drop(waiting ? DecodeDrop::kAwaitingKeyframe
+       : error ? DecodeDrop::kDecodeError
+               : DecodeDrop::kRefused,
+       buffer);
+  if (waiting || error) want_keyframe(last_now_ns_);
 }
 
 void DecodeStage::write_stats(nlohmann::json& out) const {
