@@ -101,13 +101,22 @@ void RelayPublisher::on_stream_open(const media::Stream& stream) {
 }
 
 void RelayPublisher::on_stream_close(const media::Stream& stream) {
-  if (stream.id() != relayed_stream_id_) return;
+  if (stream.id() == relayed_stream_id_) close_relayed();
+}
+
+void RelayPublisher::close_relayed() {
   retire_encoder();  // its last frames go out before the close does
   ToRelay m;
   m.kind = ToRelay::Kind::kStreamClosed;
-  m.stream_id = stream.id();
+  m.stream_id = relayed_stream_id_;
   thread_.send_to_relay(m);
   relayed_stream_id_ = 0;
+}
+
+void RelayPublisher::retarget(std::string stream_name, const media::Stream* open) {
+  if (relayed_stream_id_ != 0) close_relayed();
+  stream_name_ = std::move(stream_name);
+  if (open) on_stream_open(*open);
 }
 
 void RelayPublisher::on_stream_forget(uint32_t stream_id) {

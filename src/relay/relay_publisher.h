@@ -97,6 +97,10 @@ class RelayPublisher final : public media::Publisher {
   // Active from construction.
   void set_active(bool active);
   bool active() const { return active_; }
+  // Relays `stream_name` from now on instead of the stream it had: that one's close goes to the
+  // relay thread (as on_stream_close), and `open` (the new stream, if it is open) is taken as if
+  // just opened. A WHEP egress whose viewers have all left is reused for another stream so.
+  void retarget(std::string stream_name, const media::Stream* open);
   // The encoder stage of the relayed raw stream, or nullptr.
   const EncodeStage* encoder() const { return encoder_.get(); }
   // The encoder counters of a stream: the live stage's, or those kept when it closed.
@@ -113,6 +117,8 @@ class RelayPublisher final : public media::Publisher {
   // Hands an access unit (a producer's pinned slot, or the encoder's) to the relay thread.
   void send(media::FrameSlot& slot, RelayPublisherCounters& c);
   void stop_encoder();
+  // The relayed stream ends here: its encoder retires and the relay thread hears the close.
+  void close_relayed();
   // Stops the stage, keeps its final counters with its stream's, and destroys it once the
   // relay has given back its access units.
   void retire_encoder();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "net/http_client/http_response.h"
 #include "relay/relay_publisher.h"
@@ -15,6 +16,9 @@
 #include "whep/whep_service.h"
 
 namespace syncd::whep {
+
+// The WHIP push's egress is kept under this prefix and its stream's name; viewers' under the name.
+inline constexpr std::string_view kWhipKeyPrefix = "whip:";
 
 struct WhepService::Egress {
   WhepService* service = nullptr;

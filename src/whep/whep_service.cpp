@@ -2,6 +2,7 @@
 
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -76,6 +77,7 @@ WhepService::Egress* WhepService::egress_for(const std::string& key, const std::
   busy = false;
   if (auto it = egresses_.find(key); it != egresses_.end()) return it->second.get();
   if (egresses_.size() >= kMaxStreams) {
+    if (Egress* reused = reuse_idle_egress(key, stream_name)) return reused;
     busy = true;
     return nullptr;
   }
@@ -112,6 +114,25 @@ WhepService::Egress* WhepService::egress_for(const std::string& key, const std::
   registry_.add_publisher(std::move(publisher));
   // The stream is open already (the caller checked): the publisher takes it as if just opened.
   if (media::Stream* s = registry_.find(stream_name)) egress->publisher->on_stream_open(*s);
+  Egress* raw = egress.get();
+  egresses_.emplace(key, std::move(egress));
+  return raw;
+}
+
+WhepService::Egress* WhepService::reuse_idle_egress(const std::string& key,
+                                                    const std::string& stream_name) {
+  // A viewers' egress with no session left: its socket, thread and transport serve the new
+  // stream, its publisher moves there. The WHIP push's egress is not a viewer's: it is idle
+  // only between its retries.
+  auto it = std::find_if(egresses_.begin(), egresses_.end(), [](const auto& entry) {
+    return entry.second->sessions == 0 && !entry.first.starts_with(kWhipKeyPrefix);
+  });
+  if (it == egresses_.end()) return nullptr;
+  std::unique_ptr<Egress> egress = std::move(it->second);
+  egresses_.erase(it);
+  egress->stream = stream_name;
+  egress->publisher->retarget(stream_name, registry_.find(stream_name));
+  ++counters_.egresses_reused;
   Egress* raw = egress.get();
   egresses_.emplace(key, std::move(egress));
   return raw;
@@ -193,6 +214,8 @@ WhepService::Response WhepService::offer(std::string_view stream_name,
     ++(busy ? counters_.refused_busy : counters_.refused_failed);
     r.status = busy ? 503 : 500;
     r.body = busy ? "too many streams watched over WHEP\n" : why + "\n";
+    // A stream's egress frees as its last viewer leaves (docs/whep.md).
+    if (busy) r.headers = "Retry-After: 5\r\n";
     return r;
   }
   std::unique_ptr<WhepSessionSetup> setup = new_session_setup();
@@ -365,7 +388,7 @@ void WhepService::write_stats(nlohmann::json& out) const {
     const WhepTransportCounters& t = e->transport->counters();
     auto v = [](const auto& a) { return a.load(kRelaxed); };
     nlohmann::json j = {{"stream", e->stream},
-                        {"whip", name.starts_with("whip:")},
+                        {"whip", name.starts_with(kWhipKeyPrefix)},
                         {"udp_port", e->thread->local_port()},
                         {"sessions", e->sessions},
                         {"sessions_started", v(t.sessions_started)},
@@ -419,6 +442,7 @@ void WhepService::write_stats(nlohmann::json& out) const {
            {"format", c.refused_format},
            {"busy", c.refused_busy},
            {"failed", c.refused_failed}}},
+         {"egresses_reused", c.egresses_reused},
          {"deleted", c.deleted},
          {"delete_unknown", c.delete_unknown},
          {"ended_sessions_frames_sent", ended_frames_sent_},

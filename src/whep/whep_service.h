@@ -7,7 +7,8 @@
 // relay::RelayPublisher that hands it the stream's access units; a raw stream is encoded to H.264
 // once for all its viewers (relay_encoder.h), an h264 stream goes as the producer sent it. The
 // publisher is active only while the stream has viewers: a stream nobody watches is not encoded.
-// An egress, once made, stays until syncd stops (its thread sleeps), at most kMaxStreams of them.
+// An egress, once made, stays until syncd stops (its thread sleeps), at most kMaxStreams of them;
+// when a fifth stream is asked for, one whose viewers have all left is reused for it.
 //
 // Audio (docs/whep.md, "Audio"): with an audio source, each egress asks for a tap of two capture
 // channels (WhepConfig::open_audio_tap) and encodes them once for its sessions; an offer with an
@@ -82,6 +83,7 @@ struct WhepServiceCounters {
   uint64_t refused_unknown_stream = 0;  // 404
   uint64_t refused_format = 0;          // 409: a stream neither H.264 nor encodable
   uint64_t refused_busy = 0;            // 503: kMaxSessions or kMaxStreams reached
+  uint64_t egresses_reused = 0;         // idle egresses moved to another stream
   uint64_t refused_failed = 0;          // 500: the egress could not start (socket, identity)
   uint64_t deleted = 0;
   uint64_t delete_unknown = 0;  // 404: no such session
@@ -134,6 +136,9 @@ class WhepService {
   Egress* egress_for(const std::string& key, const std::string& stream_name,
                      const std::string& bind_host, const relay::EncodeSettings& encode,
                      const char* label, bool& busy, std::string& why);
+  // At kMaxStreams: a viewers' egress with no session, moved to `key` and `stream_name`; else
+  // nullptr.
+  Egress* reuse_idle_egress(const std::string& key, const std::string& stream_name);
   // Sends a new session to its egress's thread; false when the thread's queue is full.
   bool add_session(Egress& egress, std::unique_ptr<WhepSessionSetup> setup, bool whip);
   // WHIP (whip_push.cpp).

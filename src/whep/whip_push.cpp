@@ -134,8 +134,8 @@ void WhepService::whip_tick() {
   bool busy = false;
   std::string why;
   // Bound to every address: the SFU is usually on another machine, whatever --host serves.
-  Egress* egress =
-      egress_for("whip:" + w.stream, w.stream, "0.0.0.0", w.target.encode, "whip", busy, why);
+  Egress* egress = egress_for(std::string(kWhipKeyPrefix) + w.stream, w.stream, "0.0.0.0",
+                              w.target.encode, "whip", busy, why);
   if (!egress) {
     whip_failed(busy ? "too many egresses" : why, now);
     return;

@@ -213,6 +213,75 @@ async function waitForEnded(live) {
   assert.fail(`WHEP sessions still live: ${JSON.stringify(s?.whep.sessions)}`);
 }
 
+test('a stream\'s egress frees when its viewers leave: a fifth stream is refused with Retry-After while four are watched, then served', async () => {
+  const page = await browser.newPage(`${syncd.base}/`);
+  try {
+    const r = await page.evaluate(async () => {
+      const { connect, publishCanvas } = await import('/web/sync.js');
+      const conn = await connect();
+      const canvas = document.createElement('canvas');
+      canvas.width = 64;
+      canvas.height = 64;
+      canvas.getContext('2d').fillRect(0, 0, 64, 64);
+      window.egressPubs = [];
+      for (let i = 0; i < 5; i++)
+        window.egressPubs.push(await publishCanvas(canvas, { stream: `egress-${i}`, fps: 5, connection: conn }));
+      const post = async (i) => {
+        const pc = new RTCPeerConnection();
+        pc.addTransceiver('video', { direction: 'recvonly' });
+        await pc.setLocalDescription(await pc.createOffer());
+        const { ticket } = await window.egressPubs[i].createTicket();
+        const res = await fetch(`/whep/egress-${i}`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/sdp', Authorization: `Bearer ${ticket}` },
+          body: pc.localDescription.sdp,
+        });
+        pc.close();
+        return { status: res.status, location: res.headers.get('Location'),
+                 retryAfter: res.headers.get('Retry-After'), text: await res.text() };
+      };
+      const watched = [];
+      for (let i = 0; i < 4; i++) watched.push(await post(i));
+      const refused = await post(4);
+      return { watched, refused };
+    });
+    assert.deepEqual(r.watched.map((w) => w.status), [201, 201, 201, 201], JSON.stringify(r.watched));
+    assert.equal(r.refused.status, 503, JSON.stringify(r.refused));
+    assert.equal(r.refused.retryAfter, '5');
+    const before = await stats(syncd);
+    // The viewers leave: each session's DELETE, and its egress is idle once the session ended.
+    const deleted = await page.evaluate(async (locations) =>
+      Promise.all(locations.map(async (l) => (await fetch(l, { method: 'DELETE' })).status)),
+      r.watched.map((w) => w.location));
+    assert.deepEqual(deleted, [200, 200, 200, 200]);
+    await waitForEnded(0);
+    const served = await page.evaluate(async () => {
+      const pc = new RTCPeerConnection();
+      pc.addTransceiver('video', { direction: 'recvonly' });
+      await pc.setLocalDescription(await pc.createOffer());
+      const { ticket } = await window.egressPubs[4].createTicket();
+      const res = await fetch('/whep/egress-4', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/sdp', Authorization: `Bearer ${ticket}` },
+        body: pc.localDescription.sdp,
+      });
+      pc.close();
+      const location = res.headers.get('Location');
+      const status = res.status;
+      if (location) await fetch(location, { method: 'DELETE' });
+      return { status, location };
+    });
+    assert.equal(served.status, 201, JSON.stringify(served));
+    const after = await waitForEnded(0);
+    assert.equal(after.whep.egresses_reused - before.whep.egresses_reused, 1);
+    assert.ok(after.whep.egresses.length <= 4);
+    assert.ok(after.whep.egresses.some((e) => e.stream === 'egress-4'), JSON.stringify(after.whep.egresses));
+  } finally {
+    await page.evaluate(() => window.egressPubs?.forEach((p) => p.stop?.())).catch(() => {});
+    await page.close();
+  }
+});
+
 test('WHEP refusals: no ticket 403, wrong type 415, bad SDP 400, unknown stream 404, unknown session 404', async () => {
   const page = await browser.newPage(`${syncd.base}/`);
   try {
