@@ -2,10 +2,12 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
+#include "relay/socket_address.h"
 
 namespace syncd::relay {
 
@@ -115,7 +117,48 @@ void Relay::on_message(FromRelay& m, void* context) {
     case FromRelay::Kind::kTargetRate:
       if (self->publisher_) self->publisher_->on_target_rate(m.target_bps);
       break;
+    case FromRelay::Kind::kHandshakeFailed:
+      self->on_handshake_failed(m);
+      break;
+    case FromRelay::Kind::kConnected:
+      // A sender that had failed encodes again; an operator who read why it failed reads that
+      // it is over.
+      if (self->publisher_) self->publisher_->set_active(true);
+      if (!self->error_.empty()) std::fprintf(stderr, "syncd: relay: connected\n");
+      self->error_.clear();
+      break;
   }
+}
+
+std::string Relay::describe_failure(const FromRelay& m) const {
+  const auto failure = secure::DtlsFailure(m.failure);
+  const std::string peer =
+      config_.sender
+          ? "the receiver at " + config_.host + ":" + std::to_string(config_.port)
+          : "a sender at " +
+                format_address(address_from_bytes(std::span(m.address.data(), m.address_size)));
+  const std::string ours = secure::format_fingerprint(identity_.fingerprint);
+  switch (failure) {
+    case secure::DtlsFailure::kFingerprintMismatch:
+      return peer + " presented certificate " + secure::format_fingerprint(m.fingerprint) +
+             ", not --peer-fingerprint " + secure::format_fingerprint(config_.peer_fingerprint);
+    case secure::DtlsFailure::kPeerAlert:
+      return peer + " refused the handshake (" + secure::alert_name(m.alert) +
+             "): its --peer-fingerprint must be this syncd's " + ours;
+    default:
+      return peer + ": " + secure::to_string(failure);
+  }
+}
+
+void Relay::on_handshake_failed(const FromRelay& m) {
+  error_ = describe_failure(m);
+  // A sender the peer does not take (or that does not take the peer) stops encoding until a
+  // handshake completes: nothing it made could be sent.
+  if (m.session_failed && publisher_) publisher_->set_active(false);
+  // Each distinct reason once (a handful at most: a stranger trying many certificates is not
+  // let fill the log); /stats keeps the last one.
+  if (said_.size() < kMaxSaid && said_.insert(error_).second)
+    std::fprintf(stderr, "syncd: relay: %s\n", error_.c_str());
 }
 
 void Relay::write_stats(nlohmann::json& out) const {
@@ -128,12 +171,19 @@ void Relay::write_stats(nlohmann::json& out) const {
       {"local_port", thread_->local_port()},
       {"fingerprint", secure::format_fingerprint(identity_.fingerprint)},
       {"state", RelaySession::state_name(RelaySession::State(v(s.state)))},
+      {"error", error_.empty() ? nlohmann::json(nullptr) : nlohmann::json(error_)},
       {"keys",
        {{"handshakes", v(s.handshakes)},
         {"send_epoch", v(s.send_epoch)},
         {"rekeys", v(s.rekeys)},
+        {"rekeys_started", v(s.rekeys_started)},
         {"dtls_failures", v(s.dtls_failures)},
         {"fingerprint_mismatches", v(s.fingerprint_mismatches)},
+        {"peer_alerts", v(s.peer_alerts)},
+        {"last_failure", v(s.last_failure) ? nlohmann::json(secure::to_string(
+                                                 secure::DtlsFailure(v(s.last_failure))))
+                                           : nlohmann::json(nullptr)},
+        {"handshake_backoff_ms", v(s.handshake_backoff_ms)},
         {"epoch_collisions", v(s.epoch_collisions)}}},
       {"peer_changes",
        {{"peer_rebinds", v(s.peer_rebinds)},
@@ -144,6 +194,7 @@ void Relay::write_stats(nlohmann::json& out) const {
         {"dtls", v(s.dtls_refused)},
         {"dtls_preempted", v(s.dtls_preempted)},
         {"dtls_cookie_challenges", v(s.dtls_cookie_challenges)},
+        {"dtls_hellos_dropped", v(s.dtls_hellos_dropped)},
         {"srtp", v(s.srtp_refused)},
         {"srtp_auth_failed", v(s.srtp_auth_failed)},
         {"srtp_replayed", v(s.srtp_replayed)},

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
+#include <set>
 #include <string>
 
 #include "audio/capture_ring.h"
@@ -65,6 +66,9 @@ class Relay {
  private:
   Relay(const RelayConfig& config, media::StreamRegistry& registry);
   static void on_message(FromRelay& message, void* self);
+  void on_handshake_failed(const FromRelay& message);
+  // What an operator is told of a failed handshake: who, and what to change.
+  std::string describe_failure(const FromRelay& message) const;
 
   RelayConfig config_;
   media::StreamRegistry& registry_;
@@ -73,6 +77,9 @@ class Relay {
   std::unique_ptr<RelayThread> thread_;
   RelayPublisher* publisher_ = nullptr;  // owned by the registry (sender)
   std::unique_ptr<RelaySource> source_;  // receiver
+  std::string error_;  // the last failed handshake's description, until one completes
+  static constexpr size_t kMaxSaid = 8;
+  std::set<std::string> said_;  // the failures told on stderr (each once)
 };
 
 }  // namespace syncd::relay

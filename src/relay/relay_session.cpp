@@ -47,13 +47,6 @@ constexpr size_t kPacedBatch = 64;
 // The SRTP trailer: a 16-byte GCM tag and the 4-byte MKI (src/secure).
 constexpr size_t kSrtpTrailerBytes = 20;
 
-// The inverse: the address DtlsAssociations keeps as bytes, back into a sockaddr.
-sockaddr_storage address_from_bytes(std::span<const uint8_t> bytes) {
-  sockaddr_storage a{};
-  if (!bytes.empty()) std::memcpy(&a, bytes.data(), std::min(bytes.size(), sizeof(a)));
-  return a;
-}
-
 // Whether an H.264 RTP payload begins an access unit: an access unit delimiter, SPS or PPS
 // first (as single NAL, the first unit of a STAP-A, or a starting FU-A). The jitter buffer then
 // knows a frame's first packet even when the frame before it was lost (jitter::PacketIn).
@@ -196,7 +189,8 @@ void RelaySession::feed_dtls(std::span<uint8_t> datagram, const sockaddr_storage
       on_handshake_failed(now_ns);
       break;
     default:
-      if (!connected() && dtls_.has_pending() &&
+      // A session failed for its identity says so until a handshake completes.
+      if (state_ == State::kWaiting && dtls_.has_pending() &&
           dtls_.pending()->state() == secure::DtlsState::kHandshaking)
         state_ = State::kHandshaking;
       break;
@@ -219,6 +213,10 @@ void RelaySession::on_handshake_complete(uint64_t now_ns) {
       dtls_.start_handshake(now_ns);
     return;
   }
+  if (connected()) ++counters_.rekeys;
+  failures_in_row_ = 0;
+  next_handshake_ns_ = kNever;
+  handshake_backoff_ns_ = 0;
   srtp_out_.install(epoch, config_.sender ? material.client_write : material.server_write);
   srtp_in_.install(epoch, config_.sender ? material.server_write : material.client_write);
   if (!config_.sender) {
@@ -230,6 +228,11 @@ void RelaySession::on_handshake_complete(uint64_t now_ns) {
   } else {
     peer_heard_ns_ = now_ns;  // the receiver just answered: its reports have a timeout to come
   }
+  if (!connected() && thread_) {
+    FromRelay m;
+    m.kind = FromRelay::Kind::kConnected;
+    thread_->send_to_main(m);
+  }
   state_ = State::kConnected;
   // The key schedule says when to send under the new epoch (at once for the client's first;
   // the server waits for the client's first packet under it, which proves the client has it).
@@ -237,21 +240,55 @@ void RelaySession::on_handshake_complete(uint64_t now_ns) {
 }
 
 void RelaySession::on_handshake_failed(uint64_t now_ns) {
+  const secure::DtlsFailure failure = dtls_.failure();
   ++counters_.dtls_failures;
-  if (dtls_.failure() == secure::DtlsFailure::kFingerprintMismatch)
-    ++counters_.fingerprint_mismatches;
+  if (failure == secure::DtlsFailure::kFingerprintMismatch) ++counters_.fingerprint_mismatches;
+  if (failure == secure::DtlsFailure::kPeerAlert) ++counters_.peer_alerts;
+  last_failure_ = failure;
+  last_alert_ = dtls_.failed_alert();
+  // Before any keys, a peer that does not take us (or that we do not take) fails the session
+  // until a handshake completes: /stats says so, and the main loop says why once.
+  if (!connected() && secure::is_identity_failure(failure)) state_ = State::kFailed;
+  report_failure();
   if (connected()) {
     if (config_.sender) keys_.on_rekey_failed(now_ns);  // the live keys go on
     return;
   }
   if (!config_.sender) return;  // a server listens again for the right peer
-  if (dtls_.failure() == secure::DtlsFailure::kFingerprintMismatch ||
-      dtls_.failure() == secure::DtlsFailure::kNoPeerCertificate ||
-      dtls_.failure() == secure::DtlsFailure::kNoSrtpProfile) {
-    state_ = State::kFailed;  // not this peer: the operator must fix the command line
-    return;
+  // Tried again, later each time in a row: a receiver not up yet times out (its retransmissions
+  // were the wait, so at once), one that refuses us is asked at most once every few seconds
+  // rather than hundreds of times a second, and the right peer, once there, is found.
+  ++failures_in_row_;
+  if (failure == secure::DtlsFailure::kTimedOut) {
+    handshake_backoff_ns_ = 0;
+  } else {
+    const uint32_t doublings = std::min<uint32_t>(failures_in_row_ - 1, 20);
+    handshake_backoff_ns_ =
+        std::min(config_.handshake_retry_ns << doublings, config_.handshake_retry_max_ns);
   }
-  dtls_.start_handshake(now_ns);  // no answer yet (the receiver may not be up): again
+  next_handshake_ns_ = now_ns + handshake_backoff_ns_;
+  if (handshake_backoff_ns_ == 0) start_pending_handshake(now_ns);
+}
+
+void RelaySession::start_pending_handshake(uint64_t now_ns) {
+  next_handshake_ns_ = kNever;
+  dtls_.start_handshake(now_ns);
+  if (state_ == State::kWaiting) state_ = State::kHandshaking;
+}
+
+void RelaySession::report_failure() {
+  if (!thread_) return;
+  FromRelay m;
+  m.kind = FromRelay::Kind::kHandshakeFailed;
+  m.failure = uint8_t(dtls_.failure());
+  m.alert = dtls_.failed_alert();
+  m.fingerprint_seen = dtls_.failed_fingerprint_checked();
+  m.fingerprint = dtls_.failed_fingerprint();
+  m.session_failed = state_ == State::kFailed;
+  const std::span<const uint8_t> from = dtls_.failed_address();
+  m.address_size = uint8_t(std::min(from.size(), m.address.size()));
+  std::copy_n(from.begin(), m.address_size, m.address.begin());
+  thread_->send_to_main(m);
 }
 
 void RelaySession::run_key_schedule(uint64_t now_ns) {
@@ -351,7 +388,10 @@ void RelaySession::on_timer(uint64_t now_ns) {
     if (e == secure::DtlsEvent::kFailed) on_handshake_failed(now_ns);
     if (e == secure::DtlsEvent::kHandshakeComplete) on_handshake_complete(now_ns);
   }
-  if (config_.sender) check_liveness(now_ns);
+  if (config_.sender) {
+    if (now_ns >= next_handshake_ns_) start_pending_handshake(now_ns);
+    check_liveness(now_ns);
+  }
   if (connected()) run_key_schedule(now_ns);
   if (config_.sender) {
     if (audio_sender_ && now_ns >= next_audio_poll_ns_) {
@@ -423,7 +463,7 @@ void RelaySession::on_stop(uint64_t now_ns) {
 void RelaySession::schedule(uint64_t now_ns) {
   if (!thread_) return;
   uint64_t next = now_ns + 100'000'000;  // at least every 100 ms: stats, timers
-  next = std::min(next, dtls_.next_timeout_ns(now_ns));
+  next = std::min({next, dtls_.next_timeout_ns(now_ns), next_handshake_ns_});
   if (connected()) next = std::min(next, keys_.next_deadline_ns());
   if (config_.sender) {
     next = std::min(next, pacer_.next_event_ns(now_ns));
@@ -1146,9 +1186,16 @@ void RelaySession::publish_stats() {
   set(stats_.state, uint32_t(state_));
   set(stats_.handshakes, keys_.counters().epochs);
   set(stats_.send_epoch, keys_.send_ordinal());
-  set(stats_.rekeys, keys_.counters().rekeys_started);
+  set(stats_.rekeys, c.rekeys);
+  set(stats_.rekeys_started, keys_.counters().rekeys_started);
   set(stats_.dtls_failures, c.dtls_failures);
   set(stats_.fingerprint_mismatches, c.fingerprint_mismatches);
+  set(stats_.peer_alerts, c.peer_alerts);
+  set(stats_.last_failure, uint32_t(last_failure_));
+  set(stats_.last_alert, uint32_t(last_alert_));
+  set(stats_.handshake_backoff_ms,
+      next_handshake_ns_ == kNever ? uint64_t(0) : handshake_backoff_ns_ / 1'000'000);
+  set(stats_.dtls_hellos_dropped, dtls_.routing_counters().hellos_dropped);
   set(stats_.epoch_collisions, c.epoch_collisions);
   set(stats_.dtls_refused,
       dtls_.routing_counters().refused_busy + dtls_.routing_counters().stray_records);

@@ -55,6 +55,11 @@ struct RelaySessionConfig {
   uint64_t liveness_timeout_ns = 3'000'000'000ull;
   uint64_t liveness_retry_ns = 1'000'000'000ull;
   uint64_t liveness_retry_max_ns = 8'000'000'000ull;
+  // Sender, before keys: a failed handshake is tried again after handshake_retry_ns, doubling
+  // with each failure in a row up to handshake_retry_max_ns (a timed-out one at once: its
+  // retransmissions were the wait).
+  uint64_t handshake_retry_ns = 100'000'000;
+  uint64_t handshake_retry_max_ns = 4'000'000'000ull;
   // Audio (docs/wan.md, "Audio"). Sender: the capture ring (the relay thread becomes its reader)
   // and the channels chosen (audio_send.ring null: no audio). Receiver: the ring the relayed
   // audio is written into (null: audio packets are refused and counted), and its playout target.
@@ -104,15 +109,22 @@ struct RelaySessionStats {
   std::atomic<uint32_t> state{0};  // RelaySession::State
   std::atomic<uint64_t> handshakes{0};
   std::atomic<uint64_t> send_epoch{0};
-  std::atomic<uint64_t> rekeys{0};
+  std::atomic<uint64_t> rekeys{0};          // handshakes completed over live keys, either side
+  std::atomic<uint64_t> rekeys_started{0};  // sender: re-keys the key schedule began
   std::atomic<uint64_t> dtls_failures{0};
-  std::atomic<uint64_t> fingerprint_mismatches{0};
+  std::atomic<uint64_t> fingerprint_mismatches{0};  // our check of the peer's certificate
+  std::atomic<uint64_t> peer_alerts{0};   // handshakes the peer refused with a fatal alert
+  std::atomic<uint32_t> last_failure{0};  // secure::DtlsFailure of the last failed handshake
+  std::atomic<uint32_t> last_alert{0};    // and the alert the peer sent with it (0: none)
+  // Sender: the wait before the next handshake after failures in a row (0: none waiting).
+  std::atomic<uint64_t> handshake_backoff_ms{0};
   std::atomic<uint64_t> epoch_collisions{0};  // handshakes whose epoch identity was held
   // Receiver: DTLS refused by address (a ClientHello while another address's handshake held
   // the slot, or a record from an address with no association), and stalled handshakes dropped.
   std::atomic<uint64_t> dtls_refused{0};
   std::atomic<uint64_t> dtls_preempted{0};
   std::atomic<uint64_t> dtls_cookie_challenges{0};  // ClientHellos answered with a cookie
+  std::atomic<uint64_t> dtls_hellos_dropped{0};     // truncated or malformed ClientHellos
   std::atomic<uint64_t> peer_rebinds{0};       // receiver: a handshake completed from a new address
   std::atomic<uint64_t> peer_restarts{0};      // receiver: a new sender (new SSRC, newer epoch)
   std::atomic<uint64_t> peer_lost{0};          // sender: liveness timeouts (fresh handshakes)
@@ -234,6 +246,10 @@ class RelaySession final : public RelayHandler {
   void restart_sender(uint32_t ssrc, uint64_t now_ns);
   // Sender: starts a fresh handshake when the receiver has been silent too long.
   void check_liveness(uint64_t now_ns);
+  // Tells the main loop a handshake failed (FromRelay::kHandshakeFailed).
+  void report_failure();
+  // Sender: the handshake that waited for its backoff starts now.
+  void start_pending_handshake(uint64_t now_ns);
   void receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns);
   void schedule(uint64_t now_ns);
   void publish_stats();
@@ -253,6 +269,15 @@ class RelaySession final : public RelayHandler {
   uint64_t peer_heard_ns_ = 0;
   uint64_t next_liveness_try_ns_ = 0;
   uint64_t liveness_retry_ns_ = 0;
+  // Sender, before keys: handshakes failed in a row, and when the next one starts (kNever:
+  // none waiting). A refused or failing handshake is retried with backoff, not at once: a peer
+  // that refuses us would otherwise be asked hundreds of times a second.
+  static constexpr uint64_t kNever = UINT64_MAX;
+  uint32_t failures_in_row_ = 0;
+  uint64_t next_handshake_ns_ = kNever;
+  uint64_t handshake_backoff_ns_ = 0;
+  secure::DtlsFailure last_failure_ = secure::DtlsFailure::kNone;
+  uint8_t last_alert_ = 0;
   uint64_t rtt_ns_ = 50'000'000;
   bool have_rtt_ = false;
 
@@ -337,7 +362,7 @@ class RelaySession final : public RelayHandler {
     uint64_t frames_on_wire = 0, frame_on_wire_ns_total = 0, frame_on_wire_ns_max = 0;
     uint64_t tail_probes = 0;
     uint64_t nacked = 0, nacked_unavailable = 0, no_buffer = 0, dtls_failures = 0;
-    uint64_t fingerprint_mismatches = 0, epoch_collisions = 0;
+    uint64_t fingerprint_mismatches = 0, epoch_collisions = 0, peer_alerts = 0, rekeys = 0;
     uint64_t peer_rebinds = 0, peer_restarts = 0, peer_lost = 0;
     uint64_t packets_received = 0, recovered_fec = 0, recovered_rtx = 0;
     uint64_t frames_complete = 0, frames_dropped = 0, frames_malformed = 0, frames_no_buffer = 0,

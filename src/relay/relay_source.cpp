@@ -101,8 +101,28 @@ void RelaySource::on_description(const StreamDescription& d) {
   counters_.open_error.clear();
 }
 
+uint64_t RelaySource::local_sequence(uint64_t remote, bool& restarted) {
+  // The relay hands frames over in order within a sender's numbering, so one that does not go
+  // forward starts a new numbering (a restarted sender syncd, or its producer reconnected into
+  // the same described stream): the local numbers go on from the last one instead of starting
+  // again, which the registry would count as reordered, not unique.
+  restarted = sequenced_ && remote <= last_remote_;
+  if (restarted) {
+    sequence_offset_ = last_local_ + 1 - remote;  // modulo 2^64, as the sum below
+    ++counters_.sequence_restarts;
+  }
+  sequenced_ = true;
+  last_remote_ = remote;
+  last_local_ = remote + sequence_offset_;
+  return last_local_;
+}
+
 void RelaySource::on_frame_in(const FromRelay& m, uint64_t now_ns) {
   ++counters_.frames_in;
+  bool restarted = false;
+  const uint64_t sequence = stream_ ? local_sequence(m.sequence, restarted) : m.sequence;
+  // A new numbering is a new sender's chain of references: a decoder waits for its IDR.
+  const bool loss_before = m.loss_before || restarted;
   // Transport time of a frame for a stream, decoded or raw. Only a plausible figure: both ends
   // on one clock put the sender's accept shortly before.
   if (stream_ && m.sender_accept_ns != 0 && m.sender_accept_ns <= m.complete_ns &&
@@ -113,11 +133,11 @@ void RelaySource::on_frame_in(const FromRelay& m, uint64_t now_ns) {
     au.data = m.data;
     au.bytes = m.bytes;
     au.buffer = m.buffer;
-    au.sequence = m.sequence;
+    au.sequence = sequence;
     au.capture_time_us = m.capture_time_us;
     au.flags = m.flags;
     au.start_ns = m.complete_ns;
-    au.loss_before = m.loss_before;
+    au.loss_before = loss_before;
     decoder_->submit(au, now_ns);  // the buffer comes back through free_buffer
     return;
   }
@@ -130,8 +150,8 @@ void RelaySource::on_frame_in(const FromRelay& m, uint64_t now_ns) {
     // An access unit the relay lost before this one: the consumers' decoders must wait for an
     // IDR (the frame says so, as it has no other way to tell).
     r.flags = (m.flags & ~media::frame_flag::kDecoded) |
-              (m.loss_before ? media::frame_flag::kDiscontinuity : 0);
-    r.sequence = m.sequence;
+              (loss_before ? media::frame_flag::kDiscontinuity : 0);
+    r.sequence = sequence;
     r.capture_time_us = m.capture_time_us;
     r.content_hash = m.content_hash;
     r.payload_bytes = m.bytes;
@@ -163,6 +183,8 @@ void RelaySource::close() {
   // The decoder's frames in flight finish (committed or aborted) before their stream closes.
   if (decoder_) decoder_->close_stream();
   decoding_ = false;
+  sequenced_ = false;
+  sequence_offset_ = 0;
   if (stream_) registry_.close(stream_);
   stream_ = nullptr;
 }
@@ -183,6 +205,7 @@ void RelaySource::write_stats(nlohmann::json& out) const {
          {"frames_committed", c.frames_committed},
          {"frames_without_stream", c.frames_without_stream},
          {"frames_refused", c.frames_refused},
+         {"sequence_restarts", c.sequence_restarts},
          {"transport", telemetry::stage_json(c.transport)}};
   if (decoder_) decoder_->write_stats(out["decoder"]);
 }

@@ -42,6 +42,9 @@ struct RelaySourceCounters {
   uint64_t frames_committed = 0;
   uint64_t frames_without_stream = 0;  // no stream open here (none described, or refused)
   uint64_t frames_refused = 0;         // the registry refused them (counted on the stream too)
+  // The sender's sequence numbers started again within one local stream (a restarted sender or
+  // a reconnected producer); the local numbers went on (local_sequence).
+  uint64_t sequence_restarts = 0;
   std::string open_error;
   // Sender accept -> receiver complete, when both ends share a clock (docs/wan.md).
   telemetry::StageStats transport;
@@ -91,6 +94,11 @@ class RelaySource final : private media::SourceFeedback {
   static void free_buffer(uint32_t buffer, void* self);
   static void request_keyframe(void* self);
   bool open_decoder(std::string& error);
+  // The local stream's sequence number for the sender's `remote`; restarted: the sender's
+  // numbering started again here.
+  uint64_t local_sequence(uint64_t remote, bool& restarted);
+  bool sequenced_ = false;  // a frame of the local stream has been numbered
+  uint64_t last_remote_ = 0, last_local_ = 0, sequence_offset_ = 0;
 };
 
 }  // namespace syncd::relay

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -30,6 +31,7 @@
 #include "core/loop_channel.h"
 #include "media/frame_pool.h"
 #include "relay/relay_wire.h"
+#include "secure/certificate.h"
 
 namespace syncd::relay {
 
@@ -68,6 +70,8 @@ struct FromRelay {
     kPeerEnded,        // the peer ended its stream or left
     kKeyframeRequest,  // the receiver asked for an IDR (a PLI): the sender's encoder makes one
     kTargetRate,       // the sender's send-rate target changed (target_bps): the encoder follows
+    kHandshakeFailed,  // a handshake failed: failure, alert, fingerprint, address below
+    kConnected,        // a handshake completed: the session has keys
   };
   Kind kind = Kind::kFrameDone;
   bool sent = false;
@@ -89,6 +93,17 @@ struct FromRelay {
   // drops raw frames before its encoder, which never sees them.
   bool loss_before = false;
   StreamDescription description;  // kDescription
+  // kHandshakeFailed: why (secure::DtlsFailure), the peer's fatal alert (0: none), the
+  // certificate fingerprint the peer presented (when fingerprint_seen), where the handshake came
+  // from (a receiver's; address_bytes() of its sockaddr), and whether the session is now failed
+  // (an identity failure before any keys: RelaySession::State::kFailed).
+  uint8_t failure = 0;
+  uint8_t alert = 0;
+  bool fingerprint_seen = false;
+  bool session_failed = false;
+  secure::Fingerprint fingerprint{};
+  std::array<uint8_t, 32> address{};
+  uint8_t address_size = 0;
 };
 
 class RelayThread;

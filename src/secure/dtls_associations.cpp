@@ -55,6 +55,10 @@ DtlsEvent DtlsAssociations::settle(DtlsEndpoint* target, DtlsEvent event) {
     ++handshakes_completed_;
   } else if (event == DtlsEvent::kFailed) {
     failure_ = pending_->failure();
+    failed_fingerprint_checked_ = pending_->peer_fingerprint_checked();
+    failed_fingerprint_ = pending_->peer_fingerprint_seen();
+    failed_alert_ = pending_->peer_alert();
+    failed_address_ = pending_address_;
     pending_.reset();
     pending_bound_ = false;
     ++handshakes_failed_;
@@ -89,11 +93,15 @@ DtlsEvent DtlsAssociations::feed(std::span<const uint8_t> datagram,
       std::unique_ptr<DtlsEndpoint> attempt = make_endpoint();
       const DtlsEvent event = attempt->feed(datagram, peer_address, now_ns);
       if (event == DtlsEvent::kHelloVerifySent) ++routing_.cookie_challenges;
+      if (attempt->state() == DtlsState::kListening && event != DtlsEvent::kHelloVerifySent)
+        ++routing_.hellos_dropped;
       if (attempt->state() == DtlsState::kListening || attempt->state() == DtlsState::kFailed)
         return event == DtlsEvent::kFailed ? DtlsEvent::kNone : event;
       ++(same_address ? routing_.superseded : routing_.preempted);
       pending_ = std::move(attempt);
-      pending_bound_ns_ = now_ns;
+      // A new attempt from the same address keeps the time it took the slot: starting over does
+      // not renew the hold.
+      if (!same_address) pending_bound_ns_ = now_ns;
       pending_address_.assign(peer_address);
       if (random.size() == 32) std::copy(random.begin(), random.end(), pending_random_.begin());
       return settle(pending_.get(), event);
@@ -121,6 +129,10 @@ DtlsEvent DtlsAssociations::feed(std::span<const uint8_t> datagram,
     if (random.size() == 32) std::copy(random.begin(), random.end(), pending_random_.begin());
   }
   if (event == DtlsEvent::kHelloVerifySent) ++routing_.cookie_challenges;
+  if (role_ == DtlsRole::kServer && target == pending_.get() && !pending_bound_ &&
+      event != DtlsEvent::kHelloVerifySent &&
+      classify_dtls_datagram(datagram) == DtlsRecordKind::kClientHello)
+    ++routing_.hellos_dropped;  // the listener answered nothing: not a ClientHello it could read
   return settle(target, event);
 }
 

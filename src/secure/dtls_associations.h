@@ -4,12 +4,14 @@
 //  - server: a ClientHello (handshake record, epoch 0) goes to the pending association, made in
 //    the listening state if there is none (stateless cookie exchange, RFC 6347 4.2.1). Once a
 //    cookie verifies, the pending association is bound to that address. A ClientHello from
-//    another address is refused while the bound handshake is younger than pending_hold_ns;
-//    after that, one whose cookie verifies takes the slot (preempted: the bound handshake
-//    stalled). A ClientHello from the bound address with another random is the same client's
-//    new attempt (it gave up on the old one, e.g. a sender's liveness retry): it replaces the
-//    bound handshake once its own cookie verifies (superseded). Either way a spoofed address
-//    cannot: the cookie goes to the address;
+//    another address is refused while that address has held the slot for less than
+//    pending_hold_ns; after that, one whose cookie verifies takes the slot (preempted: the
+//    bound handshake stalled). A ClientHello from the bound address with another random is the
+//    same client's new attempt (it gave up on the old one, e.g. a sender's liveness retry): it
+//    replaces the bound handshake once its own cookie verifies (superseded), but the hold still
+//    counts from when the address first took the slot, so an address that keeps starting over
+//    (a stranger with a valid cookie) cannot keep it from the peer for longer than the hold.
+//    Either way a spoofed address cannot: the cookie goes to the address;
 //  - anything else goes to the pending association while its handshake runs, else to the live
 //    one (so a retransmitted final flight reaches the endpoint that just completed); a server
 //    takes it only from the address of the association it goes to (else: a stray record).
@@ -37,6 +39,8 @@ struct DtlsRoutingCounters {
   uint64_t preempted = 0;      // stalled handshakes replaced by another address's (cookie verified)
   uint64_t cookie_challenges = 0;  // ClientHellos without a valid cookie, answered statelessly
   uint64_t superseded = 0;         // bound handshakes replaced by a new one from the same address
+  // ClientHellos the stateless exchange dropped unanswered: truncated or malformed.
+  uint64_t hellos_dropped = 0;
 };
 
 // A peer address as the caller's bytes (e.g. its sockaddr, at most 32 bytes).
@@ -79,6 +83,13 @@ class DtlsAssociations {
 
   const SrtpKeyMaterial& completed_keys() const { return completed_keys_; }
   DtlsFailure failure() const { return failure_; }
+  // Of the handshake that failed last: the certificate fingerprint the peer presented (when
+  // failed_fingerprint_checked()), and the fatal alert it sent (0: none).
+  const Fingerprint& failed_fingerprint() const { return failed_fingerprint_; }
+  bool failed_fingerprint_checked() const { return failed_fingerprint_checked_; }
+  uint8_t failed_alert() const { return failed_alert_; }
+  // Server: the address of the handshake that failed last.
+  std::span<const uint8_t> failed_address() const { return failed_address_.view(); }
   bool has_live() const { return live_ != nullptr; }
   bool has_pending() const { return pending_ != nullptr; }
   const DtlsEndpoint* live() const { return live_.get(); }
@@ -109,12 +120,16 @@ class DtlsAssociations {
   DtlsAddress pending_address_;
   std::array<uint8_t, 32> pending_random_{};  // the bound handshake's ClientHello.random
   bool pending_bound_ = false;
-  uint64_t pending_bound_ns_ = 0;
+  uint64_t pending_bound_ns_ = 0;  // when the bound address took the slot (kept on superseding)
   DtlsRoutingCounters routing_;
   std::unique_ptr<DtlsEndpoint> live_;
   std::unique_ptr<DtlsEndpoint> pending_;
   SrtpKeyMaterial completed_keys_;
   DtlsFailure failure_ = DtlsFailure::kNone;
+  Fingerprint failed_fingerprint_{};
+  bool failed_fingerprint_checked_ = false;
+  uint8_t failed_alert_ = 0;
+  DtlsAddress failed_address_;
   uint64_t handshakes_completed_ = 0;
   uint64_t handshakes_failed_ = 0;
 };

@@ -142,6 +142,13 @@ struct DtlsCallbacks {
   }
 
   // RFC 6347 4.2.4.1: start at the configured timeout, double each time, at most 60 s.
+  // A fatal alert from the peer (RFC 5246 7.2: level 2) is kept, so a failed handshake says
+  // the peer refused it, and why (a warning, such as close_notify, is not a refusal).
+  static void info(const SSL* ssl, int where, int value) {
+    if (!(where & SSL_CB_READ_ALERT) || (value >> 8) != SSL3_AL_FATAL) return;
+    if (DtlsEndpoint* self = from_ssl(const_cast<SSL*>(ssl))) self->peer_alert_ = uint8_t(value);
+  }
+
   static unsigned int next_timer_us(SSL* ssl, unsigned int timer_us) {
     DtlsEndpoint* self = from_ssl(ssl);
     unsigned int initial = self ? self->context_.config().initial_retransmit_ms * 1000u : 1000000u;
@@ -166,8 +173,20 @@ const char* to_string(DtlsFailure failure) {
       return "handshake failed";
     case DtlsFailure::kTimedOut:
       return "handshake timed out";
+    case DtlsFailure::kPeerAlert:
+      return "the peer refused the handshake";
   }
   return "?";
+}
+
+bool is_identity_failure(DtlsFailure failure) {
+  return failure == DtlsFailure::kFingerprintMismatch ||
+         failure == DtlsFailure::kNoPeerCertificate || failure == DtlsFailure::kNoSrtpProfile ||
+         failure == DtlsFailure::kPeerAlert;
+}
+
+const char* alert_name(uint8_t description) {
+  return SSL_alert_desc_string_long(description);
 }
 
 uint32_t epoch_id_from_exported(std::span<const uint8_t, 4> exported) {
@@ -214,6 +233,7 @@ DtlsContext::DtlsContext(const Identity& identity, DtlsConfig config) : config_(
                      DtlsCallbacks::verify_certificate);
   SSL_CTX_set_cookie_generate_cb(ctx, DtlsCallbacks::generate_cookie);
   SSL_CTX_set_cookie_verify_cb(ctx, DtlsCallbacks::verify_cookie);
+  SSL_CTX_set_info_callback(ctx, DtlsCallbacks::info);
   // Every re-key is a full handshake with fresh ECDHE: no resumption, no renegotiation.
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
   SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_QUERY_MTU |
@@ -307,6 +327,7 @@ DtlsEvent DtlsEndpoint::drive(uint64_t) {
   int error = SSL_get_error(ssl_, result);
   if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) return DtlsEvent::kNone;
   if (fingerprint_checked_ && seen_ != expected_) return fail(DtlsFailure::kFingerprintMismatch);
+  if (peer_alert_ != 0) return fail(DtlsFailure::kPeerAlert);
   return fail(DtlsFailure::kHandshakeFailed);
 }
 
@@ -358,7 +379,7 @@ DtlsEvent DtlsEndpoint::feed(std::span<const uint8_t> datagram,
         state_ = DtlsState::kClosed;
         event = DtlsEvent::kClosed;
       } else if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
-        event = fail(DtlsFailure::kHandshakeFailed);
+        event = fail(peer_alert_ != 0 ? DtlsFailure::kPeerAlert : DtlsFailure::kHandshakeFailed);
       }
     }
     ERR_clear_error();

@@ -69,10 +69,19 @@ enum class DtlsFailure : uint8_t {
   kNoPeerCertificate,    // the peer sent none
   kNoSrtpProfile,        // use_srtp did not settle on SRTP_AEAD_AES_128_GCM
   kExportFailed,         // the exporter failed
-  kHandshakeFailed,      // any other handshake error (alert, protocol error)
+  kHandshakeFailed,      // any other handshake error (a protocol error)
   kTimedOut,             // the retransmission budget ran out (RFC 6347 4.2.4.1)
+  // The peer ended the handshake with a fatal alert (DtlsEndpoint::peer_alert()): e.g.
+  // bad_certificate when our certificate is not the one it expects.
+  kPeerAlert,
 };
 const char* to_string(DtlsFailure failure);
+// Whether the failure says the two ends do not take each other's identity (a fingerprint, a
+// certificate, the SRTP profile, or the peer's fatal alert): retrying will not help until an
+// operator changes a command line. Not a lost flight, a timeout or an internal error.
+bool is_identity_failure(DtlsFailure failure);
+// An alert description's name (RFC 5246 7.2), e.g. "bad certificate".
+const char* alert_name(uint8_t description);
 
 // What feed() reports.
 enum class DtlsEvent : uint8_t {
@@ -170,6 +179,10 @@ class DtlsEndpoint {
   // Valid once feed() has reported kHandshakeComplete.
   const SrtpKeyMaterial& keys() const { return keys_; }
   const Fingerprint& peer_fingerprint_seen() const { return seen_; }
+  // Whether the peer's certificate was checked (peer_fingerprint_seen() is valid).
+  bool peer_fingerprint_checked() const { return fingerprint_checked_; }
+  // The description of the fatal alert the peer sent (RFC 5246 7.2), or 0 for none.
+  uint8_t peer_alert() const { return peer_alert_; }
   const DtlsCounters& counters() const { return counters_; }
 
   // Largest datagram feed() accepts; larger ones are dropped and counted.
@@ -188,6 +201,7 @@ class DtlsEndpoint {
   Fingerprint expected_;
   Fingerprint seen_;
   bool fingerprint_checked_ = false;
+  uint8_t peer_alert_ = 0;
   DatagramSink sink_;
   SSL* ssl_ = nullptr;
   BIO* bio_ = nullptr;  // one in-memory datagram BIO for both directions (owned by ssl_)

@@ -282,6 +282,7 @@ class Relay(unittest.TestCase):
                     producer.kill()
                     producer.wait()
             before = self.verified(rx)
+            unique_before = rx.stream_stats("cam")["frames_unique"]
             with self.sender(port, "--dtls-rekey-interval", "3") as tx:
                 tx.wait_for(lambda: tx.stats()["relay"]["state"] == "connected")
                 self.assertNotEqual(tx.stats()["relay"]["local_port"], old_port)
@@ -303,6 +304,10 @@ class Relay(unittest.TestCase):
         self.assertEqual(relay["peer_changes"]["peer_restarts"], 1)
         self.assertEqual(relay["receiver"]["source"]["streams_opened"], 1)
         self.assertEqual(stream["frames_verify_failed"], 0)
+        # The new producer numbers its frames from the start again: the local stream's numbers
+        # go on, so each of its frames counts as unique (not reordered).
+        self.assertEqual(relay["receiver"]["source"]["sequence_restarts"], 1)
+        self.assertGreaterEqual(stream["frames_unique"] - unique_before, 60)
         self.assertEqual(relay["receiver"]["frames_malformed"], 0)
         self.assertLess(resumed, 10)
 
@@ -350,6 +355,50 @@ class Relay(unittest.TestCase):
             # The receiver never took it, and still serves.
             self.assertNotEqual(rx.stats()["relay"]["state"], "connected")
             self.assertEqual(rx.get("/healthz")[0], 200)
+
+    def test_a_receiver_pinning_another_fingerprint_is_told_and_the_sender_backs_off(self):
+        """The receiver refuses the sender's certificate (a fatal alert): both ends count it,
+        say it once on stderr with the fingerprints to fix, show failed with the reason in
+        /stats; the sender stops encoding and asks again with backoff, not hundreds of times a
+        second."""
+        other = os.path.join(self.tmp.name, "other.pem")
+        wrong = fingerprint(other)
+        with Syncd("--publisher", "test", "--relay-listen", "127.0.0.1:0", "--relay-cert",
+                   self.b, "--peer-fingerprint", wrong) as rx:
+            port = relay_port(rx)
+            with self.sender(port) as tx:
+                tx.wait_for(lambda: tx.stats()["relay"]["state"] == "failed")
+                rx.wait_for(lambda: rx.stats()["relay"]["state"] == "failed")
+                producer = subprocess.Popen([PRODUCER, "--url", tx.url, "--quiet", "--stream",
+                                             "canvas", "--format", "rgba8", "--width", "320",
+                                             "--height", "180", "--fps", "30", "--seconds", "4"],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                first = tx.stats()["relay"]["keys"]["dtls_failures"]
+                time.sleep(4)
+                producer.wait(timeout=30)
+                sender = tx.stats()["relay"]
+                receiver = rx.stats()["relay"]
+                relayed = tx.stream_stats("canvas")
+                self.assertEqual(tx.stop(), 0)
+                tx_err = tx.proc.stderr.read()
+            self.assertEqual(rx.stop(), 0)
+            rx_err = rx.proc.stderr.read()
+        print(f"\n  sender {sender['keys']}\n  {sender['error']}\n  receiver {receiver['error']}",
+              file=sys.stderr)
+        # About five more attempts in 4 s (100 ms doubling to 4 s), not thousands.
+        self.assertLessEqual(sender["keys"]["dtls_failures"] - first, 8)
+        self.assertGreaterEqual(sender["keys"]["peer_alerts"], 1)
+        self.assertEqual(sender["keys"]["last_failure"], "the peer refused the handshake")
+        self.assertIn(self.fa, sender["error"])  # what the receiver must pin
+        self.assertGreaterEqual(receiver["keys"]["fingerprint_mismatches"], 1)
+        self.assertIn(self.fa, receiver["error"])  # what the sender presented
+        self.assertIn(wrong, receiver["error"])
+        # Said once each, however many attempts.
+        self.assertEqual(tx_err.count("refused the handshake"), 1, tx_err)
+        self.assertEqual(rx_err.count("presented certificate"), 1, rx_err)
+        # A failed sender takes no frames: nothing offered to the relay, nothing encoded.
+        publishers = relayed["publishers"] if relayed else {}
+        self.assertEqual(publishers.get("relay", {}).get("offered", 0), 0, publishers)
 
     def test_strangers_datagrams_are_dropped_and_counted(self):
         with self.receiver() as rx:

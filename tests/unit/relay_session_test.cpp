@@ -70,6 +70,8 @@ void on_receiver_message(FromRelay& m, void* ctx) {
     case FromRelay::Kind::kFrameDone:
     case FromRelay::Kind::kKeyframeRequest:
     case FromRelay::Kind::kTargetRate:
+    case FromRelay::Kind::kHandshakeFailed:
+    case FromRelay::Kind::kConnected:
       break;
   }
 }
@@ -89,13 +91,16 @@ struct Pair {
   RelaySession* sender_session = nullptr;
   RelaySession* receiver_session = nullptr;
 
-  explicit Pair(uint64_t rekey_interval_ns, secure::Fingerprint* wrong_peer = nullptr) {
+  // wrong_peer: the fingerprint the sender pins instead of the receiver's; wrong_sender: the one
+  // the receiver pins instead of the sender's.
+  explicit Pair(uint64_t rekey_interval_ns, secure::Fingerprint* wrong_peer = nullptr,
+                secure::Fingerprint* wrong_sender = nullptr) {
     EXPECT_TRUE(secure::generate_identity(sender_id).ok());
     EXPECT_TRUE(secure::generate_identity(receiver_id).ok());
     uv_loop_init(&loop);
     RelaySessionConfig rc;
     rc.sender = false;
-    rc.peer = sender_id.fingerprint;
+    rc.peer = wrong_sender ? *wrong_sender : sender_id.fingerprint;
     rc.dtls.initial_retransmit_ms = 200;
     auto receiver = std::make_unique<RelaySession>(rc, receiver_id);
     receiver_session = receiver.get();
@@ -380,7 +385,41 @@ TEST(RelaySession, AWrongFingerprintIsRefused) {
     return pair.sender_session->stats().state.load() == uint32_t(RelaySession::State::kFailed);
   }));
   EXPECT_GE(pair.sender_session->stats().dtls_failures.load(), 1u);
+  EXPECT_GE(pair.sender_session->stats().fingerprint_mismatches.load(), 1u);
+  EXPECT_EQ(pair.sender_session->stats().last_failure.load(),
+            uint32_t(secure::DtlsFailure::kFingerprintMismatch));
   EXPECT_NE(pair.receiver_session->stats().state.load(), uint32_t(RelaySession::State::kConnected));
+}
+
+// A receiver that pins another fingerprint refuses the sender's certificate with a fatal alert:
+// the receiver counts the mismatch and the sender the refusal, both say failed, and the sender
+// asks again with backoff (100 ms doubling to 4 s) instead of at once, which made the two loop
+// ClientHello -> HelloVerifyRequest -> ... -> alert hundreds of times a second.
+TEST(RelaySession, AReceiverThatRefusesTheSenderIsAskedAgainWithBackoff) {
+  secure::Fingerprint wrong{};
+  wrong.sha256[0] = 1;
+  Pair pair(300'000'000'000ull, nullptr, &wrong);
+  const RelaySessionStats& tx = pair.sender_session->stats();
+  const RelaySessionStats& rx = pair.receiver_session->stats();
+  ASSERT_TRUE(pair.run_until([&] {
+    return tx.state.load() == uint32_t(RelaySession::State::kFailed) &&
+           rx.state.load() == uint32_t(RelaySession::State::kFailed);
+  })) << describe(tx)
+      << " / " << describe(rx);
+  const uint64_t first = tx.dtls_failures.load();
+  pair.run_until([] { return false; }, 4'000'000'000ull);
+  const uint64_t attempts = tx.dtls_failures.load() - first;
+  std::fprintf(stderr, "  4 s after the first refusal: %llu more attempts, backoff %llu ms\n",
+               (unsigned long long)attempts, (unsigned long long)tx.handshake_backoff_ms.load());
+  // 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s: five more in 4 s at most (hundreds without the backoff).
+  EXPECT_LE(attempts, 6u);
+  EXPECT_GE(attempts, 2u);  // still trying: the right receiver may come
+  EXPECT_GE(tx.peer_alerts.load(), 1u);
+  EXPECT_EQ(tx.last_failure.load(), uint32_t(secure::DtlsFailure::kPeerAlert));
+  EXPECT_EQ(tx.fingerprint_mismatches.load(), 0u);
+  EXPECT_GE(rx.fingerprint_mismatches.load(), 1u);
+  EXPECT_EQ(rx.last_failure.load(), uint32_t(secure::DtlsFailure::kFingerprintMismatch));
+  EXPECT_EQ(tx.state.load(), uint32_t(RelaySession::State::kFailed));
 }
 
 // ---------------------------------------------------------------------------------------------

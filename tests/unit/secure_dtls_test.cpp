@@ -539,5 +539,82 @@ TEST(SecureDtlsAssociations, ServerRebindsOnACompletedHandshakeFromANewAddress) 
   EXPECT_TRUE(std::equal(server.live_address().begin(), server.live_address().end(), moved));
 }
 
+// A stranger that holds a valid cookie and starts over every 0.5 s (a new ClientHello.random
+// each time, each one's cookie verified) supersedes its own handshake again and again; the hold
+// still counts from when its address took the slot, so the pinned peer, retrying from another
+// address, gets the slot once the hold has passed and completes.
+TEST(SecureDtlsAssociations, AStrangerStartingOverKeepsTheSlotNoLongerThanTheHold) {
+  DtlsContext server_context(testing::server_identity());
+  DtlsContext client_context(testing::client_identity());
+  DtlsContext stranger_context(testing::server_identity());  // not the pinned certificate
+  std::deque<Datagram> to_server, to_client, from_stranger;
+  constexpr uint64_t kHold = 2'000'000'000ull;
+  constexpr uint64_t kMs = 1'000'000;
+  DtlsAssociations server(
+      server_context, DtlsRole::kServer, testing::client_identity().fingerprint,
+      [&](std::span<const uint8_t> d) { to_client.emplace_back(d.begin(), d.end()); }, kHold);
+  DtlsAssociations client(
+      client_context, DtlsRole::kClient, testing::server_identity().fingerprint,
+      [&](std::span<const uint8_t> d) { to_server.emplace_back(d.begin(), d.end()); });
+  DtlsAssociations stranger(
+      stranger_context, DtlsRole::kClient, testing::server_identity().fingerprint,
+      [&](std::span<const uint8_t> d) { from_stranger.emplace_back(d.begin(), d.end()); });
+  const uint8_t stranger_address[6] = {203, 0, 113, 9, 1, 1};
+  const uint8_t peer_address[6] = {10, 0, 0, 1, 0x30, 0x39};
+
+  uint64_t completed_ns = 0;
+  client.start_handshake(250 * kMs);
+  const Datagram client_hello = to_server.front();
+  to_server.clear();
+  for (uint64_t now = 0; now <= 6000 * kMs && completed_ns == 0; now += 250 * kMs) {
+    if (now % (500 * kMs) == 0) {
+      // The stranger starts over: ClientHello, HelloVerifyRequest, ClientHello with its cookie.
+      stranger.start_handshake(now);
+      to_client.clear();
+      server.feed(from_stranger.front(), stranger_address, now);
+      from_stranger.clear();
+      if (to_client.size() == 1) {
+        stranger.feed(to_client.front(), DtlsPair::kServerAddress, now);
+        to_client.clear();
+        server.feed(from_stranger.front(), stranger_address, now);
+      }
+      from_stranger.clear();
+      to_client.clear();  // its handshake's flight: never answered, so it stalls
+      continue;
+    }
+    // The peer's ClientHello again (a retransmission): refused within the stranger's hold,
+    // answered with a cookie after it; then its handshake runs.
+    if (server.feed(client_hello, peer_address, now) != DtlsEvent::kHelloVerifySent) continue;
+    for (int i = 0; i < 30 && (!to_server.empty() || !to_client.empty()); ++i) {
+      std::deque<Datagram> s, c;
+      s.swap(to_server);
+      c.swap(to_client);
+      for (auto& d : c) client.feed(d, DtlsPair::kServerAddress, now);
+      for (auto& d : s) server.feed(d, peer_address, now);
+    }
+    if (server.handshakes_completed() == 1) completed_ns = now;
+  }
+  EXPECT_GE(server.routing_counters().superseded, 3u);  // the stranger started over
+  EXPECT_GE(server.routing_counters().refused_busy, 1u);
+  ASSERT_NE(completed_ns, 0u) << "the stranger kept the slot";
+  EXPECT_LE(completed_ns, kHold + 500 * kMs);
+  EXPECT_EQ(server.routing_counters().preempted, 1u);
+  EXPECT_TRUE(std::equal(server.live_address().begin(), server.live_address().end(), peer_address));
+  EXPECT_EQ(server.completed_keys().epoch_id, client.completed_keys().epoch_id);
+}
+
+// A truncated ClientHello (a record header and a few bytes of handshake) is answered with
+// nothing and counted.
+TEST(SecureDtlsAssociations, ATruncatedClientHelloIsCounted) {
+  DtlsContext server_context(testing::server_identity());
+  DtlsAssociations server(server_context, DtlsRole::kServer, testing::client_identity().fingerprint,
+                          [](std::span<const uint8_t>) {});
+  const uint8_t hello[20] = {22, 0xfe, 0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 1, 0, 0, 3, 0, 0, 0};
+  const uint8_t from[6] = {10, 0, 0, 2, 1, 1};
+  EXPECT_EQ(server.feed(hello, from, 0), DtlsEvent::kNone);
+  EXPECT_EQ(server.routing_counters().hellos_dropped, 1u);
+  EXPECT_EQ(server.routing_counters().cookie_challenges, 0u);
+}
+
 }  // namespace
 }  // namespace syncd::secure
