@@ -194,6 +194,7 @@ InsertResult JitterBuffer::insert(const PacketIn& packet, uint64_t now_ns, Frame
   }
   if (sequence < floor_ + config_.packet_capacity && slot(sequence).sequence == sequence) {
     ++counters_.duplicates;
+    if (slot(sequence).repaired && !packet.repaired) ++counters_.originals_after_repair;
     return InsertResult::kDuplicate;
   }
 

@@ -139,6 +139,9 @@ struct JitterBufferCounters {
   uint64_t conflicts = 0;
   uint64_t no_room = 0;
   uint64_t repaired_accepted = 0;  // accepted packets flagged repaired
+  // Originals refused as duplicates of a repaired packet held: they were late, not lost, and
+  // their repair came first.
+  uint64_t originals_after_repair = 0;
   uint64_t frames_released = 0;
   uint64_t packets_released = 0;
   uint64_t frames_dropped[static_cast<size_t>(DropReason::kCount)] = {};

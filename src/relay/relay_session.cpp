@@ -332,8 +332,12 @@ void RelaySession::on_datagram(std::span<uint8_t> datagram, const sockaddr_stora
   const DatagramKind kind = classify_datagram(datagram);
   if (kind == DatagramKind::kDtls) {
     feed_dtls(datagram, from, now_ns);
-  } else if (kind == DatagramKind::kUnknown || !connected() || !from_peer(from)) {
-    ++counters_.foreign;  // noise, or media before keys or from anyone but the peer
+  } else if (kind == DatagramKind::kUnknown) {
+    ++counters_.foreign_unknown;  // not DTLS, RTP or RTCP (RFC 7983)
+  } else if (!connected()) {
+    ++counters_.foreign_before_keys;
+  } else if (!from_peer(from)) {
+    ++counters_.foreign_not_peer;
   } else if (kind == DatagramKind::kRtp) {
     receive_rtp(datagram, now_ns);
   } else {
@@ -999,9 +1003,9 @@ void RelaySession::receive_rtp(std::span<uint8_t> packet, uint64_t now_ns) {
         ++counters_.rtp_refused;
         return;
       }
-      ++counters_.recovered_rtx;
+      ++counters_.rtx_received;
       fec_decoder_.add_source(rv.sequence, restored, now_ns, recovered);
-      accept_media(rv, restored, true, now_ns);
+      if (accept_media(rv, restored, true, now_ns)) ++counters_.recovered_rtx;
       break;
     }
     default:
@@ -1015,8 +1019,8 @@ void RelaySession::receive_rtp(std::span<uint8_t> packet, uint64_t now_ns) {
       ++counters_.rtp_refused;  // rebuilt from authenticated packets, so never expected
       continue;
     }
-    ++counters_.recovered_fec;
-    accept_media(rv, rebuilt, true, now_ns);
+    ++counters_.fec_rebuilt;
+    if (accept_media(rv, rebuilt, true, now_ns)) ++counters_.recovered_fec;
   }
 }
 
@@ -1062,13 +1066,13 @@ void RelaySession::restart_sender(uint32_t ssrc, uint64_t now_ns) {
   lost_since_delivery_ = true;  // a new sender's stream: its own chain of references
 }
 
-void RelaySession::accept_media(const rtp::RtpPacketView& view, std::span<const uint8_t> packet,
+bool RelaySession::accept_media(const rtp::RtpPacketView& view, std::span<const uint8_t> packet,
                                 bool repaired, uint64_t now_ns) {
   if (!repaired) receiver_stats_.on_packet(view.sequence, view.timestamp, now_ns);
   const uint32_t h = store_.take();
   if (h == PacketStore::kNone) {
     ++counters_.no_buffer;
-    return;
+    return false;
   }
   std::memcpy(store_.room(h).data(), packet.data(), packet.size());
   store_.set_size(h, packet.size());
@@ -1081,8 +1085,10 @@ void RelaySession::accept_media(const rtp::RtpPacketView& view, std::span<const 
   in.arrival_ns = now_ns;
   in.handle = h;
   in.length = uint32_t(packet.size());
-  if (jitter_.insert(in, now_ns, *sink_) != jitter::InsertResult::kAccepted) store_.give_back(h);
+  const bool accepted = jitter_.insert(in, now_ns, *sink_) == jitter::InsertResult::kAccepted;
+  if (!accepted) store_.give_back(h);
   nack_.on_packet(jitter_.last_extended_sequence(), now_ns, repaired);
+  return accepted;
 }
 
 void RelaySession::free_frame_packets(std::span<const jitter::PacketRef> packets) {
@@ -1204,10 +1210,16 @@ void RelaySession::publish_stats() {
   set(stats_.peer_rebinds, c.peer_rebinds);
   set(stats_.peer_restarts, c.peer_restarts);
   set(stats_.peer_lost, c.peer_lost);
-  set(stats_.foreign_datagrams, c.foreign);
+  set(stats_.foreign_datagrams, c.foreign_unknown + c.foreign_before_keys + c.foreign_not_peer);
+  set(stats_.foreign_unknown, c.foreign_unknown);
+  set(stats_.foreign_before_keys, c.foreign_before_keys);
+  set(stats_.foreign_not_peer, c.foreign_not_peer);
   set(stats_.srtp_refused, c.srtp_refused);
   set(stats_.srtp_auth_failed, srtp_in_.counters().auth_failed);
   set(stats_.srtp_replayed, srtp_in_.counters().replayed);
+  set(stats_.srtp_unknown_epoch, srtp_in_.counters().unknown_epoch);
+  set(stats_.srtp_malformed,
+      srtp_in_.counters().too_short + srtp_in_.counters().malformed + srtp_in_.counters().no_room);
   set(stats_.rtp_refused, c.rtp_refused);
   set(stats_.rtcp_refused, c.rtcp_refused);
   set(stats_.rtt_us, have_rtt_ ? rtt_ns_ / 1000 : 0);
@@ -1230,6 +1242,9 @@ void RelaySession::publish_stats() {
   set(stats_.packets_received, c.packets_received);
   set(stats_.packets_recovered_fec, c.recovered_fec);
   set(stats_.packets_recovered_rtx, c.recovered_rtx);
+  set(stats_.fec_rebuilt, c.fec_rebuilt);
+  set(stats_.rtx_received, c.rtx_received);
+  set(stats_.originals_after_repair, jitter_.counters().originals_after_repair);
   set(stats_.frames_complete, c.frames_complete);
   set(stats_.frames_dropped, c.frames_dropped);
   for (size_t r = 0; r < c.frames_dropped_by.size(); ++r)

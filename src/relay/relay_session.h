@@ -128,11 +128,16 @@ struct RelaySessionStats {
   std::atomic<uint64_t> peer_rebinds{0};       // receiver: a handshake completed from a new address
   std::atomic<uint64_t> peer_restarts{0};      // receiver: a new sender (new SSRC, newer epoch)
   std::atomic<uint64_t> peer_lost{0};          // sender: liveness timeouts (fresh handshakes)
-  std::atomic<uint64_t> foreign_datagrams{0};  // not from the peer, or not DTLS/RTP/RTCP
-  std::atomic<uint64_t> srtp_refused{0};       // auth failures, replays, unknown epochs...
+  std::atomic<uint64_t> foreign_datagrams{0};  // the three below, summed
+  std::atomic<uint64_t> foreign_unknown{0};    // not DTLS, RTP or RTCP
+  std::atomic<uint64_t> foreign_before_keys{0};  // RTP/RTCP before any handshake completed
+  std::atomic<uint64_t> foreign_not_peer{0};     // RTP/RTCP from an address not the peer's
+  std::atomic<uint64_t> srtp_refused{0};         // auth failures, replays, unknown epochs...
   std::atomic<uint64_t> srtp_auth_failed{0};
   std::atomic<uint64_t> srtp_replayed{0};
-  std::atomic<uint64_t> rtp_refused{0};  // malformed, foreign SSRC or payload type
+  std::atomic<uint64_t> srtp_unknown_epoch{0};  // an epoch never held, or retired (too old)
+  std::atomic<uint64_t> srtp_malformed{0};      // too short, malformed, no room
+  std::atomic<uint64_t> rtp_refused{0};         // malformed, foreign SSRC or payload type
   std::atomic<uint64_t> rtcp_refused{0};
   std::atomic<uint64_t> rtt_us{0};
   // Sender.
@@ -158,8 +163,14 @@ struct RelaySessionStats {
   std::atomic<uint64_t> keyframe_requests{0};
   // Receiver.
   std::atomic<uint64_t> packets_received{0};
+  // Repaired packets the jitter buffer took as missing (lost, or late and not yet in), by FEC
+  // and by retransmission; every packet FEC rebuilt and every RTX packet received, taken or
+  // not; and originals that came after their repair (late, not lost).
   std::atomic<uint64_t> packets_recovered_fec{0};
   std::atomic<uint64_t> packets_recovered_rtx{0};
+  std::atomic<uint64_t> fec_rebuilt{0};
+  std::atomic<uint64_t> rtx_received{0};
+  std::atomic<uint64_t> originals_after_repair{0};
   std::atomic<uint64_t> frames_complete{0};
   std::atomic<uint64_t> frames_dropped{0};  // the jitter buffer gave up on them
   // The same, by jitter::DropReason: incomplete by their deadline, lost whole, evicted.
@@ -226,8 +237,8 @@ class RelaySession final : public RelayHandler {
   // ---- receiver path ----
   void receive_rtp(std::span<uint8_t> packet, uint64_t now_ns);
   // A media packet (as received, or rebuilt by FEC or RTX) parsed into view, into the jitter
-  // buffer.
-  void accept_media(const rtp::RtpPacketView& view, std::span<const uint8_t> packet, bool repaired,
+  // buffer; false when it was not taken (held already, too late, no room).
+  bool accept_media(const rtp::RtpPacketView& view, std::span<const uint8_t> packet, bool repaired,
                     uint64_t now_ns);
   // due_only: called between periodic reports; sends only if something cannot wait.
   void send_receiver_feedback(uint64_t now_ns, bool due_only);
@@ -357,14 +368,16 @@ class RelaySession final : public RelayHandler {
 
   // Counters the relay thread owns; published to stats_ on the timer.
   struct Counters {
-    uint64_t foreign = 0, srtp_refused = 0, rtp_refused = 0, rtcp_refused = 0;
+    uint64_t foreign_unknown = 0, foreign_before_keys = 0, foreign_not_peer = 0;
+    uint64_t srtp_refused = 0, rtp_refused = 0, rtcp_refused = 0;
     uint64_t frames_sent = 0, frames_refused = 0, packets_sent = 0, fec_sent = 0, rtx_sent = 0;
     uint64_t frames_on_wire = 0, frame_on_wire_ns_total = 0, frame_on_wire_ns_max = 0;
     uint64_t tail_probes = 0;
     uint64_t nacked = 0, nacked_unavailable = 0, no_buffer = 0, dtls_failures = 0;
     uint64_t fingerprint_mismatches = 0, epoch_collisions = 0, peer_alerts = 0, rekeys = 0;
     uint64_t peer_rebinds = 0, peer_restarts = 0, peer_lost = 0;
-    uint64_t packets_received = 0, recovered_fec = 0, recovered_rtx = 0;
+    uint64_t packets_received = 0, recovered_fec = 0, recovered_rtx = 0, fec_rebuilt = 0,
+             rtx_received = 0;
     uint64_t frames_complete = 0, frames_dropped = 0, frames_malformed = 0, frames_no_buffer = 0,
              nacks_sent = 0, remb_bps = 0, fraction_lost = 0, keyframe_requests = 0;
     std::array<uint64_t, size_t(jitter::DropReason::kCount)> frames_dropped_by{};

@@ -177,6 +177,23 @@ TEST(JitterBuffer, DuplicatesAreRefusedAndLatePacketsToo) {
   expect_counters_add_up(buffer);
 }
 
+// A packet repaired before its original arrived (the original was late, not lost): the
+// original is a duplicate, counted apart so "recovered" can be told from "late".
+TEST(JitterBuffer, AnOriginalAfterItsRepairIsCountedApart) {
+  JitterBuffer buffer(when_complete());
+  RecordingSink sink;
+  const std::vector<PacketIn> packets = stream(100, 9000, 1, 3);
+  PacketIn repair = packets[1];
+  repair.repaired = true;
+  EXPECT_EQ(buffer.insert(packets[0], 0, sink), InsertResult::kAccepted);
+  EXPECT_EQ(buffer.insert(repair, 0, sink), InsertResult::kAccepted);
+  EXPECT_EQ(buffer.insert(packets[1], 0, sink), InsertResult::kDuplicate);
+  EXPECT_EQ(buffer.insert(repair, 0, sink), InsertResult::kDuplicate);  // a second repair
+  EXPECT_EQ(buffer.counters().originals_after_repair, 1u);
+  EXPECT_EQ(buffer.counters().duplicates, 2u);
+  expect_counters_add_up(buffer);
+}
+
 TEST(JitterBuffer, ContradictionsAreRefusedAsConflicts) {
   JitterBuffer buffer(when_complete());
   RecordingSink sink;
