@@ -85,7 +85,12 @@ bool DecodeStage::open(const media::Stream& stream, uint64_t owner, std::string&
 }
 
 void DecodeStage::close_stream() {
+  for (; queue_size_ > 0; --queue_size_, queue_head_ = (queue_head_ + 1) % kMaxQueue)
+    drop(DecodeDrop::kStopped, queue_[queue_head_].au.buffer);
+  counters_.queued = 0;
+  closing_ = true;
   if (worker_) worker_->flush();  // every lease committed or aborted, every buffer given back
+  closing_ = false;
   stream_id_ = 0;
 }
 
@@ -159,21 +164,59 @@ void DecodeStage::submit(const AccessUnitIn& au, uint64_t now_ns) {
   if (pending_loss_) awaiting_keyframe_ = true;
   if (awaiting_keyframe_) want_keyframe(now_ns);
 
-  const size_t depth = std::clamp<size_t>(config_.depth, 1, kMaxDepth);
-  size_t index = depth;
-  for (size_t i = 0; i < depth; ++i) {
-    if (!busy_[i]) {
-      index = i;
-      break;
-    }
+  // In order behind what waits already; straight to the worker when nothing waits and it has
+  // room.
+  const size_t index = queue_size_ == 0 ? free_index() : depth();
+  if (index < depth()) {
+    // A frame dropped on its way to the worker is a loss before the next one submitted.
+    pending_loss_ = !hand_over(au, pending_loss_, core::monotonic_ns(), index);
+    return;
   }
-  if (index == depth) {
+  if (queue_size_ >= std::min(config_.queue, kMaxQueue)) {
     // The decoder never sees this frame: the next one must wait for an IDR.
     pending_loss_ = true;
     awaiting_keyframe_ = true;
     drop(DecodeDrop::kWorkerBusy, au.buffer);
     return;
   }
+  queue_[(queue_head_ + queue_size_) % kMaxQueue] = Queued{au, pending_loss_, core::monotonic_ns()};
+  ++queue_size_;
+  pending_loss_ = false;
+  counters_.queued = queue_size_;
+  counters_.queued_max = std::max<uint64_t>(counters_.queued_max, queue_size_);
+}
+
+size_t DecodeStage::depth() const {
+  return std::clamp<size_t>(config_.depth, 1, kMaxDepth);
+}
+
+size_t DecodeStage::free_index() const {
+  for (size_t i = 0; i < depth(); ++i)
+    if (!busy_[i]) return i;
+  return depth();
+}
+
+void DecodeStage::dispatch() {
+  while (queue_size_ > 0 && !closing_ && stream_id_ != 0) {
+    const size_t index = free_index();
+    if (index == depth()) return;
+    const Queued q = queue_[queue_head_];
+    queue_head_ = (queue_head_ + 1) % kMaxQueue;
+    --queue_size_;
+    counters_.queued = queue_size_;
+    // A frame dropped between the queue and the worker is a loss before the next in order: the
+    // new head, else the next submitted.
+    if (!hand_over(q.au, q.loss_before, q.submitted_ns, index)) {
+      if (queue_size_ > 0)
+        queue_[queue_head_].loss_before = true;
+      else
+        pending_loss_ = true;
+    }
+  }
+}
+
+bool DecodeStage::hand_over(const AccessUnitIn& au, bool loss_before, uint64_t submitted_ns,
+                            size_t index) {
   media::IngestRequest r;
   r.stream_id = stream_id_;
   r.owner = owner_;
@@ -185,10 +228,9 @@ void DecodeStage::submit(const AccessUnitIn& au, uint64_t now_ns) {
   media::IngestRefusal refusal;
   media::SlotLease lease = registry_.begin(r, refusal);
   if (!lease) {
-    pending_loss_ = true;
     awaiting_keyframe_ = true;
     drop(DecodeDrop::kPoolFull, au.buffer);
-    return;
+    return false;
   }
   media::FrameLayout layout;
   media::frame_layout(media::PixelFormat::kI420, width_, height_, layout);
@@ -205,8 +247,8 @@ void DecodeStage::submit(const AccessUnitIn& au, uint64_t now_ns) {
     job.out.planes[p] = lease.pixels() + layout.planes[p].offset;
     job.out.strides[p] = layout.planes[p].stride;
   }
-  job.loss_before = pending_loss_;
-  job.submitted_ns = core::monotonic_ns();  // `held` is measured on the real clock
+  job.loss_before = loss_before;
+  job.submitted_ns = submitted_ns;  // `held` is measured on the real clock, queueing included
   leases_[index] = std::move(lease);
   buffers_[index] = au.buffer;
   busy_[index] = true;
@@ -214,13 +256,12 @@ void DecodeStage::submit(const AccessUnitIn& au, uint64_t now_ns) {
     // Cannot happen (a free index means fewer than kMaxDepth jobs in flight); accounted anyway.
     busy_[index] = false;
     leases_[index].abort(media::DropReason::kUndecodable);
-    pending_loss_ = true;
     awaiting_keyframe_ = true;
     drop(DecodeDrop::kWorkerBusy, au.buffer);
-    return;
+    return false;
   }
-  pending_loss_ = false;
   ++counters_.in_flight;
+  return true;
 }
 
 void DecodeStage::decode_on_worker(Job& job, void* self) {
@@ -293,6 +334,11 @@ void DecodeStage::result_on_loop(Job& job, void* self) {
 }
 
 void DecodeStage::finish(Job& job) {
+  complete(job);
+  dispatch();  // the worker has room for the next waiting
+}
+
+void DecodeStage::complete(Job& job) {
   const uint64_t now_ns = core::monotonic_ns();
   --counters_.in_flight;
   counters_.held.record(now_ns - job.submitted_ns);
@@ -345,6 +391,8 @@ void DecodeStage::write_stats(nlohmann::json& out) const {
          {"dropped", std::move(dropped)},
          {"dropped_total", c.dropped_total()},
          {"in_flight", c.in_flight},
+         {"queued", c.queued},
+         {"queued_max", c.queued_max},
          {"gaps", c.gaps},
          {"keyframes", c.keyframes},
          {"keyframe_requests", c.keyframe_requests},

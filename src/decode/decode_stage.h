@@ -64,10 +64,14 @@ struct DecodeStageHooks {
 };
 
 struct DecodeStageConfig {
-  // Frames with the worker at most (1 to DecodeStage::kMaxDepth): what a burst may bring before
-  // frames are dropped as worker_busy. The relay's receiver lends its own buffers (4 of its 8);
-  // a decoded twin copies into buffers of its own and takes 8 (133 ms of 60 fps).
+  // Frames with the worker at most (1 to DecodeStage::kMaxDepth), each holding a slot of the
+  // local stream. A decoded twin copies into buffers of its own and takes 8 (133 ms of 60 fps).
   size_t depth = 4;
+  // Access units waiting on the loop for a place with the worker (0 to DecodeStage::kMaxQueue),
+  // in order, holding only their source's buffer: what a burst may bring beyond `depth` before
+  // frames are dropped as worker_busy. The relay's receiver queues what its jitter buffer can
+  // release at once after a repair (docs/wan.md "Decoding at the receiver").
+  size_t queue = 0;
   // The least time between two keyframe requests (see above).
   uint64_t keyframe_request_interval_ns = 200'000'000;
   video_codec::DecoderConfig decoder;
@@ -91,7 +95,7 @@ enum class DecodeDrop : uint8_t {
   kDecodeError,       // libavcodec refused the bitstream, or the picture came out corrupt
   kRefused,           // empty, too large, not Annex B, not 8-bit 4:2:0, no picture
   kPoolFull,          // the local stream had no free slot (the registry counts it too)
-  kWorkerBusy,        // config.depth frames already with the worker
+  kWorkerBusy,        // config.depth frames with the worker and config.queue waiting
   kCommitRefused,     // decoded, but the registry refused the commit (its stream closed)
   kStopped,           // the stage is not running (no stream, or stopped)
   kCount,
@@ -102,9 +106,11 @@ struct DecodeStageCounters {
   uint64_t frames_in = 0;
   uint64_t decoded = 0;  // committed into the local stream
   std::array<uint64_t, size_t(DecodeDrop::kCount)> dropped{};
-  uint64_t in_flight = 0;  // with the worker now
-  uint64_t gaps = 0;       // losses the source signalled (each makes the decoder wait for an IDR)
-  uint64_t keyframes = 0;  // IDRs decoded
+  uint64_t in_flight = 0;   // with the worker now
+  uint64_t queued = 0;      // waiting for the worker now
+  uint64_t queued_max = 0;  // the most ever waiting
+  uint64_t gaps = 0;        // losses the source signalled (each makes the decoder wait for an IDR)
+  uint64_t keyframes = 0;   // IDRs decoded
   uint64_t keyframe_requests = 0;
   uint64_t keyframe_requests_throttled = 0;  // wanted, but within the interval of the last
   uint64_t scaled = 0;                       // pictures of another size scaled into the lease
@@ -122,8 +128,10 @@ struct DecodeStageCounters {
 
 class DecodeStage {
  public:
-  // Jobs with the worker at most (DecodeStageConfig::depth, up to kMaxDepth).
+  // Jobs with the worker at most (DecodeStageConfig::depth, up to kMaxDepth), and access units
+  // waiting for it (DecodeStageConfig::queue, up to kMaxQueue).
   static constexpr size_t kMaxDepth = 8;
+  static constexpr size_t kMaxQueue = 32;
 
   DecodeStage(media::StreamRegistry& registry, DecodeStageHooks hooks,
               DecodeStageConfig config = {});
@@ -137,12 +145,13 @@ class DecodeStage {
   // stream's size): the decoder is reopened and waits for an IDR. False (with error) when the
   // stream is not I420 or the decoder cannot open. Finishes the previous stream first.
   bool open(const media::Stream& stream, uint64_t owner, std::string& error);
-  // Takes one access unit. Its buffer always comes back through buffer_done: at once when the
-  // frame is dropped here, else when the worker is done with it. Never blocks.
+  // Takes one access unit: to the worker, or to the queue while the worker has config.depth. Its
+  // buffer always comes back through buffer_done: at once when the frame is dropped here, else
+  // when the worker is done with it. Never blocks.
   void submit(const AccessUnitIn& au, uint64_t now_ns);
-  // Finishes the frames the worker holds (waits for at most config.depth decodes, then commits or
-  // aborts each and gives its buffer back) and forgets the stream. Call before the stream
-  // closes. Idempotent.
+  // Drops the queued access units (stopped), finishes the frames the worker holds (waits for at
+  // most config.depth decodes, then commits or aborts each and gives its buffer back) and
+  // forgets the stream. Call before the stream closes. Idempotent.
   void close_stream();
   // close_stream(), then joins the worker. Idempotent; the stage cannot start again.
   void stop();
@@ -177,8 +186,17 @@ class DecodeStage {
   };
   static void decode_on_worker(Job& job, void* self);
   static void result_on_loop(Job& job, void* self);
-  void decode(Job& job);  // worker
-  void finish(Job& job);  // loop
+  void decode(Job& job);    // worker
+  void finish(Job& job);    // loop
+  void complete(Job& job);  // loop: the job's outcome
+  // Hands queued access units to the worker while it has room (loop).
+  void dispatch();
+  // One access unit to the worker now, at job index `index` (loop); false when it was dropped
+  // (the local stream had no slot).
+  bool hand_over(const AccessUnitIn& au, bool loss_before, uint64_t submitted_ns, size_t index);
+  // Jobs with the worker at most, and a free job index (depth() when it has that many).
+  size_t depth() const;
+  size_t free_index() const;
   void drop(DecodeDrop reason, uint32_t buffer);
   void want_keyframe(uint64_t now_ns);
   void tell_undecodable(uint64_t sequence, video_codec::DecodeStatus status);
@@ -193,7 +211,17 @@ class DecodeStage {
   bool started_ = false;
   bool stopped_ = false;
   uint64_t last_now_ns_ = 0;
-  bool pending_loss_ = false;  // a frame never reached the decoder: note_loss() before the next
+  // A frame never reached the decoder: the next one in order must note_loss() first.
+  bool pending_loss_ = false;
+  bool closing_ = false;  // close_stream() is flushing: nothing more goes to the worker
+  struct Queued {
+    AccessUnitIn au;
+    bool loss_before;
+    uint64_t submitted_ns;
+  };
+  std::array<Queued, kMaxQueue> queue_{};
+  size_t queue_head_ = 0;
+  size_t queue_size_ = 0;
   // Loop thread.
   std::array<media::SlotLease, kMaxDepth> leases_;
   std::array<uint32_t, kMaxDepth> buffers_{};

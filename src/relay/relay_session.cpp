@@ -900,7 +900,8 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
       // Room for the largest access unit the stream can carry (an I420 frame's size).
       const size_t room =
           size_t(d.width) * d.height + 2 * (size_t(d.width + 1) / 2) * ((d.height + 1) / 2);
-      for (auto& b : frame_buffers_) b.resize(room);
+      frame_buffer_bytes_ = room;
+      for (auto& b : frame_buffers_) b.reset(new uint8_t[room]);  // default-initialized: untouched
       FromRelay m;
       m.kind = FromRelay::Kind::kDescription;
       m.description = d;
@@ -1098,7 +1099,7 @@ void RelaySession::free_frame_packets(std::span<const jitter::PacketRef> packets
 void RelaySession::deliver_frame(const jitter::FrameEvent& frame) {
   uint32_t b = 0;
   while (b < frame_buffer_lent_.size() && frame_buffer_lent_[b]) ++b;
-  if (b == frame_buffer_lent_.size() || frame_buffers_[b].empty()) {
+  if (b == frame_buffer_lent_.size() || !frame_buffers_[b]) {
     ++counters_.frames_no_buffer;
     lost_since_delivery_ = true;
     free_frame_packets(frame.packets);
@@ -1106,7 +1107,7 @@ void RelaySession::deliver_frame(const jitter::FrameEvent& frame) {
   }
   FrameInfoWire info;
   bool have_info = false;
-  depacketizer_.begin(frame_buffers_[b]);
+  depacketizer_.begin(std::span(frame_buffers_[b].get(), frame_buffer_bytes_));
   bool ok = true;
   for (const jitter::PacketRef& p : frame.packets) {
     rtp::RtpPacketView view;
@@ -1134,7 +1135,7 @@ void RelaySession::deliver_frame(const jitter::FrameEvent& frame) {
   FromRelay m;
   m.kind = FromRelay::Kind::kFrameIn;
   m.buffer = b;
-  m.data = frame_buffers_[b].data();
+  m.data = frame_buffers_[b].get();
   m.bytes = depacketizer_.access_unit().size();
   m.sequence = info.sequence;
   m.content_hash = info.content_hash;

@@ -47,8 +47,11 @@ struct RelaySessionConfig {
   secure::Fingerprint peer;  // --peer-fingerprint
   secure::KeyScheduleConfig keys;  // --dtls-rekey-interval
   secure::DtlsConfig dtls;
-  // The receiver's access-unit buffers: frames handed to the main loop at once, at most.
-  uint32_t frame_buffers = 8;
+  // The receiver's access-unit buffers: frames handed to the main loop at once, at most. After
+  // a repair the jitter buffer releases every frame that waited behind it at once (up to 8
+  // within 2 ms measured at 40 ms one way): the decoder holds 4 and queues 16 (RelaySource),
+  // the rest is margin. Allocated, not zeroed: only the bytes an access unit fills are touched.
+  uint32_t frame_buffers = 24;
   // Sender: with no authenticated RTCP from the receiver for this long (it sends a report every
   // 100 ms), the receiver is taken for dead or restarted and a fresh handshake starts; again
   // after liveness_retry_ns, doubling up to liveness_retry_max_ns, until it answers.
@@ -357,7 +360,8 @@ class RelaySession final : public RelayHandler {
   rtp::H264Depacketizer depacketizer_;
   std::unique_ptr<ReceiverSink> sink_;
   std::unique_ptr<RecoveredPackets> recovered_;  // what one datagram's FEC rebuilt
-  std::vector<std::vector<uint8_t>> frame_buffers_;
+  std::vector<std::unique_ptr<uint8_t[]>> frame_buffers_;
+  size_t frame_buffer_bytes_ = 0;  // each one's room: the described stream's I420 frame
   std::vector<bool> frame_buffer_lent_;
   uint64_t next_feedback_ns_ = 0;
   bool peer_described_ = false;

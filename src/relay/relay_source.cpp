@@ -46,7 +46,8 @@ bool RelaySource::open_decoder(std::string& error) {
     }
     decoder_ = std::make_unique<decode::DecodeStage>(
         registry_,
-        decode::DecodeStageHooks{&RelaySource::free_buffer, &RelaySource::request_keyframe, this});
+        decode::DecodeStageHooks{&RelaySource::free_buffer, &RelaySource::request_keyframe, this},
+        decode::DecodeStageConfig{.depth = kDecodeDepth, .queue = kDecodeQueue});
     std::string why;
     if (!decoder_->start(loop_, why)) {
       decoder_.reset();

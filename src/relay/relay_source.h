@@ -56,6 +56,11 @@ class RelaySource final : private media::SourceFeedback {
   static constexpr uint64_t kOwner = std::numeric_limits<uint64_t>::max();
   static_assert(media::owned_by_syncd(kOwner));
   static constexpr uint32_t kSlots = 8;
+  // The decode stage: frames with its worker (each holds one of the kSlots), and frames queued
+  // for it in the relay's own buffers (RelaySessionConfig::frame_buffers): what the jitter
+  // buffer releases at once after a repair is decoded in turn, not dropped.
+  static constexpr size_t kDecodeDepth = 4;
+  static constexpr size_t kDecodeQueue = 16;
 
   // loop: where a decode stage's worker reports back; without one (nullptr) a stream that needs
   // decoding is refused (open_error "no_decoder").

@@ -84,7 +84,8 @@ struct Receiver {
   std::unique_ptr<DecodeStage> stage;
   uint64_t now_ns = 1'000'000'000;
 
-  explicit Receiver(uint32_t width = 640, uint32_t height = 360, uint32_t slots = 8) {
+  explicit Receiver(uint32_t width = 640, uint32_t height = 360, uint32_t slots = 8,
+                    DecodeStageConfig config = {}) {
     uv_loop_init(&loop);
     auto verifier = std::make_unique<media::TestPublisher>();
     test = verifier.get();
@@ -99,10 +100,20 @@ struct Receiver {
     stream = registry.open(c, kOwner, error);
     EXPECT_NE(stream, nullptr);
     stage = std::make_unique<DecodeStage>(
-        registry, DecodeStageHooks{&Hooks::buffer_done, &Hooks::keyframe_wanted, &hooks});
+        registry, DecodeStageHooks{&Hooks::buffer_done, &Hooks::keyframe_wanted, &hooks}, config);
     std::string why;
     EXPECT_TRUE(stage->start(&loop, why)) << why;
     EXPECT_TRUE(stage->open(*stream, kOwner, why)) << why;
+  }
+  // Runs the loop until the worker has nothing and nothing waits.
+  void drain() {
+    const uint64_t deadline = core::monotonic_ns() + 10'000'000'000ull;
+    while ((stage->counters().in_flight > 0 || stage->counters().queued > 0) &&
+           core::monotonic_ns() < deadline) {
+      uv_run(&loop, UV_RUN_NOWAIT);
+      usleep(100);
+    }
+    ASSERT_EQ(stage->counters().in_flight + stage->counters().queued, 0u);
   }
   ~Receiver() {
     stage->stop();
@@ -140,7 +151,7 @@ struct Receiver {
   size_t dropped(DecodeDrop d) const { return stage->counters().dropped[size_t(d)]; }
   void expect_accounted() const {
     const DecodeStageCounters& c = stage->counters();
-    EXPECT_EQ(c.frames_in, c.decoded + c.dropped_total() + c.in_flight);
+    EXPECT_EQ(c.frames_in, c.decoded + c.dropped_total() + c.in_flight + c.queued);
     const media::StreamCounters& s = stream->counters();
     // The registry's identity, with the leases the worker still fills.
     EXPECT_EQ(s.offered, s.accepted + s.dropped_total() + c.in_flight);
@@ -316,6 +327,73 @@ TEST(RelayDecoder, FullPoolDropsAndWaitsForAnIdr) {
   EXPECT_EQ(rx.dropped(DecodeDrop::kAwaitingKeyframe), 1u);
   EXPECT_EQ(c.decoded, 2u);
   EXPECT_EQ(rx.hooks.freed.size(), 4u);
+  rx.expect_accounted();
+}
+
+// What a jitter buffer releases at once after a repair (here 20 frames handed over without the
+// loop running): the worker takes `depth`, the rest wait in order and are decoded in turn as the
+// worker frees up. Nothing is dropped, every marker reads, the order holds.
+TEST(RelayDecoder, ABurstBeyondTheWorkerIsQueuedAndDecodedInOrder) {
+  Receiver rx(640, 360, 8, DecodeStageConfig{.depth = 4, .queue = 16});
+  Encoding enc(640, 360);
+  std::vector<EncodedFrame> frames;
+  for (uint32_t i = 0; i < 20; ++i) frames.push_back(enc.encode(i));
+  for (uint32_t i = 0; i < 20; ++i) rx.hand(frames[i], i, 200 + i);
+  const DecodeStageCounters& c = rx.stage->counters();
+  EXPECT_EQ(c.in_flight, 4u);
+  EXPECT_EQ(c.queued, 16u);
+  EXPECT_EQ(c.queued_max, 16u);
+  EXPECT_EQ(c.dropped_total(), 0u);
+  rx.expect_accounted();
+  rx.drain();
+  EXPECT_EQ(c.decoded, 20u);
+  EXPECT_EQ(c.dropped_total(), 0u);
+  EXPECT_EQ(rx.verdicts().marker_verified, 20u);
+  EXPECT_EQ(rx.verdicts().sequence_reordered, 0u);
+  EXPECT_EQ(rx.verdicts().sequence_gaps, 0u);
+  EXPECT_EQ(rx.hooks.keyframe_requests, 0);
+  ASSERT_EQ(rx.hooks.freed.size(), 20u);
+  for (uint32_t i = 0; i < 20; ++i) EXPECT_EQ(rx.hooks.freed[i], 200 + i);  // in order
+  rx.expect_accounted();
+}
+
+// Past depth + queue a frame is dropped (worker_busy): the next one in order is a loss, so it
+// waits for an IDR and asks for one; the IDR decodes again.
+TEST(RelayDecoder, PastTheQueueAFrameIsDroppedAndTheNextWaitsForAnIdr) {
+  Receiver rx(640, 360, 8, DecodeStageConfig{.depth = 2, .queue = 2});
+  Encoding enc(640, 360);
+  std::vector<EncodedFrame> frames;
+  for (uint32_t i = 0; i < 6; ++i) frames.push_back(enc.encode(i));
+  frames.push_back(enc.encode(6, true));
+  for (uint32_t i = 0; i < 5; ++i) rx.hand(frames[i], i, i);
+  EXPECT_EQ(rx.dropped(DecodeDrop::kWorkerBusy), 1u);  // frame 4
+  rx.expect_accounted();
+  rx.drain();
+  EXPECT_EQ(rx.stage->counters().decoded, 4u);
+  rx.feed(frames[5], 5);  // its reference, 4, never reached the decoder
+  EXPECT_EQ(rx.dropped(DecodeDrop::kAwaitingKeyframe), 1u);
+  EXPECT_GE(rx.hooks.keyframe_requests, 1);
+  rx.feed(frames[6], 6);
+  EXPECT_EQ(rx.stage->counters().decoded, 5u);
+  EXPECT_EQ(rx.hooks.freed.size(), 7u);
+  rx.expect_accounted();
+}
+
+// Stopping with frames queued: each queued one is dropped (stopped) and its buffer given back;
+// those with the worker finish.
+TEST(RelayDecoder, StopWithFramesQueuedGivesEveryBufferBack) {
+  Receiver rx(640, 360, 8, DecodeStageConfig{.depth = 2, .queue = 8});
+  Encoding enc(640, 360);
+  std::vector<EncodedFrame> frames;
+  for (uint32_t i = 0; i < 8; ++i) frames.push_back(enc.encode(i));
+  for (uint32_t i = 0; i < 8; ++i) rx.hand(frames[i], i, 300 + i);
+  EXPECT_EQ(rx.stage->counters().queued, 6u);
+  rx.stage->stop();
+  EXPECT_EQ(rx.dropped(DecodeDrop::kStopped), 6u);
+  EXPECT_EQ(rx.stage->counters().decoded, 2u);
+  EXPECT_EQ(rx.stage->counters().queued, 0u);
+  ASSERT_EQ(rx.hooks.freed.size(), 8u);
+  EXPECT_EQ(std::set<uint32_t>(rx.hooks.freed.begin(), rx.hooks.freed.end()).size(), 8u);
   rx.expect_accounted();
 }
 

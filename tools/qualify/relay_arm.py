@@ -10,6 +10,8 @@ publisher checks every access unit's bytes against the hash the sender computed.
 Profiles (sync-impair, both directions):
   random   1 % random loss, 20 +/- 5 ms (uniform) delay each way       (arms relay, relay-soak)
   burst    5 % Gilbert-Elliott loss in mean bursts of 4 packets, the same delay  (relay-burst)
+  wan-burst  the same bursts, and 40 +/- 10 ms each way (relay-raw-burst: raw frames encoded at
+           the sender and decoded at the receiver, every frame's marker checked)
   abr      the same delay and no random loss; the sender's path capped at 20 Mbit/s, 4 Mbit/s
            from 20 s, 20 Mbit/s again from 40 s (relay-abr). The source is raw: sync-producer's
            RGBA pattern with the column marker, which the sending syncd encodes (adaptive
@@ -61,8 +63,14 @@ PROFILES = {
     "burst": ["--fwd-burst-loss", "5", "--fwd-burst-length", "4", "--rev-burst-loss", "5",
               "--rev-burst-length", "4"],
 }
-DELAY = ["--fwd-delay", str(ONE_WAY_MS), "--fwd-jitter", str(JITTER_MS), "--rev-delay",
-         str(ONE_WAY_MS), "--rev-jitter", str(JITTER_MS)]
+# One-way delay and jitter per profile (ms); the rest take ONE_WAY_MS +/- JITTER_MS.
+PROFILE_DELAY = {"wan-burst": (40, 10)}
+PROFILES["wan-burst"] = PROFILES["burst"]
+
+
+def delay_args(one_way_ms, jitter_ms):
+    return ["--fwd-delay", str(one_way_ms), "--fwd-jitter", str(jitter_ms), "--rev-delay",
+            str(one_way_ms), "--rev-jitter", str(jitter_ms)]
 
 NETNS_RECEIVER = "sync-a"  # scripts/netns-pair.sh's namespaces and addresses
 NETNS_RECEIVER_ADDRESS = "10.77.0.1"
@@ -74,6 +82,7 @@ RELAY_ARMS = {
     "relay-soak": ("random", "clip"),
     "relay-burst": ("burst", "clip"),
     "relay-raw": ("random", "raw"),
+    "relay-raw-burst": ("wan-burst", "raw"),
     "relay-abr": ("abr", "raw"),
 }
 
@@ -147,12 +156,13 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
     # --netns: the receiver in namespace sync-a, reached over the veth pair from here (sync-b).
     rx_host = NETNS_RECEIVER_ADDRESS if args.netns else "127.0.0.1"
     rx_prefix = ["ip", "netns", "exec", NETNS_RECEIVER] if args.netns else []
-    impair_args = ["--seed", str(args.seed), *PROFILES[profile], *DELAY]
+    one_way_ms, jitter_ms = PROFILE_DELAY.get(profile, (ONE_WAY_MS, JITTER_MS))
+    impair_args = ["--seed", str(args.seed), *PROFILES[profile], *delay_args(one_way_ms, jitter_ms)]
     meta = {
         "arm": name, "kind": "relay", "reader_kind": "relay", "seconds": seconds,
         "fps": args.fps, "width": width, "height": height, "readers": 0, "stream": STREAM,
-        "profile": profile, "impair_args": impair_args, "one_way_ms": ONE_WAY_MS,
-        "jitter_ms": JITTER_MS, "rekey_interval_s": args.rekey_interval,
+        "profile": profile, "impair_args": impair_args, "one_way_ms": one_way_ms,
+        "jitter_ms": jitter_ms, "rekey_interval_s": args.rekey_interval,
         "bitrate_kbps": args.bitrate, "notes": [], "capabilities": caps,
         "netns": bool(args.netns), "source": source,
     }

@@ -15,6 +15,8 @@ Arms (docs/qualification.md):
   relay-burst     the relay arm at 5 % Gilbert-Elliott burst loss
   relay-raw       the relay arm with raw RGBA frames the sending syncd encodes and the
                   receiving one decodes: glass to glass by stage, 60 s
+  relay-raw-burst relay-raw at 5 % Gilbert-Elliott burst loss (mean 4) and 40 +/- 10 ms each
+                  way
   relay-abr       raw RGBA frames encoded by the sending syncd, decoded by the receiving one,
                   through a path capped at 20 Mbit/s, then 4 from 20 s, then 20 from 40 s: the
                   adaptive bitrate's run, 70 s
@@ -77,6 +79,7 @@ ARMS = {
     "relay-soak": (1800, 0, "relay"),
     "relay-burst": (60, 0, "relay"),
     "relay-raw": (60, 0, "relay"),
+    "relay-raw-burst": (60, 0, "relay"),
     "relay-abr": (70, 0, "relay"),
 }
 CAMERA_NAME = "Sync Camera Qualification"
