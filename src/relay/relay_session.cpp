@@ -1253,6 +1253,10 @@ void RelaySession::publish_stats() {
   set(stats_.frames_malformed, c.frames_malformed);
   set(stats_.frames_no_buffer, c.frames_no_buffer);
   set(stats_.nacks_sent, c.nacks_sent);
+  set(stats_.nack_requested, nack_.counters().requested);
+  set(stats_.nack_retried, nack_.counters().retried);
+  set(stats_.nack_given_up_deadline, nack_.counters().given_up_deadline);
+  set(stats_.nack_given_up_tries, nack_.counters().given_up_tries);
   set(stats_.keyframe_requests, c.keyframe_requests);
   set(stats_.estimate_bps, estimator_.estimate_bps());
   set(stats_.jitter_target_us, jitter_.counters().target_delay_ns / 1000);

@@ -181,6 +181,12 @@ struct RelaySessionStats {
   std::atomic<uint64_t> frames_malformed{0};  // the depacketizer refused them
   std::atomic<uint64_t> frames_no_buffer{0};  // every access-unit buffer was with the main loop
   std::atomic<uint64_t> nacks_sent{0};
+  // Missing packets (jitter::NackCounters): asked for once, asked again, given up because their
+  // frame's deadline passed or the tries ran out.
+  std::atomic<uint64_t> nack_requested{0};
+  std::atomic<uint64_t> nack_retried{0};
+  std::atomic<uint64_t> nack_given_up_deadline{0};
+  std::atomic<uint64_t> nack_given_up_tries{0};
   std::atomic<uint64_t> estimate_bps{0};
   std::atomic<uint64_t> jitter_target_us{0};
   std::atomic<int64_t> skew_ppm_milli{0};

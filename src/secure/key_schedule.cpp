@@ -46,7 +46,7 @@ bool KeySchedule::on_handshake_complete(uint32_t epoch, uint64_t now_ns) {
     if (evicted_count_ < evicted_.size()) evicted_[evicted_count_++] = slot->epoch;
     ++counters_.retired_early;
   }
-  *slot = ReceiveEpoch{true, epoch, ordinal, now_ns, kNever};
+  *slot = ReceiveEpoch{true, epoch, ordinal, now_ns, kNever, 0};
 
   // The older receive keys stay until the peer has switched: at the latest it does so after its
   // own fallback, counted from about now (its completion is within a round trip of ours).
@@ -74,6 +74,8 @@ bool KeySchedule::on_handshake_complete(uint32_t epoch, uint64_t now_ns) {
 void KeySchedule::on_packet_authenticated(uint32_t epoch, uint64_t now_ns) {
   const std::optional<uint64_t> ordinal = ordinal_of(epoch);
   if (!ordinal) return;
+  for (ReceiveEpoch& r : receive_)
+    if (r.used && r.epoch == epoch) r.last_packet_ns = std::max(r.last_packet_ns, now_ns);
   // The peer sends under `epoch`: we may too (it has the key), from the next packet on.
   if (pending_send_epoch_ && epoch == *pending_send_epoch_) {
     if (now_ns < pending_switch_at_ns_) {
@@ -138,6 +140,14 @@ size_t KeySchedule::poll(uint64_t now_ns, std::span<KeyEvent> out) {
   for (ReceiveEpoch& r : receive_) {
     if (n >= out.size()) break;
     if (r.used && now_ns >= r.retire_at_ns) {
+      // The peer still sends under it: it has not switched yet (its handshake completed late),
+      // or these are its last packets in flight. Kept a grace period past the latest one.
+      const uint64_t quiet_at = saturating_add(r.last_packet_ns, config_.retire_grace_ns);
+      if (r.last_packet_ns != 0 && now_ns < quiet_at) {
+        r.retire_at_ns = quiet_at;
+        ++counters_.retire_postponed;
+        continue;
+      }
       out[n++] = {KeyAction::kRetireReceive, r.epoch};
       ++counters_.retired;
       r = ReceiveEpoch{};

@@ -14,7 +14,11 @@
 //    under any held epoch newer than its own that the peer is seen sending under (a newer
 //    handshake may complete before the peer's first packet under the last one arrives);
 //  - it retires an old receive key a grace period after the peer's first packet under a newer
-//    epoch, or at the latest a grace period after the peer's fallback (kRetireReceive);
+//    epoch, or at the latest a grace period after the peer's fallback (kRetireReceive), but
+//    never within a grace period of a packet authenticated under it: a peer whose handshake
+//    completes late (its final flight lost, retransmitted a second or more later on a lossy
+//    path) still sends under the old key past our fallback, and retiring it then refused all
+//    its media until it switched;
 //  - the client starts a new handshake every rekey interval (kStartRekey), at once when the
 //    peer seems gone (on_peer_lost: the next epoch is then sent under at once, like the first),
 //    and at once when a completed handshake's identity collides with an epoch still held.
@@ -71,7 +75,8 @@ struct KeyScheduleCounters {
   uint64_t switches_on_packet = 0;    // send switch triggered by the peer's new-epoch packet
   uint64_t switches_on_fallback = 0;  // send switch by the overlap timer
   uint64_t retired = 0;
-  uint64_t retired_early = 0;  // receive keys retired to make room (too many epochs)
+  uint64_t retired_early = 0;     // receive keys retired to make room (too many epochs)
+  uint64_t retire_postponed = 0;  // retirements put off: the peer still sent under the key
 };
 
 class KeySchedule {
@@ -121,6 +126,7 @@ class KeySchedule {
     uint64_t ordinal = 0;
     uint64_t installed_ns = 0;
     uint64_t retire_at_ns = kNever;
+    uint64_t last_packet_ns = 0;  // the peer's latest packet authenticated under it
   };
   uint64_t switch_fallback_ns() const;
   uint64_t peer_switch_fallback_ns() const;

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <queue>
@@ -127,6 +128,36 @@ TEST(SecureKeySchedule, RetiresTheOldReceiveKeyAGraceAfterThePeerSwitchedOrAtThe
   poll_all(silent, 21 * kS);  // switches on its overlap
   EXPECT_TRUE(poll_all(silent, 26 * kS - 1).empty());
   EXPECT_EQ(poll_all(silent, 26 * kS), (std::vector<KeyEvent>{{KeyAction::kRetireReceive, 0}}));
+}
+
+// The client's handshake completes late (its final flight lost on a lossy path and
+// retransmitted seconds later): it sends under the old epoch past the server's bound (its
+// completion + the client's 1-s fallback + 2-s grace). The server keeps the old receive key while
+// packets keep coming under it, and retires it a grace period after the last one.
+TEST(SecureKeySchedule, AnOldReceiveKeyStaysWhileThePeerStillSendsUnderIt) {
+  KeySchedule server(DtlsRole::kServer, test_config());
+  server.on_handshake_complete(0, 0);
+  poll_all(server, 0);
+  server.on_handshake_complete(1, 20 * kS);  // the bound: 23 s
+  uint64_t t = 20 * kS;
+  for (; t < 25 * kS; t += 10 * kMs) {
+    server.on_packet_authenticated(0, t);
+    for (const KeyEvent& e : poll_all(server, t))
+      ASSERT_NE(e.action, KeyAction::kRetireReceive) << "at " << t / kMs << " ms";
+  }
+  EXPECT_TRUE(server.receive_epoch_live(0));
+  EXPECT_GE(server.counters().retire_postponed, 1u);
+  // The client switches at 25 s: epoch 0's last packets are in; it goes 2 s after them.
+  server.on_packet_authenticated(1, 25 * kS);
+  for (; t < 27 * kS - 10 * kMs; t += 10 * kMs)
+    for (const KeyEvent& e : poll_all(server, t)) ASSERT_NE(e.action, KeyAction::kRetireReceive);
+  std::vector<KeyEvent> events;
+  for (; t <= 27 * kS; t += 10 * kMs)
+    for (const KeyEvent& e : poll_all(server, t)) events.push_back(e);
+  EXPECT_NE(std::find(events.begin(), events.end(), KeyEvent{KeyAction::kRetireReceive, 0}),
+            events.end());
+  EXPECT_FALSE(server.receive_epoch_live(0));
+  EXPECT_TRUE(server.receive_epoch_live(1));
 }
 
 TEST(SecureKeySchedule, TooManyEpochsRetireTheOldestEarlyAndSay) {
@@ -299,7 +330,8 @@ struct Side {
   std::map<uint32_t, uint32_t> mki_of;        // local ordinal -> epoch identity (the MKI)
   std::map<uint32_t, uint32_t> ordinal_by_mki;
   std::map<uint32_t, uint64_t> retired_at;
-  std::set<uint32_t> received;  // extended sequence numbers
+  std::map<uint32_t, uint64_t> last_packet_at;  // the last packet authenticated under each epoch
+  std::set<uint32_t> received;                  // extended sequence numbers
   uint32_t max_epoch_seen = 0;
   uint64_t reordered_across_switch = 0;
   std::vector<uint8_t> first_packet_of_epoch0;  // captured off the wire, replayed at the end
@@ -358,6 +390,7 @@ TEST(SecureKeySchedule, TenThousandPacketsEachWayWithRekeysEveryThousandLoseNoth
     const uint32_t epoch = side.ordinal_by_mki.at(mki);
     if (epoch < side.max_epoch_seen) ++side.reordered_across_switch;
     side.max_epoch_seen = std::max(side.max_epoch_seen, epoch);
+    side.last_packet_at[epoch] = now;
     uint32_t index = static_cast<uint32_t>(packet[12]) << 24 | packet[13] << 16 | packet[14] << 8 |
                      packet[15];  // the packet counter, carried in the payload
     EXPECT_TRUE(side.received.insert(index).second) << "duplicate " << index;
@@ -442,7 +475,8 @@ TEST(SecureKeySchedule, TenThousandPacketsEachWayWithRekeysEveryThousandLoseNoth
     // Packets did cross the switches out of order.
     EXPECT_GT(side->reordered_across_switch, 0u);
     // Every epoch but the last retired, on time: at most the peer's fallback plus the grace
-    // after the next epoch completed here.
+    // after the next epoch completed here, or the grace after its last packet (reordered ones
+    // arrive after the switch).
     uint32_t last = side->completed_at.rbegin()->first;
     uint64_t peer_fallback = side->role == DtlsRole::kClient ? 4 * kS : 1 * kS;
     for (uint32_t e = 0; e < last; ++e) {
@@ -454,7 +488,10 @@ TEST(SecureKeySchedule, TenThousandPacketsEachWayWithRekeysEveryThousandLoseNoth
       }
       ASSERT_TRUE(side->retired_at.count(e)) << "epoch " << e << " never retired";
       EXPECT_GT(side->retired_at[e], next_completed) << e;
-      EXPECT_LE(side->retired_at[e], next_completed + peer_fallback + 2 * kS + 1 * kMs) << e;
+      EXPECT_LE(
+          side->retired_at[e],
+          std::max(next_completed + peer_fallback, side->last_packet_at[e]) + 2 * kS + 1 * kMs)
+          << e;
     }
     EXPECT_LE(side->rx.size(), 2u) << "only the live epoch's key (and one retiring) is left";
     EXPECT_LE(side->tx.size(), 2u);  // the live send key and at most one not yet switched to
