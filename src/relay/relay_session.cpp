@@ -92,6 +92,13 @@ class RelaySession::ReceiverSink final : public jitter::FrameSink {
   RelaySession& session_;
 };
 
+jitter::JitterBufferConfig relay_jitter_config() {
+  jitter::JitterBufferConfig c;
+  c.rtt_factor_percent = 400;
+  c.repair_budget_max_ns = 400'000'000;
+  return c;
+}
+
 const char* RelaySession::state_name(State state) {
   switch (state) {
     case State::kWaiting:
@@ -1053,7 +1060,7 @@ void RelaySession::restart_sender(uint32_t ssrc, uint64_t now_ns) {
   // size), its frames go on into the same local stream and its consumers see no change.
   // Control plane: this allocates (once per restart, not per packet).
   jitter_.advance(now_ns + 3'600'000'000'000ull, *sink_);
-  jitter_ = jitter::JitterBuffer();
+  jitter_ = jitter::JitterBuffer(relay_jitter_config());
   nack_ = jitter::NackScheduler();
   skew_ = jitter::ClockSkewEstimator();
   receiver_stats_ = rtp::ReceiverStatistics(kVideoClockHz);

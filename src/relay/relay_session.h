@@ -49,9 +49,10 @@ struct RelaySessionConfig {
   secure::DtlsConfig dtls;
   // The receiver's access-unit buffers: frames handed to the main loop at once, at most. After
   // a repair the jitter buffer releases every frame that waited behind it at once (up to 8
-  // within 2 ms measured at 40 ms one way): the decoder holds 4 and queues 16 (RelaySource),
-  // the rest is margin. Allocated, not zeroed: only the bytes an access unit fills are touched.
-  uint32_t frame_buffers = 24;
+  // within 2 ms measured at 40 ms one way; up to the 400-ms repair budget's 24 at 60 fps): the
+  // decoder holds 4 and queues 32 (RelaySource), the rest is margin. Allocated, not zeroed:
+  // only the bytes an access unit fills are touched.
+  uint32_t frame_buffers = 40;
   // Sender: with no authenticated RTCP from the receiver for this long (it sends a report every
   // 100 ms), the receiver is taken for dead or restarted and a fresh handshake starts; again
   // after liveness_retry_ns, doubling up to liveness_retry_max_ns, until it answers.
@@ -192,6 +193,13 @@ struct RelaySessionStats {
   std::atomic<int64_t> skew_ppm_milli{0};
   RelayAudioStats audio;
 };
+
+// The receiver's jitter buffer: JitterBufferConfig's defaults but for the repair budget, four
+// round trips + 10 ms up to 400 ms (docs/wan.md "Repair budget"): two retries of a lost
+// retransmission fit, so at 5 % loss in bursts both ways with an 80-100 ms round trip a frame is
+// given up about ten times less often than with one retry (300 %, at most 250 ms); each frame
+// given up costs every frame until the next IDR.
+jitter::JitterBufferConfig relay_jitter_config();
 
 class RelaySession final : public RelayHandler {
  public:
@@ -360,7 +368,7 @@ class RelaySession final : public RelayHandler {
   rtp::ReceiverStatistics receiver_stats_;
   congestion::DelayBasedEstimator estimator_;
   fec::Decoder fec_decoder_;
-  jitter::JitterBuffer jitter_;
+  jitter::JitterBuffer jitter_{relay_jitter_config()};
   jitter::NackScheduler nack_;
   jitter::ClockSkewEstimator skew_;
   rtp::H264Depacketizer depacketizer_;

@@ -60,7 +60,7 @@ class RelaySource final : private media::SourceFeedback {
   // for it in the relay's own buffers (RelaySessionConfig::frame_buffers): what the jitter
   // buffer releases at once after a repair is decoded in turn, not dropped.
   static constexpr size_t kDecodeDepth = 4;
-  static constexpr size_t kDecodeQueue = 16;
+  static constexpr size_t kDecodeQueue = decode::DecodeStage::kMaxQueue;
 
   // loop: where a decode stage's worker reports back; without one (nullptr) a stream that needs
   // decoding is refused (open_error "no_decoder").
