@@ -141,6 +141,8 @@ RelaySession::RelaySession(RelaySessionConfig config, const secure::Identity& id
   packet_refs_.assign(kStorePackets, 0);
   history_.assign(kHistory, PacketStore::kNone);
   history_sequence_.assign(kHistory, 0);
+  history_resent_ns_.assign(kHistory, 0);
+  nack_repeat_.resize(kRtcpBytes + kSrtpTrailerBytes + 16);
   nack_list_.resize(rtp::kNackEventCapacity);
   if (!config_.sender) {
     frame_buffers_.resize(config_.frame_buffers);
@@ -417,6 +419,7 @@ void RelaySession::on_timer(uint64_t now_ns) {
       next_audio_poll_ns_ = now_ns + kAudioPollNs;
     }
     if (connected() && now_ns >= tail_probe_due_ns_) probe_tail(now_ns);
+    if (connected()) send_second_copies(now_ns);
     pace(now_ns);
     if (connected() && now_ns >= next_report_ns_) send_sender_report(now_ns);
     if (goodbye_pending_ && now_ns >= goodbye_not_before_ns_ &&
@@ -431,6 +434,12 @@ void RelaySession::on_timer(uint64_t now_ns) {
     if (now_ns >= next_feedback_ns_ || nack_.next_wakeup_ns(rtt_ns_) <= now_ns ||
         estimator_.next_remb_ns() <= now_ns)
       send_receiver_feedback(now_ns, now_ns < next_feedback_ns_);
+    if (now_ns >= nack_repeat_due_ns_) {
+      nack_repeat_due_ns_ = UINT64_MAX;
+      std::memcpy(rtcp_buffer_.data(), nack_repeat_.data(), nack_repeat_size_);
+      send_rtcp(rtcp_buffer_, nack_repeat_size_);
+      ++counters_.nacks_repeated;
+    }
   }
   publish_stats();
   schedule(now_ns);
@@ -479,13 +488,15 @@ void RelaySession::schedule(uint64_t now_ns) {
   if (config_.sender) {
     next = std::min(next, pacer_.next_event_ns(now_ns));
     if (connected()) next = std::min({next, next_report_ns_, tail_probe_due_ns_});
+    if (connected() && second_copy_count_ > 0)
+      next = std::min(next, second_copies_[second_copy_head_].due_ns);
     // Past the grace the pacer's own events wake us; a deadline already passed would spin.
     if (goodbye_pending_ && goodbye_not_before_ns_ > now_ns)
       next = std::min(next, goodbye_not_before_ns_);
     if (audio_sender_) next = std::min(next, next_audio_poll_ns_);
   } else if (connected()) {
     next = std::min({next, jitter_.next_wakeup_ns(), nack_.next_wakeup_ns(rtt_ns_),
-                     estimator_.next_remb_ns(), next_feedback_ns_});
+                     estimator_.next_remb_ns(), next_feedback_ns_, nack_repeat_due_ns_});
     if (audio_receiver_) next = std::min(next, audio_receiver_->next_wakeup_ns());
   }
   thread_->arm_timer(next > now_ns ? next - now_ns : 0);
@@ -572,6 +583,7 @@ void RelaySession::send_frame(ToRelay& m, uint64_t now_ns) {
     if (history_[at] != PacketStore::kNone) release_packet(history_[at]);
     history_[at] = h;
     history_sequence_[at] = header.sequence;
+    history_resent_ns_[at] = 0;
     ++packet_refs_[h];
     // FEC over the plain packet (abs-send-time counts as zero: it is stamped at send time).
     const fec::AddStatus fec_status = fec_encoder_.add_source(header.sequence, store_.packet(h));
@@ -735,7 +747,33 @@ void RelaySession::retransmit(uint16_t sequence, uint64_t now_ns) {
     ++counters_.nacked_unavailable;
     return;
   }
-  if (resend(sequence, now_ns)) ++counters_.rtx_sent;
+  // The receiver's repeated NACK (kSecondCopyDelayNs after the first), or one crossing our
+  // resend: already on its way. A retry after a round trip is resent.
+  uint64_t& resent_ns = history_resent_ns_[sequence % kHistory];
+  if (resent_ns != 0 && now_ns - resent_ns < rtt_ns_ / 2 + kSecondCopyDelayNs) {
+    ++counters_.nacked_again_at_once;
+    return;
+  }
+  if (!resend(sequence, now_ns)) return;
+  ++counters_.rtx_sent;
+  resent_ns = now_ns;
+  if (loss_.estimate().loss_fraction >= kRedundantRepairLoss &&
+      second_copy_count_ < kSecondCopies) {
+    second_copies_[(second_copy_head_ + second_copy_count_++) % kSecondCopies] = {
+        sequence, now_ns + kSecondCopyDelayNs};
+  }
+}
+
+void RelaySession::send_second_copies(uint64_t now_ns) {
+  while (second_copy_count_ > 0 && second_copies_[second_copy_head_].due_ns <= now_ns) {
+    const uint16_t sequence = second_copies_[second_copy_head_].sequence;
+    second_copy_head_ = (second_copy_head_ + 1) % kSecondCopies;
+    --second_copy_count_;
+    if (in_history(sequence) && resend(sequence, now_ns)) {
+      ++counters_.rtx_sent;
+      ++counters_.rtx_second_copies;
+    }
+  }
 }
 
 bool RelaySession::in_history(uint16_t sequence) const {
@@ -1167,6 +1205,9 @@ void RelaySession::send_receiver_feedback(uint64_t now_ns, bool due_only) {
   if (media_ssrc_known_ && receiver_stats_.valid()) {
     blocks[0] = receiver_stats_.make_report_block(peer_media_ssrc_, now_ns);
     block_count = 1;
+    // The path's loss, smoothed over reports (each covers ~100 ms): what decides whether
+    // NACKs go twice.
+    receive_loss_ += 0.1 * (blocks[0].fraction_lost / 256.0 - receive_loss_);
   }
   const uint32_t own_ssrc = media_ssrc_;  // the receiver's SSRC for its reports
   w.add_receiver_report(own_ssrc, std::span(blocks.data(), block_count));
@@ -1188,6 +1229,16 @@ void RelaySession::send_receiver_feedback(uint64_t now_ns, bool due_only) {
   }
   // Between the periodic reports, a packet goes only for what cannot wait: NACKs, a REMB the
   // estimator wants out (a drop goes at once), a key frame request.
+  if (lost > 0 && media_ssrc_known_ && receive_loss_ >= kRedundantRepairLoss) {
+    // The NACK alone once more, out of this one's loss burst: behind an empty RR (a report
+    // block sent again later would skew the sender's round trip), without the PLI or REMB.
+    // Kept plain: send_rtcp protects in place.
+    rtp::RtcpWriter repeat({nack_repeat_.data(), kRtcpBytes});
+    repeat.add_receiver_report(own_ssrc, {});
+    repeat.add_nack(own_ssrc, peer_media_ssrc_, std::span(nack_list_.data(), lost));
+    nack_repeat_size_ = repeat.size();
+    nack_repeat_due_ns_ = now_ns + kSecondCopyDelayNs;
+  }
   if (!due_only || urgent) send_rtcp(rtcp_buffer_, w.size());
   if (!due_only) next_feedback_ns_ = now_ns + kReceiverReportNs;
 }
@@ -1238,6 +1289,9 @@ void RelaySession::publish_stats() {
   set(stats_.rtx_packets_sent, c.rtx_sent);
   set(stats_.nacked_packets, c.nacked);
   set(stats_.nacked_unavailable, c.nacked_unavailable);
+  set(stats_.nacked_again_at_once, c.nacked_again_at_once);
+  set(stats_.rtx_second_copies, c.rtx_second_copies);
+  set(stats_.nacks_repeated, c.nacks_repeated);
   set(stats_.pacer_expired, pacer_.counters().dropped_expired);
   set(stats_.frames_on_wire, c.frames_on_wire);
   set(stats_.frame_on_wire_ns_total, c.frame_on_wire_ns_total);

@@ -152,6 +152,9 @@ struct RelaySessionStats {
   std::atomic<uint64_t> rtx_packets_sent{0};
   std::atomic<uint64_t> nacked_packets{0};
   std::atomic<uint64_t> nacked_unavailable{0};  // asked for but gone from the history
+  // Asked for again within half a round trip (+ the repeat's delay): not resent.
+  std::atomic<uint64_t> nacked_again_at_once{0};
+  std::atomic<uint64_t> rtx_second_copies{0};  // lossy path: each resent packet once more
   std::atomic<uint64_t> pacer_expired{0};
   // Frames whose last packet went out, and the time from the relay thread taking each encoded
   // frame to that packet on the wire (packetize, FEC, pacer queue, protect): sum and max.
@@ -182,6 +185,7 @@ struct RelaySessionStats {
   std::atomic<uint64_t> frames_malformed{0};  // the depacketizer refused them
   std::atomic<uint64_t> frames_no_buffer{0};  // every access-unit buffer was with the main loop
   std::atomic<uint64_t> nacks_sent{0};
+  std::atomic<uint64_t> nacks_repeated{0};  // lossy path: each NACK sent once more, later
   // Missing packets (jitter::NackCounters): asked for once, asked again, given up because their
   // frame's deadline passed or the tries ran out.
   std::atomic<uint64_t> nack_requested{0};
@@ -247,6 +251,8 @@ class RelaySession final : public RelayHandler {
   void send_audio_report(uint64_t now_ns);
   void send_audio_packet(std::span<uint8_t> plain);
   void retransmit(uint16_t sequence, uint64_t now_ns);
+  // Sender: the second copies of resent packets that are due (repair redundancy, below).
+  void send_second_copies(uint64_t now_ns);
   bool in_history(uint16_t sequence) const;
   bool resend(uint16_t sequence, uint64_t now_ns);  // as RTX; false when it could not queue
   void probe_tail(uint64_t now_ns);
@@ -337,9 +343,24 @@ class RelaySession final : public RelayHandler {
     c.drain_within_ns = 33'000'000;
     return c;
   }()};
-  std::vector<uint8_t> packet_refs_;        // per store handle: history + pacer queue
-  std::vector<uint32_t> history_;           // media sequence -> handle, kHistory entries
-  std::vector<uint16_t> history_sequence_;  // which sequence each history entry holds
+  std::vector<uint8_t> packet_refs_;         // per store handle: history + pacer queue
+  std::vector<uint32_t> history_;            // media sequence -> handle, kHistory entries
+  std::vector<uint16_t> history_sequence_;   // which sequence each history entry holds
+  std::vector<uint64_t> history_resent_ns_;  // when each entry was last resent (0: never)
+  // Repair redundancy on a lossy path (docs/wan.md "Repair on a lossy path"): with the path's
+  // loss at kRedundantRepairLoss or more, a retransmission goes twice (the second copy
+  // kSecondCopyDelayNs later, out of the first's loss burst), and so does a receiver's NACK:
+  // a repair lost once costs a whole round trip, which at 80-100 ms stalls the stream past a
+  // second's quota of frames.
+  static constexpr double kRedundantRepairLoss = 0.02;
+  static constexpr uint64_t kSecondCopyDelayNs = 8'000'000;
+  struct SecondCopy {
+    uint16_t sequence;
+    uint64_t due_ns;
+  };
+  static constexpr size_t kSecondCopies = 256;
+  std::array<SecondCopy, kSecondCopies> second_copies_{};
+  size_t second_copy_head_ = 0, second_copy_count_ = 0;
   bool describing_ = false;
   bool goodbye_pending_ = false;        // sender: the stream closed: BYE once the pacer is empty
   uint64_t goodbye_not_before_ns_ = 0;  // and not before this (kGoodbyeGraceNs after the close)
@@ -383,6 +404,12 @@ class RelaySession final : public RelayHandler {
   uint32_t described_by_ssrc_ = 0;  // the sender SSRC whose report described the stream
   uint64_t described_ntp_ = 0;      // and that report's NTP time (the latest that described it)
   std::vector<uint16_t> nack_list_;
+  // Receiver: the last NACK-bearing compound, plain, sent once more at nack_repeat_due_ns_ on a
+  // lossy path (the loss of the reports' fraction lost, smoothed).
+  std::vector<uint8_t> nack_repeat_;
+  size_t nack_repeat_size_ = 0;
+  uint64_t nack_repeat_due_ns_ = UINT64_MAX;
+  double receive_loss_ = 0;
 
   // Counters the relay thread owns; published to stats_ on the timer.
   struct Counters {
@@ -392,6 +419,7 @@ class RelaySession final : public RelayHandler {
     uint64_t frames_on_wire = 0, frame_on_wire_ns_total = 0, frame_on_wire_ns_max = 0;
     uint64_t tail_probes = 0;
     uint64_t nacked = 0, nacked_unavailable = 0, no_buffer = 0, dtls_failures = 0;
+    uint64_t nacked_again_at_once = 0, rtx_second_copies = 0, nacks_repeated = 0;
     uint64_t fingerprint_mismatches = 0, epoch_collisions = 0, peer_alerts = 0, rekeys = 0;
     uint64_t peer_rebinds = 0, peer_restarts = 0, peer_lost = 0;
     uint64_t packets_received = 0, recovered_fec = 0, recovered_rtx = 0, fec_rebuilt = 0,
