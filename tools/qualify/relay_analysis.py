@@ -117,8 +117,22 @@ def analyze_abr(arm_dir, meta, rx_bins, fps):
     height = np.array([h or 0 for h in series["height"]])
     under = np.nonzero((t >= drop_s) & (t < back_s) & (target * 1000 <= drop_kbps))[0]
     full = np.nonzero((t >= back_s) & (height >= meta.get("height", 0)))[0]
+    encoder = np.array(series["encoder_mbps"])
+    before = encoder[(t >= drop_s - 5) & (t < drop_s)]
+    full_rate = float(before.mean()) if len(before) else None
+    again = (np.nonzero((t >= back_s) & (encoder >= 0.9 * full_rate))[0]
+             if full_rate else np.array([], dtype=int))
+    settled = (t >= t[under[0]]) & (t < back_s) if len(under) else np.zeros(len(t), bool)
     abr = {"cap_drop_s": drop_s, "cap_kbps": drop_kbps, "cap_back_s": back_s,
            "target_under_cap_after_s": float(t[under[0]] - drop_s) if len(under) else None,
+           # Once under the cap: the share of samples back over it, and the target's swing
+           # (a see-saw shows as both).
+           "target_over_cap_share_settled": float((target[settled] * 1000 > drop_kbps).mean())
+           if settled.any() else None,
+           "target_mbps_settled_min_max": [float(target[settled].min()), float(target[settled].max())]
+           if settled.any() else None,
+           "encoder_mbps_before_cap": full_rate,
+           "full_rate_again_after_s": float(t[again[0]] - back_s) if len(again) else None,
            "full_size_again_after_s": float(t[full[0]] - back_s) if len(full) else None,
            "lowest_height": int(height[height > 0].min()) if (height > 0).any() else None,
            "_series": series}
@@ -131,6 +145,9 @@ def analyze_abr(arm_dir, meta, rx_bins, fps):
         starts = sorted(s0 for s0 in good if s0 >= drop_at
                         and all(s0 + k in good for k in range(3)))
         abr["consumer_back_at_59_after_s"] = (starts[0] - drop_at) if starts else None
+        back_at = t_zero / 1e9 + back_s
+        during = [b["frames"] for b in rx_bins if drop_at <= b["second"] and b["second"] + 1 <= back_at]
+        abr["shown_during_cap_share"] = (sum(during) / (fps * len(during))) if during else None
     return abr
 
 
@@ -362,7 +379,7 @@ def analyze_relay_arm(arm_dir):
     result["_telemetry"] = samples
 
     if meta.get("source") == "raw":
-        if meta.get("profile") == "abr":
+        if meta.get("profile") in ("abr", "cap-shaper", "cap-policer"):
             result["abr"] = analyze_abr(arm_dir, meta, (result.get("receiver") or {}).get(
                 "per_second"), fps)
         test = (stream_rx.get("publishers") or {}).get("test") or {}
@@ -410,6 +427,19 @@ def analyze_relay_arm(arm_dir):
         c["full_size_again_within_30_s"] = (
             abr.get("full_size_again_after_s") is not None
             and abr["full_size_again_after_s"] <= ABR_FULL_SIZE_WITHIN_S)
+    if meta.get("profile") in ("cap-shaper", "cap-policer"):
+        # A capacity cap (docs/wan.md "Caps"): the target under the cap within 2 s and staying
+        # there, >= 95 % of the frames shown during the cap, full rate within 5 s of its end.
+        abr = result.get("abr") or {}
+        c = {k: v for k, v in c.items() if k in ("zero_corrupt", "receiver_frames_recorded")}
+        c["target_under_the_cap_within_2_s"] = (abr.get("target_under_cap_after_s") is not None
+                                                and abr["target_under_cap_after_s"] <= 2)
+        c["target_stays_under_the_cap"] = (abr.get("target_over_cap_share_settled") is not None
+                                           and abr["target_over_cap_share_settled"] <= 0.05)
+        c["at_least_95_percent_shown_during_the_cap"] = (
+            abr.get("shown_during_cap_share") is not None and abr["shown_during_cap_share"] >= 0.95)
+        c["full_rate_within_5_s_of_the_caps_end"] = (abr.get("full_rate_again_after_s") is not None
+                                                     and abr["full_rate_again_after_s"] <= 5)
     if meta.get("profile") == "burst":
         # Reported, not judged: what 5 % burst loss costs; but never a corrupt frame.
         c = {k: v for k, v in c.items() if k in ("zero_corrupt", "receiver_frames_recorded")}
@@ -638,6 +668,13 @@ def summary_rows(arms):
                   f"{A._fmt(a['abr']['consumer_back_at_59_after_s'])}")
     row("ABR: lowest encoded height / full size again after the cap's return, s",
         lambda a: f"{a['abr']['lowest_height']} / {A._fmt(a['abr']['full_size_again_after_s'])}")
+    row("cap: shown during it / target over it once settled (share) / settled target Mbit/s",
+        lambda a: f"{A._fmt(a['abr']['shown_during_cap_share'])} / "
+                  f"{A._fmt(a['abr']['target_over_cap_share_settled'])} / "
+                  f"{a['abr']['target_mbps_settled_min_max']}")
+    row("cap: encoder Mbit/s before it / full rate again after its end, s",
+        lambda a: f"{A._fmt(a['abr']['encoder_mbps_before_cap'])} / "
+                  f"{A._fmt(a['abr']['full_rate_again_after_s'])}")
     row("glass to glass p50 / p99 / max ms (bound p50)",
         lambda a: "{p50:.1f} / {p99:.1f} / {max:.1f} ({b:.1f})".format(
             b=a["glass_to_glass"]["bound_ms"], **a["glass_to_glass"]["ms"]))

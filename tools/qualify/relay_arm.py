@@ -12,6 +12,11 @@ Profiles (sync-impair, both directions):
   burst    5 % Gilbert-Elliott loss in mean bursts of 4 packets, the same delay  (relay-burst)
   wan-burst  the same bursts, and 40 +/- 10 ms each way (relay-raw-burst: raw frames encoded at
            the sender and decoded at the receiver, every frame's marker checked)
+  cap-shaper   raw frames from a 30 Mbit/s start (--relay-bitrate and --relay-max-bitrate 30000)
+           through a path capped at 10 Mbit/s from 15 s to 45 s, a 100-ms queue in front of the
+           cap (a shaper; relay-cap-shaper)
+  cap-policer  the same cap as a policer: a 32-KB token bucket and no queue, what does not fit
+           is dropped (relay-cap-policer)
   abr      the same delay and no random loss; the sender's path capped at 20 Mbit/s, 4 Mbit/s
            from 20 s, 20 Mbit/s again from 40 s (relay-abr). The source is raw: sync-producer's
            RGBA pattern with the column marker, which the sending syncd encodes (adaptive
@@ -56,10 +61,14 @@ JITTER_MS = 5
 
 ABR_POLL_S = 0.25
 ABR_SCHEDULE = "0:20000,20:4000,40:20000"  # seconds after sync-impair starts : kbit/s
+CAP_SCHEDULE = "0:0,15:10000,45:0"  # no cap, 10 Mbit/s from 15 s to 45 s, no cap again
+CAP_START_KBPS = "30000"
 
 PROFILES = {
     "random": ["--fwd-loss", "1", "--rev-loss", "1"],
     "abr": ["--fwd-rate-schedule", ABR_SCHEDULE],
+    "cap-shaper": ["--fwd-rate-schedule", CAP_SCHEDULE],
+    "cap-policer": ["--fwd-rate-schedule", CAP_SCHEDULE, "--fwd-bucket", "32768", "--fwd-queue", "1"],
     "burst": ["--fwd-burst-loss", "5", "--fwd-burst-length", "4", "--rev-burst-loss", "5",
               "--rev-burst-length", "4"],
 }
@@ -84,6 +93,8 @@ RELAY_ARMS = {
     "relay-raw": ("random", "raw"),
     "relay-raw-burst": ("wan-burst", "raw"),
     "relay-abr": ("abr", "raw"),
+    "relay-cap-shaper": ("cap-shaper", "raw"),
+    "relay-cap-policer": ("cap-policer", "raw"),
 }
 
 
@@ -173,7 +184,7 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
         meta["clip"] = {"path": str(clip), **make_clip(clip, width, height, args.fps,
                                                        args.bitrate)}
     else:
-        meta["rate_schedule"] = ABR_SCHEDULE
+        meta["rate_schedule"] = CAP_SCHEDULE if profile.startswith("cap-") else ABR_SCHEDULE
 
     keys_dir = tempfile.TemporaryDirectory(prefix="sync-relay-qual-")
     cert_tx = os.path.join(keys_dir.name, "sender.pem")
@@ -219,6 +230,8 @@ def run_relay_arm(name, seconds, args, paths, caps, out_dir, runner):
             str(paths["syncd"]), "--port", "0", "--status-line", "off", "--publisher", "test",
             "--relay-to", f"127.0.0.1:{impair_port}", "--relay-cert", cert_tx,
             "--peer-fingerprint", fp_rx, "--dtls-rekey-interval", str(args.rekey_interval)]
+        if profile.startswith("cap-"):
+            tx_argv += ["--relay-bitrate", CAP_START_KBPS, "--relay-max-bitrate", CAP_START_KBPS]
         if audio_channels:
             tx_argv += ["--audio-source", f"synthetic:{audio_channels},tone"]
         # A raw source's sender runs two busy threads, the loop (ingest at up to 500 MB/s) and

@@ -17,6 +17,8 @@ Arms (docs/qualification.md):
                   receiving one decodes: glass to glass by stage, 60 s
   relay-raw-burst relay-raw at 5 % Gilbert-Elliott burst loss (mean 4) and 40 +/- 10 ms each
                   way
+  relay-cap-shaper / relay-cap-policer  raw frames from a 30 Mbit/s start through a 10 Mbit/s
+                  cap from 15 s to 45 s, a shaper (100-ms queue) or a policer (32-KB bucket)
   relay-abr       raw RGBA frames encoded by the sending syncd, decoded by the receiving one,
                   through a path capped at 20 Mbit/s, then 4 from 20 s, then 20 from 40 s: the
                   adaptive bitrate's run, 70 s
@@ -80,6 +82,8 @@ ARMS = {
     "relay-burst": (60, 0, "relay"),
     "relay-raw": (60, 0, "relay"),
     "relay-raw-burst": (60, 0, "relay"),
+    "relay-cap-shaper": (60, 0, "relay"),
+    "relay-cap-policer": (60, 0, "relay"),
     "relay-abr": (70, 0, "relay"),
 }
 CAMERA_NAME = "Sync Camera Qualification"
