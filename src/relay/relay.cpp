@@ -225,6 +225,7 @@ void Relay::write_stats(nlohmann::json& out) const {
                    {"nacked_unavailable", v(s.nacked_unavailable)},
                    {"nacked_again_at_once", v(s.nacked_again_at_once)},
                    {"rtx_second_copies", v(s.rtx_second_copies)},
+                   {"nacked_over_budget", v(s.nacked_over_budget)},
                    {"pacer_expired", v(s.pacer_expired)},
                    {"frames_on_wire", v(s.frames_on_wire)},
                    {"frame_on_wire_ns_total", v(s.frame_on_wire_ns_total)},

@@ -154,7 +154,8 @@ struct RelaySessionStats {
   std::atomic<uint64_t> nacked_unavailable{0};  // asked for but gone from the history
   // Asked for again within half a round trip (+ the repeat's delay): not resent.
   std::atomic<uint64_t> nacked_again_at_once{0};
-  std::atomic<uint64_t> rtx_second_copies{0};  // lossy path: each resent packet once more
+  std::atomic<uint64_t> rtx_second_copies{0};   // lossy path: each resent packet once more
+  std::atomic<uint64_t> nacked_over_budget{0};  // not resent: retransmissions at their share
   std::atomic<uint64_t> pacer_expired{0};
   // Frames whose last packet went out, and the time from the relay thread taking each encoded
   // frame to that packet on the wire (packetize, FEC, pacer queue, protect): sum and max.
@@ -280,6 +281,12 @@ class RelaySession final : public RelayHandler {
   void restart_sender(uint32_t ssrc, uint64_t now_ns);
   // Sender: starts a fresh handshake when the receiver has been silent too long.
   void check_liveness(uint64_t now_ns);
+  // Sender: every kRateSampleNs, the bytes sent so far; what went out over the last `samples`
+  // of them, in bit/s (0 before two samples).
+  void sample_send_rate(uint64_t now_ns);
+  uint64_t sent_bps(size_t samples) const;
+  // Sender: a receiver report's loss, over a long enough span, to the rate controller.
+  void congestion_report(const rtp::ReportBlock& block, uint64_t now_ns);
   // Tells the main loop a handshake failed (FromRelay::kHandshakeFailed).
   void report_failure();
   // Sender: the handshake that waited for its backoff starts now.
@@ -353,6 +360,19 @@ class RelaySession final : public RelayHandler {
   // a repair lost once costs a whole round trip, which at 80-100 ms stalls the stream past a
   // second's quota of frames.
   static constexpr double kRedundantRepairLoss = 0.02;
+  // ...and under 10 %: more is congestion (a cap, a policer), where a second copy only adds to
+  // what the path cannot carry.
+  static constexpr double kRedundantRepairMaxLoss = 0.10;
+  // Retransmissions get at most this share of the target rate (a token bucket of 100 ms of it):
+  // when a cap starts dropping most of what is sent, every packet is NACKed, and resending them
+  // all (the pacer drains its queue within 33 ms whatever the target) multiplied what was sent
+  // into a path that was already full (measured: 160 Mbit/s out for a second into a 10 Mbit/s
+  // policer). A NACK past the budget is not served (counted); FEC and the next IDR repair.
+  static constexpr double kRetransmitShare = 0.25;
+  double retransmit_tokens_ = 0;  // bytes
+  uint64_t retransmit_refill_ns_ = 0;
+  // Takes `bytes` from the retransmission budget; false when it has not that much.
+  bool take_retransmit_budget(size_t bytes, uint64_t now_ns);
   static constexpr uint64_t kSecondCopyDelayNs = 8'000'000;
   struct SecondCopy {
     uint16_t sequence;
@@ -381,6 +401,25 @@ class RelaySession final : public RelayHandler {
   uint64_t last_frame_ns_ = 0;
   uint64_t frame_interval_ns_ = 0;  // smoothed time between encoded frames handed to us
   uint32_t packets_sent_ = 0, octets_sent_ = 0;
+  // The send rate as it left (datagram bytes), the loss estimate's "what was sent" (the target
+  // is not it: FEC and retransmissions ride on top of the encoder's share, and the encoder
+  // follows a new target a frame or more late).
+  static constexpr uint64_t kRateSampleNs = 100'000'000;
+  static constexpr size_t kRateSamples = 11;  // a second of them, and the one before
+  struct RateSample {
+    uint64_t at_ns = 0;
+    uint64_t bytes = 0;
+  };
+  std::array<RateSample, kRateSamples> rate_samples_{};
+  size_t rate_sample_count_ = 0, rate_sample_head_ = 0;
+  uint64_t bytes_out_ = 0, next_rate_sample_ns_ = 0;
+  // The rate controller's loss sample: from the counts at the last one (congestion_report).
+  static constexpr uint64_t kCongestionSampleNs = 300'000'000;  // the estimator's interval
+  static constexpr uint32_t kCongestionSamplePackets = 50;
+  bool congestion_sampled_ = false;
+  uint32_t congestion_base_sequence_ = 0;
+  int32_t congestion_base_lost_ = 0;
+  uint64_t congestion_base_ns_ = 0;
 
   // Receiver.
   bool media_ssrc_known_ = false;
@@ -419,7 +458,8 @@ class RelaySession final : public RelayHandler {
     uint64_t frames_on_wire = 0, frame_on_wire_ns_total = 0, frame_on_wire_ns_max = 0;
     uint64_t tail_probes = 0;
     uint64_t nacked = 0, nacked_unavailable = 0, no_buffer = 0, dtls_failures = 0;
-    uint64_t nacked_again_at_once = 0, rtx_second_copies = 0, nacks_repeated = 0;
+    uint64_t nacked_again_at_once = 0, rtx_second_copies = 0, nacks_repeated = 0,
+             nacked_over_budget = 0;
     uint64_t fingerprint_mismatches = 0, epoch_collisions = 0, peer_alerts = 0, rekeys = 0;
     uint64_t peer_rebinds = 0, peer_restarts = 0, peer_lost = 0;
     uint64_t packets_received = 0, recovered_fec = 0, recovered_rtx = 0, fec_rebuilt = 0,

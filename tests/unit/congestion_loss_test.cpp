@@ -1,6 +1,8 @@
 // The sender's loss-based estimate and target rate (src/congestion/loss_based_estimator.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <random>
 
 #include "congestion/loss_based_estimator.h"
@@ -69,6 +71,64 @@ TEST(CongestionLossEstimator, DecreaseStartsFromWhatWasSent) {
   LossBasedEstimator estimator(config);
   estimator.on_report(0, q8(0.2), kRtt, 4'000'000);
   EXPECT_NEAR(static_cast<double>(estimator.estimate_bps()), 4e6 * (1 - 0.5 * q8(0.2) / 256.0), 2);
+}
+
+// A policer at 10 Mbit/s: what is sent above it is lost, and nothing else shows it (no queue,
+// no delay). Its throughput is the same whatever is sent above it, which marks it: the estimate
+// then goes just under it, climbs back to 95 % of it and stays for the hold, then probes; a
+// probe past it losing 2-10 % is a decrease (it would hold there, losing, otherwise). No
+// see-saw. When the cap lifts, the estimate climbs past the ceiling and forgets it.
+TEST(CongestionLossEstimator, UnderAPolicerTheEstimateSettlesUnderItAndProbesWithoutSeeSaw) {
+  LossEstimatorConfig config;
+  config.start_bps = 30'000'000;
+  config.max_bps = 40'000'000;
+  LossBasedEstimator estimator(config);
+  constexpr double kCap = 10e6;
+  bool capped = true;
+  auto lost = [&](uint64_t sent) {
+    return capped && double(sent) > kCap ? (double(sent) - kCap) / double(sent) : 0.0;
+  };
+  double low = 1e18, high = 0, settled_at = -1;
+  uint64_t t = 0;
+  for (; t < 30 * kSecond; t += 100 * kMs) {
+    const uint64_t sent = estimator.estimate_bps();
+    estimator.on_report(t, q8(lost(sent)), kRtt, sent);
+    if (settled_at < 0 && double(estimator.estimate_bps()) <= kCap) settled_at = t / 1e9;
+    if (t >= 3 * kSecond) {
+      low = std::min(low, double(estimator.estimate_bps()));
+      high = std::max(high, double(estimator.estimate_bps()));
+    }
+  }
+  std::printf(
+      "[figures] 10 Mbit/s policer from 30 Mbit/s: under it after %.1f s, then "
+      "%.2f-%.2f Mbit/s\n",
+      settled_at, low / 1e6, high / 1e6);
+  EXPECT_GE(settled_at, 0);
+  EXPECT_LE(settled_at, 2.0);
+  EXPECT_NE(estimator.ceiling_bps(), 0u);
+  EXPECT_GE(low, 0.85 * kCap);
+  EXPECT_LE(high, 1.12 * kCap);  // one 8 % probe past the 95 % margin at most
+  // The cap lifts: the estimate climbs past the ceiling, forgets it, and keeps climbing.
+  capped = false;
+  const uint64_t lifted = t;
+  for (; estimator.estimate_bps() < 24'000'000 && t < lifted + 20 * kSecond; t += 100 * kMs)
+    estimator.on_report(t, 0, kRtt, estimator.estimate_bps());
+  std::printf("[figures] cap lifted: 24 Mbit/s %.1f s later\n", double(t - lifted) / 1e9);
+  EXPECT_LE(t - lifted, 6 * kSecond);
+  EXPECT_EQ(estimator.ceiling_bps(), 0u);
+}
+
+// Random loss scales with the rate: its throughputs never agree across rates, so no ceiling is
+// taken and the band holds as GCC says.
+TEST(CongestionLossEstimator, RandomLossIsNotTakenForAPolicer) {
+  LossEstimatorConfig config;
+  config.start_bps = 20'000'000;
+  LossBasedEstimator estimator(config);
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<double> loss(0.0, 0.16);  // 8 % on average, some above 10 %
+  for (uint64_t t = 0; t < 60 * kSecond; t += 100 * kMs)
+    estimator.on_report(t, q8(loss(rng)), kRtt, estimator.estimate_bps());
+  EXPECT_EQ(estimator.ceiling_bps(), 0u);
 }
 
 TEST(CongestionLossEstimator, StaysWithinBounds) {
