@@ -129,8 +129,8 @@ class WhepTransport::Session final : public rtp::RtcpSink {
         dtls_(owner.dtls_context_, setup_->dtls_role, setup_->remote_fingerprint,
               [this](std::span<const uint8_t> d) { send_raw(d); }),
         history_(new uint8_t[kHistory * kPacketBytes]),
-        rate_(loss_config(owner.config_.max_bps)),
-        created_ns_(now_ns) {
+        created_ns_(now_ns),
+        rate_(loss_config(owner.config_.max_bps)) {
     sequence_ = uint16_t(core::random_u32());
     timestamp_offset_ = core::random_u32();
     audio_sequence_ = uint16_t(core::random_u32());
