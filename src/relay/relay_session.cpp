@@ -802,7 +802,7 @@ void RelaySession::retransmit(uint16_t sequence, uint64_t now_ns) {
     ++counters_.nacked_again_at_once;
     return;
   }
-  if (!take_retransmit_budget(store_.packet(history_[sequence % kHistory]).size(), now_ns)) {
+  if (!take_retransmit_budget(history_packet(sequence).size(), now_ns)) {
     ++counters_.nacked_over_budget;
     return;
   }
@@ -836,13 +836,16 @@ void RelaySession::send_second_copies(uint64_t now_ns) {
     const uint16_t sequence = second_copies_[second_copy_head_].sequence;
     second_copy_head_ = (second_copy_head_ + 1) % kSecondCopies;
     --second_copy_count_;
-    if (in_history(sequence) &&
-        take_retransmit_budget(store_.packet(history_[sequence % kHistory]).size(), now_ns) &&
+    if (in_history(sequence) && take_retransmit_budget(history_packet(sequence).size(), now_ns) &&
         resend(sequence, now_ns)) {
       ++counters_.rtx_sent;
       ++counters_.rtx_second_copies;
     }
   }
+}
+
+std::span<uint8_t> RelaySession::history_packet(uint16_t sequence) {
+  return store_.packet(history_[sequence % kHistory]);
 }
 
 bool RelaySession::in_history(uint16_t sequence) const {
@@ -852,8 +855,7 @@ bool RelaySession::in_history(uint16_t sequence) const {
 
 bool RelaySession::resend(uint16_t sequence, uint64_t now_ns) {
   rtp::RtpPacketView view;
-  if (rtp::parse_rtp(store_.packet(history_[sequence % kHistory]), view) != rtp::RtpParseError::kOk)
-    return false;
+  if (rtp::parse_rtp(history_packet(sequence), view) != rtp::RtpParseError::kOk) return false;
   const uint32_t h = store_.take();
   if (h == PacketStore::kNone) {
     ++counters_.no_buffer;

@@ -255,6 +255,8 @@ class RelaySession final : public RelayHandler {
   // Sender: the second copies of resent packets that are due (repair redundancy, below).
   void send_second_copies(uint64_t now_ns);
   bool in_history(uint16_t sequence) const;
+  // The stored (plain) packet of `sequence`; in_history(sequence) first.
+  std::span<uint8_t> history_packet(uint16_t sequence);
   bool resend(uint16_t sequence, uint64_t now_ns);  // as RTX; false when it could not queue
   void probe_tail(uint64_t now_ns);
 
