@@ -277,26 +277,46 @@ bool ingest_access_unit(media::StreamRegistry& registry, uint32_t stream_id, uin
 
 }  // namespace
 
+// An H.264 stream relayed over a Pair: the sender's registry and relay publisher, the
+// receiver's registry with a test publisher and the relay source; the threads stop before these
+// go (StopsFirst, declared last).
+struct RelayedStream {
+  Pair& pair;
+  media::StreamRegistry sender_registry;
+  media::StreamRegistry receiver_registry;
+  media::TestPublisher* test = nullptr;
+  RelaySource source;
+  media::Stream* stream = nullptr;
+  Pair::StopsFirst stops_first;
+
+  explicit RelayedStream(Pair& p)
+      : pair(p), source(receiver_registry, *p.receiving, &p.loop), stops_first{p} {
+    auto publisher = std::make_unique<RelayPublisher>(*pair.sending, "");
+    pair.ends.publisher = publisher.get();
+    sender_registry.add_publisher(std::move(publisher));
+    auto verifier = std::make_unique<media::TestPublisher>();
+    test = verifier.get();
+    receiver_registry.add_publisher(std::move(verifier));
+    pair.ends.source = &source;
+  }
+  // Connects, opens a 640x360 h264 stream `name` at the sender and waits for the receiver's.
+  bool open(const char* name) {
+    if (!pair.run_until([&] { return pair.connected(); })) return false;
+    media::OpenError open_error;
+    media::StreamConfig au{name, 640, 360, media::PixelFormat::kH264, 60, 8};
+    stream = sender_registry.open(au, 1, open_error);
+    return stream && pair.run_until([&] { return source.stream() != nullptr; });
+  }
+};
+
 TEST(RelaySession, AccessUnitsCrossEncryptedAndVerifiedAcrossReKeys) {
   Pair pair(1'000'000'000ull);  // a re-key every second
-  media::StreamRegistry sender_registry;
-  auto publisher = std::make_unique<RelayPublisher>(*pair.sending, "");
-  pair.ends.publisher = publisher.get();
-  sender_registry.add_publisher(std::move(publisher));
-  media::StreamRegistry receiver_registry;
-  auto verifier = std::make_unique<media::TestPublisher>();
-  media::TestPublisher* test = verifier.get();
-  receiver_registry.add_publisher(std::move(verifier));
-  RelaySource source(receiver_registry, *pair.receiving, &pair.loop);
-  pair.ends.source = &source;
-  const Pair::StopsFirst stops_first{pair};
-
-  ASSERT_TRUE(pair.run_until([&] { return pair.connected(); }));
-  media::OpenError open_error;
-  media::StreamConfig au{"relayed", 640, 360, media::PixelFormat::kH264, 60, 8};
-  media::Stream* stream = sender_registry.open(au, 1, open_error);
-  ASSERT_NE(stream, nullptr);
-  ASSERT_TRUE(pair.run_until([&] { return source.stream() != nullptr; }));
+  RelayedStream relayed(pair);
+  ASSERT_TRUE(relayed.open("relayed"));
+  media::StreamRegistry& sender_registry = relayed.sender_registry;
+  media::TestPublisher* test = relayed.test;
+  RelaySource& source = relayed.source;
+  media::Stream* stream = relayed.stream;
 
   std::mt19937 rng(3);
   constexpr uint64_t kFrames = 240;  // 4 s at 60 fps: three or four re-keys
@@ -369,24 +389,12 @@ TEST(RelaySession, AccessUnitsCrossEncryptedAndVerifiedAcrossReKeys) {
 // half round trip (+ 8 ms) however often it is asked. Every access unit still arrives whole.
 TEST(RelaySession, OnALossyPathRepairsGoTwiceAndEveryFrameArrives) {
   Pair pair(300'000'000'000ull, nullptr, nullptr, 0.05);
-  media::StreamRegistry sender_registry;
-  auto publisher = std::make_unique<RelayPublisher>(*pair.sending, "");
-  pair.ends.publisher = publisher.get();
-  sender_registry.add_publisher(std::move(publisher));
-  media::StreamRegistry receiver_registry;
-  auto verifier = std::make_unique<media::TestPublisher>();
-  media::TestPublisher* test = verifier.get();
-  receiver_registry.add_publisher(std::move(verifier));
-  RelaySource source(receiver_registry, *pair.receiving, &pair.loop);
-  pair.ends.source = &source;
-  const Pair::StopsFirst stops_first{pair};
-
-  ASSERT_TRUE(pair.run_until([&] { return pair.connected(); }));
-  media::OpenError open_error;
-  media::StreamConfig au{"lossy", 640, 360, media::PixelFormat::kH264, 60, 8};
-  media::Stream* stream = sender_registry.open(au, 1, open_error);
-  ASSERT_NE(stream, nullptr);
-  ASSERT_TRUE(pair.run_until([&] { return source.stream() != nullptr; }));
+  RelayedStream relayed(pair);
+  ASSERT_TRUE(relayed.open("lossy"));
+  media::StreamRegistry& sender_registry = relayed.sender_registry;
+  media::TestPublisher* test = relayed.test;
+  RelaySource& source = relayed.source;
+  media::Stream* stream = relayed.stream;
   std::mt19937 rng(5);
   constexpr uint64_t kFrames = 240;
   const uint64_t start = core::monotonic_ns();
