@@ -9,10 +9,12 @@
 #include <string>
 #include <string_view>
 
+#include "transport/datagram_kind.h"
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace syncd::relay;
   const std::span<const uint8_t> in(data, size);
-  (void)datagram_kind_name(classify_datagram(in));
+  (void)syncd::transport::datagram_kind_name(syncd::transport::classify_datagram(in));
   FrameInfoWire info;
   (void)read_frame_id(in, info);
   (void)read_frame_time(in, info);

@@ -31,7 +31,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
   ctest --test-dir build/asan-ubsan --output-on-failure -j1 -LE qualification
 
 echo "== tsan build and tests of the threaded code"
-tsan_targets=(headtrack_tests handoff_tests camera_tests relay_tests decode_tests whep_tests http_client_tests)
+tsan_targets=(headtrack_tests handoff_tests camera_tests transport_tests egress_tests relay_tests decode_tests whep_tests http_client_tests)
 [[ -f tests/unit/audio.cmake ]] && tsan_targets+=(audio_tests)
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan -j"$jobs" --target "${tsan_targets[@]}"

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
-#include "relay/socket_address.h"
+#include "transport/socket_address.h"
 
 namespace syncd::relay {
 
@@ -66,7 +66,7 @@ std::unique_ptr<Relay> Relay::start(const RelayConfig& config, media::StreamRegi
   }
   auto session = std::make_unique<RelaySession>(sc, relay->identity_);
   relay->session_ = session.get();
-  RelayThreadConfig tc;
+  transport::TransportThreadConfig tc;
   if (config.sender) {
     tc.peer_host = config.host;
     tc.peer_port = config.port;
@@ -74,12 +74,12 @@ std::unique_ptr<Relay> Relay::start(const RelayConfig& config, media::StreamRegi
     tc.bind_host = config.host.empty() ? "0.0.0.0" : config.host;
     tc.bind_port = config.port;
   }
-  relay->thread_ =
-      std::make_unique<RelayThread>(tc, std::move(session), &Relay::on_message, relay.get());
+  relay->thread_ = std::make_unique<transport::TransportThread>(tc, std::move(session),
+                                                                &Relay::on_message, relay.get());
   if (!relay->thread_->start(loop, error)) return nullptr;
   if (config.sender) {
-    auto publisher =
-        std::make_unique<RelayPublisher>(*relay->thread_, config.stream, loop, config.encode);
+    auto publisher = std::make_unique<egress::EgressPublisher>(*relay->thread_, config.stream, loop,
+                                                               config.encode);
     publisher->forward_to_source(&registry, media::KeyframeReason::kRelay);
     relay->publisher_ = publisher.get();
     registry.add_publisher(std::move(publisher));
@@ -96,31 +96,31 @@ void Relay::stop() {
   if (source_) source_->stop();
 }
 
-void Relay::on_message(FromRelay& m, void* context) {
+void Relay::on_message(transport::FromTransport& m, void* context) {
   auto* self = static_cast<Relay*>(context);
   switch (m.kind) {
-    case FromRelay::Kind::kFrameDone:
+    case transport::FromTransport::Kind::kFrameDone:
       if (self->publisher_) self->publisher_->on_frame_done(m);
       break;
-    case FromRelay::Kind::kFrameIn:
+    case transport::FromTransport::Kind::kFrameIn:
       if (self->source_) self->source_->on_frame_in(m, core::monotonic_ns());
       break;
-    case FromRelay::Kind::kDescription:
+    case transport::FromTransport::Kind::kDescription:
       if (self->source_) self->source_->on_description(m.description);
       break;
-    case FromRelay::Kind::kPeerEnded:
+    case transport::FromTransport::Kind::kPeerEnded:
       if (self->source_) self->source_->on_peer_ended();
       break;
-    case FromRelay::Kind::kKeyframeRequest:
+    case transport::FromTransport::Kind::kKeyframeRequest:
       if (self->publisher_) self->publisher_->on_keyframe_request();
       break;
-    case FromRelay::Kind::kTargetRate:
+    case transport::FromTransport::Kind::kTargetRate:
       if (self->publisher_) self->publisher_->on_target_rate(m.target_bps);
       break;
-    case FromRelay::Kind::kHandshakeFailed:
+    case transport::FromTransport::Kind::kHandshakeFailed:
       self->on_handshake_failed(m);
       break;
-    case FromRelay::Kind::kConnected:
+    case transport::FromTransport::Kind::kConnected:
       // A sender that had failed encodes again; an operator who read why it failed reads that
       // it is over.
       if (self->publisher_) self->publisher_->set_active(true);
@@ -130,13 +130,12 @@ void Relay::on_message(FromRelay& m, void* context) {
   }
 }
 
-std::string Relay::describe_failure(const FromRelay& m) const {
+std::string Relay::describe_failure(const transport::FromTransport& m) const {
   const auto failure = secure::DtlsFailure(m.failure);
   const std::string peer =
-      config_.sender
-          ? "the receiver at " + config_.host + ":" + std::to_string(config_.port)
-          : "a sender at " +
-                format_address(address_from_bytes(std::span(m.address.data(), m.address_size)));
+      config_.sender ? "the receiver at " + config_.host + ":" + std::to_string(config_.port)
+                     : "a sender at " + transport::format_address(transport::address_from_bytes(
+                                            std::span(m.address.data(), m.address_size)));
   const std::string ours = secure::format_fingerprint(identity_.fingerprint);
   switch (failure) {
     case secure::DtlsFailure::kFingerprintMismatch:
@@ -150,7 +149,7 @@ std::string Relay::describe_failure(const FromRelay& m) const {
   }
 }
 
-void Relay::on_handshake_failed(const FromRelay& m) {
+void Relay::on_handshake_failed(const transport::FromTransport& m) {
   error_ = describe_failure(m);
   // A sender the peer does not take (or that does not take the peer) stops encoding until a
   // handshake completes: nothing it made could be sent.
@@ -163,7 +162,7 @@ void Relay::on_handshake_failed(const FromRelay& m) {
 
 void Relay::write_stats(nlohmann::json& out) const {
   const RelaySessionStats& s = session_->stats();
-  const RelaySocketCounters& k = thread_->counters();
+  const transport::SocketCounters& k = thread_->counters();
   auto v = [](const auto& atomic) { return atomic.load(std::memory_order_relaxed); };
   nlohmann::json j = {
       {"role", config_.sender ? "sender" : "receiver"},

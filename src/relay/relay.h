@@ -1,6 +1,7 @@
 // The WAN relay as syncd runs it (docs/wan.md): one session, sending (--relay-to) or receiving
-// (--relay-listen), on its own thread, joined to the registry on the main loop by RelayPublisher
-// (sending) or RelaySource (receiving). Server owns one when the command line asks for it.
+// (--relay-listen), on its own thread, joined to the registry on the main loop by
+// egress::EgressPublisher (sending) or RelaySource (receiving). Server owns one when the command
+// line asks for it.
 //
 // Thread: the main loop thread.
 #pragma once
@@ -12,13 +13,13 @@
 #include <string>
 
 #include "audio/capture_ring.h"
+#include "egress/egress_publisher.h"
 #include "media/stream_registry.h"
-#include "relay/relay_publisher.h"
 #include "relay/relay_session.h"
 #include "relay/relay_source.h"
-#include "relay/relay_thread.h"
 #include "secure/certificate.h"
 #include "telemetry/prometheus.h"
+#include "transport/transport_thread.h"
 
 namespace syncd::relay {
 
@@ -31,7 +32,7 @@ struct RelayConfig {
   std::string identity_path;             // --relay-cert: this syncd's key and certificate
   uint64_t rekey_interval_s = 300;       // --dtls-rekey-interval
   std::string stream;                    // --relay-stream: the stream to send (empty: the first)
-  EncodeSettings encode;                 // --relay-bitrate, --relay-keyframe-interval
+  egress::EncodeSettings encode;         // --relay-bitrate, --relay-keyframe-interval
   // Audio (docs/wan.md, "Audio"). Sender: --relay-audio-channels ("all", "none", "0-7,16"), of
   // the --audio-source capture; --relay-audio-bitrate per channel. Receiver (--audio-source
   // relay:N): --relay-audio-target-ms, the playout buffer's target.
@@ -65,18 +66,18 @@ class Relay {
 
  private:
   Relay(const RelayConfig& config, media::StreamRegistry& registry);
-  static void on_message(FromRelay& message, void* self);
-  void on_handshake_failed(const FromRelay& message);
+  static void on_message(transport::FromTransport& message, void* self);
+  void on_handshake_failed(const transport::FromTransport& message);
   // What an operator is told of a failed handshake: who, and what to change.
-  std::string describe_failure(const FromRelay& message) const;
+  std::string describe_failure(const transport::FromTransport& message) const;
 
   RelayConfig config_;
   media::StreamRegistry& registry_;
   secure::Identity identity_;
   RelaySession* session_ = nullptr;  // owned by the thread
-  std::unique_ptr<RelayThread> thread_;
-  RelayPublisher* publisher_ = nullptr;  // owned by the registry (sender)
-  std::unique_ptr<RelaySource> source_;  // receiver
+  std::unique_ptr<transport::TransportThread> thread_;
+  egress::EgressPublisher* publisher_ = nullptr;  // owned by the registry (sender)
+  std::unique_ptr<RelaySource> source_;           // receiver
   std::string error_;  // the last failed handshake's description, until one completes
   static constexpr size_t kMaxSaid = 8;
   std::set<std::string> said_;  // the failures told on stderr (each once)

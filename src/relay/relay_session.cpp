@@ -9,8 +9,9 @@
 
 #include "core/clock.h"
 #include "core/random.h"
-#include "relay/socket_address.h"
 #include "rtp/rtx.h"
+#include "transport/datagram_kind.h"
+#include "transport/socket_address.h"
 
 namespace syncd::relay {
 
@@ -120,7 +121,7 @@ RelaySession::RelaySession(RelaySessionConfig config, const secure::Identity& id
             config_.peer, [this](std::span<const uint8_t> d) { send_plain(d); }),
       keys_(config_.sender ? secure::DtlsRole::kClient : secure::DtlsRole::kServer, config_.keys),
       store_(kStorePackets),
-      send_buffer_(PacketStore::kPacketBytes + kSrtpTrailerBytes + 16),
+      send_buffer_(transport::PacketStore::kPacketBytes + kSrtpTrailerBytes + 16),
       rtcp_buffer_(kRtcpBytes + kSrtpTrailerBytes + 16),
       media_ssrc_(core::random_u32()),
       rtx_ssrc_(core::random_u32()),
@@ -139,7 +140,7 @@ RelaySession::RelaySession(RelaySessionConfig config, const secure::Identity& id
       sink_(std::make_unique<ReceiverSink>(*this)),
       recovered_(std::make_unique<RecoveredPackets>()) {
   packet_refs_.assign(kStorePackets, 0);
-  history_.assign(kHistory, PacketStore::kNone);
+  history_.assign(kHistory, transport::PacketStore::kNone);
   history_sequence_.assign(kHistory, 0);
   history_resent_ns_.assign(kHistory, 0);
   nack_repeat_.resize(kRtcpBytes + kSrtpTrailerBytes + 16);
@@ -166,7 +167,7 @@ RelaySession::~RelaySession() = default;
 // ---------------------------------------------------------------------------------------------
 // Keys
 
-void RelaySession::on_start(RelayThread& thread, uint64_t now_ns) {
+void RelaySession::on_start(transport::TransportThread& thread, uint64_t now_ns) {
   thread_ = &thread;
   rtp_epoch_ns_ = now_ns;
   if (config_.sender) {
@@ -180,7 +181,7 @@ bool RelaySession::from_peer(const sockaddr_storage& from) const {
   // A sender's socket is connected: the kernel drops anyone else's datagrams. The receiver's
   // peer is the address of the last completed handshake: once a sender has re-bound from a new
   // address, media from the old one is foreign.
-  return config_.sender || (peer_ && same_address(*peer_, from));
+  return config_.sender || (peer_ && transport::same_address(*peer_, from));
 }
 
 void RelaySession::feed_dtls(std::span<uint8_t> datagram, const sockaddr_storage& from,
@@ -190,7 +191,7 @@ void RelaySession::feed_dtls(std::span<uint8_t> datagram, const sockaddr_storage
   // 4.2.1) and, past it, a handshake that cannot complete without the pinned certificate; the
   // live association and its keys are untouched meanwhile (DtlsAssociations routes by address).
   dtls_to_ = from;
-  switch (dtls_.feed(datagram, address_bytes(from), now_ns)) {
+  switch (dtls_.feed(datagram, transport::address_bytes(from), now_ns)) {
     case secure::DtlsEvent::kHandshakeComplete:
       on_handshake_complete(now_ns);
       break;
@@ -231,15 +232,15 @@ void RelaySession::on_handshake_complete(uint64_t now_ns) {
   if (!config_.sender) {
     // Only a handshake that passed the fingerprint check gets here: whoever completed it holds
     // the peer's key, so its address is the peer's now (a restart, a NAT rebinding).
-    const sockaddr_storage from = address_from_bytes(dtls_.live_address());
-    if (peer_ && !same_address(*peer_, from)) ++counters_.peer_rebinds;
+    const sockaddr_storage from = transport::address_from_bytes(dtls_.live_address());
+    if (peer_ && !transport::same_address(*peer_, from)) ++counters_.peer_rebinds;
     peer_ = from;
   } else {
     peer_heard_ns_ = now_ns;  // the receiver just answered: its reports have a timeout to come
   }
   if (!connected() && thread_) {
-    FromRelay m;
-    m.kind = FromRelay::Kind::kConnected;
+    transport::FromTransport m;
+    m.kind = transport::FromTransport::Kind::kConnected;
     thread_->send_to_main(m);
   }
   state_ = State::kConnected;
@@ -287,8 +288,8 @@ void RelaySession::start_pending_handshake(uint64_t now_ns) {
 
 void RelaySession::report_failure() {
   if (!thread_) return;
-  FromRelay m;
-  m.kind = FromRelay::Kind::kHandshakeFailed;
+  transport::FromTransport m;
+  m.kind = transport::FromTransport::Kind::kHandshakeFailed;
   m.failure = uint8_t(dtls_.failure());
   m.alert = dtls_.failed_alert();
   m.fingerprint_seen = dtls_.failed_fingerprint_checked();
@@ -338,16 +339,16 @@ void RelaySession::send_rtcp(std::span<uint8_t> compound, size_t size) {
 
 void RelaySession::on_datagram(std::span<uint8_t> datagram, const sockaddr_storage& from,
                                uint64_t now_ns) {
-  const DatagramKind kind = classify_datagram(datagram);
-  if (kind == DatagramKind::kDtls) {
+  const transport::DatagramKind kind = transport::classify_datagram(datagram);
+  if (kind == transport::DatagramKind::kDtls) {
     feed_dtls(datagram, from, now_ns);
-  } else if (kind == DatagramKind::kUnknown) {
-    ++counters_.foreign_unknown;  // not DTLS, RTP or RTCP (RFC 7983)
+  } else if (kind == transport::DatagramKind::kUnknown || kind == transport::DatagramKind::kStun) {
+    ++counters_.foreign_unknown;  // not DTLS, RTP or RTCP (RFC 7983): the relay speaks no ICE
   } else if (!connected()) {
     ++counters_.foreign_before_keys;
   } else if (!from_peer(from)) {
     ++counters_.foreign_not_peer;
-  } else if (kind == DatagramKind::kRtp) {
+  } else if (kind == transport::DatagramKind::kRtp) {
     receive_rtp(datagram, now_ns);
   } else {
     receive_rtcp(datagram, now_ns);
@@ -355,12 +356,12 @@ void RelaySession::on_datagram(std::span<uint8_t> datagram, const sockaddr_stora
   schedule(now_ns);
 }
 
-void RelaySession::on_message(ToRelay& m, uint64_t now_ns) {
+void RelaySession::on_message(transport::ToTransport& m, uint64_t now_ns) {
   switch (m.kind) {
-    case ToRelay::Kind::kFrame:
+    case transport::ToTransport::Kind::kFrame:
       send_frame(m, now_ns);
       break;
-    case ToRelay::Kind::kStreamOpened:
+    case transport::ToTransport::Kind::kStreamOpened:
       describing_ = true;
       // A BYE still waiting for the old stream's packets would close this one: the new
       // description ends the old stream at the receiver instead (or continues it, if the same).
@@ -369,7 +370,7 @@ void RelaySession::on_message(ToRelay& m, uint64_t now_ns) {
       // Tell the receiver now, before the first frame: it opens its stream from this.
       if (connected()) send_sender_report(now_ns);
       break;
-    case ToRelay::Kind::kStreamClosed:
+    case transport::ToTransport::Kind::kStreamClosed:
       // The BYE waits for the stream's last packets to leave the pacer: it closes the
       // receiver's stream, and a frame behind it would have nowhere to go. It also waits
       // kGoodbyeGraceNs, so that a producer reopening at once (its open may reach this thread
@@ -378,15 +379,15 @@ void RelaySession::on_message(ToRelay& m, uint64_t now_ns) {
       goodbye_not_before_ns_ = now_ns + kGoodbyeGraceNs;
       describing_ = false;
       break;
-    case ToRelay::Kind::kBufferFree:
+    case transport::ToTransport::Kind::kBufferFree:
       if (m.buffer < frame_buffer_lent_.size()) frame_buffer_lent_[m.buffer] = false;
       break;
-    case ToRelay::Kind::kKeyframeRequest:
+    case transport::ToTransport::Kind::kKeyframeRequest:
       // Goes out with the next feedback, at once (send_receiver_feedback: urgent).
       keyframe_wanted_ = !config_.sender;
       if (keyframe_wanted_ && connected()) send_receiver_feedback(now_ns, true);
       break;
-    case ToRelay::Kind::kCommand:
+    case transport::ToTransport::Kind::kCommand:
       delete m.command;  // the relay session takes none
       break;
   }
@@ -396,7 +397,7 @@ void RelaySession::on_message(ToRelay& m, uint64_t now_ns) {
 void RelaySession::on_timer(uint64_t now_ns) {
   if (dtls_.next_timeout_ns(now_ns) <= now_ns) {
     // A retransmitted flight goes to the address the handshake is bound to.
-    if (!config_.sender) dtls_to_ = address_from_bytes(dtls_.pending_address());
+    if (!config_.sender) dtls_to_ = transport::address_from_bytes(dtls_.pending_address());
     const secure::DtlsEvent e = dtls_.handle_timeout(now_ns);
     if (e == secure::DtlsEvent::kFailed) on_handshake_failed(now_ns);
     if (e == secure::DtlsEvent::kHandshakeComplete) on_handshake_complete(now_ns);
@@ -429,7 +430,7 @@ void RelaySession::on_timer(uint64_t now_ns) {
       goodbye_pending_ = false;
     }
   } else if (connected()) {
-    if (audio_receiver_) audio_receiver_->poll(now_ns, wall_clock_ntp_ns());
+    if (audio_receiver_) audio_receiver_->poll(now_ns, transport::wall_clock_ntp_ns());
     jitter_.advance(now_ns, *sink_);
     fec_decoder_.expire(now_ns);
     if (now_ns >= next_feedback_ns_ || nack_.next_wakeup_ns(rtt_ns_) <= now_ns ||
@@ -453,8 +454,8 @@ void RelaySession::report_target_rate(uint64_t now_ns) {
   const uint64_t last = reported_target_bps_;
   const bool changed = last == 0 || target * 50 < last * 49 || target * 50 > last * 51;
   if (!changed && now_ns < next_target_report_ns_) return;
-  FromRelay m;
-  m.kind = FromRelay::Kind::kTargetRate;
+  transport::FromTransport m;
+  m.kind = transport::FromTransport::Kind::kTargetRate;
   m.target_bps = target;
   if (!thread_->send_to_main(m)) return;
   reported_target_bps_ = target;
@@ -558,9 +559,9 @@ uint32_t RelaySession::rtp_time(uint64_t ns) const {
   return rtp_offset_ + uint32_t(elapsed * 9 / 100'000);
 }
 
-void RelaySession::send_frame(ToRelay& m, uint64_t now_ns) {
-  FromRelay done;
-  done.kind = FromRelay::Kind::kFrameDone;
+void RelaySession::send_frame(transport::ToTransport& m, uint64_t now_ns) {
+  transport::FromTransport done;
+  done.kind = transport::FromTransport::Kind::kFrameDone;
   done.slot = m.slot;
   done.stream_id = m.stream_id;
   const media::FrameInfo& info = m.slot->info;
@@ -614,7 +615,7 @@ void RelaySession::send_frame(ToRelay& m, uint64_t now_ns) {
   bool all_queued = true;
   while (packetizer_.has_next()) {
     const uint32_t h = store_.take();
-    if (h == PacketStore::kNone) {
+    if (h == transport::PacketStore::kNone) {
       ++counters_.no_buffer;
       all_queued = false;
       break;
@@ -627,7 +628,7 @@ void RelaySession::send_frame(ToRelay& m, uint64_t now_ns) {
     store_.set_size(h, n);
     // History for retransmission: the slot this sequence lands on lets go of what it held.
     const size_t at = header.sequence % kHistory;
-    if (history_[at] != PacketStore::kNone) release_packet(history_[at]);
+    if (history_[at] != transport::PacketStore::kNone) release_packet(history_[at]);
     history_[at] = h;
     history_sequence_[at] = header.sequence;
     history_resent_ns_[at] = 0;
@@ -651,7 +652,7 @@ void RelaySession::send_frame(ToRelay& m, uint64_t now_ns) {
       size_t got = 0;
       for (; got < repairs; ++got) {
         handles[got] = store_.take();
-        if (handles[got] == PacketStore::kNone) break;
+        if (handles[got] == transport::PacketStore::kNone) break;
         outs[got] = store_.room(handles[got]).data() + fec_header;
       }
       if (got == repairs && fec_encoder_.emit_repairs(std::span(outs.data(), repairs)) == repairs) {
@@ -737,7 +738,7 @@ void RelaySession::send_sender_report(uint64_t now_ns, bool goodbye) {
   next_report_ns_ = now_ns + kSenderReportNs;
   rtp::RtcpWriter w({rtcp_buffer_.data(), kRtcpBytes});
   rtp::SenderInfo info;
-  info.ntp_timestamp = rtp::ntp_from_ns(wall_clock_ntp_ns());
+  info.ntp_timestamp = rtp::ntp_from_ns(transport::wall_clock_ntp_ns());
   info.rtp_timestamp = rtp_time(now_ns);
   info.packet_count = packets_sent_;
   info.octet_count = octets_sent_;
@@ -766,7 +767,7 @@ void RelaySession::send_audio_report(uint64_t now_ns) {
   if (!audio_sender_ || !audio_sender_->have_clock()) return;
   rtp::RtcpWriter w({rtcp_buffer_.data(), kRtcpBytes});
   rtp::SenderInfo info;
-  info.ntp_timestamp = rtp::ntp_from_ns(wall_clock_ntp_ns());
+  info.ntp_timestamp = rtp::ntp_from_ns(transport::wall_clock_ntp_ns());
   info.rtp_timestamp = audio_sender_->rtp_time(core::monotonic_ns());
   info.packet_count = audio_sender_->packets_sent();
   info.octet_count = audio_sender_->octets_sent();
@@ -781,7 +782,7 @@ void RelaySession::send_audio_report(uint64_t now_ns) {
 }
 
 void RelaySession::send_audio_packet(std::span<uint8_t> plain) {
-  if (!connected() || !thread_ || plain.size() > PacketStore::kPacketBytes) return;
+  if (!connected() || !thread_ || plain.size() > transport::PacketStore::kPacketBytes) return;
   std::memcpy(send_buffer_.data(), plain.data(), plain.size());
   size_t size = plain.size();
   if (srtp_out_.protect_rtp(send_buffer_.data(), size, send_buffer_.size()) ==
@@ -850,14 +851,14 @@ std::span<uint8_t> RelaySession::history_packet(uint16_t sequence) {
 
 bool RelaySession::in_history(uint16_t sequence) const {
   const size_t at = sequence % kHistory;
-  return history_[at] != PacketStore::kNone && history_sequence_[at] == sequence;
+  return history_[at] != transport::PacketStore::kNone && history_sequence_[at] == sequence;
 }
 
 bool RelaySession::resend(uint16_t sequence, uint64_t now_ns) {
   rtp::RtpPacketView view;
   if (rtp::parse_rtp(history_packet(sequence), view) != rtp::RtpParseError::kOk) return false;
   const uint32_t h = store_.take();
-  if (h == PacketStore::kNone) {
+  if (h == transport::PacketStore::kNone) {
     ++counters_.no_buffer;
     return false;
   }
@@ -950,7 +951,7 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
       rate_.on_remb(now_ns, *events.remb);
     }
     if (events.block) {
-      const uint32_t arrival = rtp::ntp_compact(rtp::ntp_from_ns(wall_clock_ntp_ns()));
+      const uint32_t arrival = rtp::ntp_compact(rtp::ntp_from_ns(transport::wall_clock_ntp_ns()));
       if (auto rtt = rtp::round_trip_ns(arrival, events.block->last_sr,
                                         events.block->delay_since_last_sr)) {
         rtt_ns_ = *rtt;
@@ -968,8 +969,8 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
       // The receiver's decoder waits for an IDR; only an encoder can make one (the relay
       // publisher's, for a stream it encodes; a producer's own H.264 has its periodic IDRs).
       ++counters_.keyframe_requests;
-      FromRelay m;
-      m.kind = FromRelay::Kind::kKeyframeRequest;
+      transport::FromTransport m;
+      m.kind = transport::FromTransport::Kind::kKeyframeRequest;
       thread_->send_to_main(m);
     }
     for (size_t i = 0; i < events.nack_count; ++i) {
@@ -1018,8 +1019,8 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
           size_t(d.width) * d.height + 2 * (size_t(d.width + 1) / 2) * ((d.height + 1) / 2);
       frame_buffer_bytes_ = room;
       for (auto& b : frame_buffers_) b.reset(new uint8_t[room]);  // default-initialized: untouched
-      FromRelay m;
-      m.kind = FromRelay::Kind::kDescription;
+      transport::FromTransport m;
+      m.kind = transport::FromTransport::Kind::kDescription;
       m.description = d;
       thread_->send_to_main(m);
     }
@@ -1041,8 +1042,8 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
     // stream closes (what is not, never will be).
     jitter_.advance(UINT64_MAX, *sink_);
     peer_described_ = false;
-    FromRelay m;
-    m.kind = FromRelay::Kind::kPeerEnded;
+    transport::FromTransport m;
+    m.kind = transport::FromTransport::Kind::kPeerEnded;
     thread_->send_to_main(m);
   }
 }
@@ -1053,11 +1054,11 @@ void RelaySession::receive_rtcp(std::span<uint8_t> packet, uint64_t now_ns) {
 // The packets FEC rebuilt while one datagram was taken in (at most one block's repairs), copied
 // out of the decoder's callback so they enter the jitter buffer after the datagram's own packet.
 struct RelaySession::RecoveredPackets final : fec::RecoverySink {
-  std::array<std::array<uint8_t, PacketStore::kPacketBytes>, fec::kMaxM> packets;
+  std::array<std::array<uint8_t, transport::PacketStore::kPacketBytes>, fec::kMaxM> packets;
   std::array<size_t, fec::kMaxM> sizes{};
   size_t count = 0;
   void on_recovered(uint16_t, std::span<const uint8_t> rtp_packet) override {
-    if (count == packets.size() || rtp_packet.size() > PacketStore::kPacketBytes) return;
+    if (count == packets.size() || rtp_packet.size() > transport::PacketStore::kPacketBytes) return;
     std::memcpy(packets[count].data(), rtp_packet.data(), rtp_packet.size());
     sizes[count++] = rtp_packet.size();
   }
@@ -1107,7 +1108,7 @@ void RelaySession::receive_rtp(std::span<uint8_t> packet, uint64_t now_ns) {
       break;
     case kRtxPayloadType: {
       if (!media_ssrc_known_) return;
-      uint8_t original[PacketStore::kPacketBytes];
+      uint8_t original[transport::PacketStore::kPacketBytes];
       size_t original_size = 0;
       if (rtp::restore_original(view, kMediaPayloadType, peer_media_ssrc_, original,
                                 &original_size) != rtp::RtxError::kOk) {
@@ -1187,7 +1188,7 @@ bool RelaySession::accept_media(const rtp::RtpPacketView& view, std::span<const 
                                 bool repaired, uint64_t now_ns) {
   if (!repaired) receiver_stats_.on_packet(view.sequence, view.timestamp, now_ns);
   const uint32_t h = store_.take();
-  if (h == PacketStore::kNone) {
+  if (h == transport::PacketStore::kNone) {
     ++counters_.no_buffer;
     return false;
   }
@@ -1248,8 +1249,8 @@ void RelaySession::deliver_frame(const jitter::FrameEvent& frame) {
     return;
   }
   ++counters_.frames_complete;
-  FromRelay m;
-  m.kind = FromRelay::Kind::kFrameIn;
+  transport::FromTransport m;
+  m.kind = transport::FromTransport::Kind::kFrameIn;
   m.buffer = b;
   m.data = frame_buffers_[b].get();
   m.bytes = depacketizer_.access_unit().size();

@@ -1,8 +1,8 @@
 // One WAN relay session on the relay thread (docs/wan.md): DTLS keys, SRTP, and either the
 // sending media path (client: packetize, FEC, pace, retransmit) or the receiving one (server:
-// repair, jitter buffer, depacketize, feedback). It is the RelayHandler the relay thread drives;
-// the pure modules do the work (src/secure, src/rtp, src/fec, src/jitter, src/congestion), and
-// this class wires them to each other, to the socket and to the main loop.
+// repair, jitter buffer, depacketize, feedback). It is the transport::TransportHandler the relay
+// thread drives; the pure modules do the work (src/secure, src/rtp, src/fec, src/jitter,
+// src/congestion), and this class wires them to each other, to the socket and to the main loop.
 //
 // Thread: the relay thread, apart from stats(), which any thread may read.
 #pragma once
@@ -26,9 +26,7 @@
 #include "jitter/clock_skew.h"
 #include "jitter/jitter_buffer.h"
 #include "jitter/nack_scheduler.h"
-#include "relay/packet_store.h"
 #include "relay/relay_audio.h"
-#include "relay/relay_thread.h"
 #include "rtp/h264_depacketizer.h"
 #include "rtp/h264_packetizer.h"
 #include "rtp/receiver_statistics.h"
@@ -39,6 +37,8 @@
 #include "secure/dtls_endpoint.h"
 #include "secure/key_schedule.h"
 #include "secure/srtp_session.h"
+#include "transport/packet_store.h"
+#include "transport/transport_thread.h"
 
 namespace syncd::relay {
 
@@ -206,7 +206,7 @@ struct RelaySessionStats {
 // given up costs every frame until the next IDR.
 jitter::JitterBufferConfig relay_jitter_config();
 
-class RelaySession final : public RelayHandler {
+class RelaySession final : public transport::TransportHandler {
  public:
   enum class State : uint32_t { kWaiting, kHandshaking, kConnected, kFailed };
   static const char* state_name(State state);
@@ -216,10 +216,10 @@ class RelaySession final : public RelayHandler {
   RelaySession(RelaySessionConfig config, const secure::Identity& identity);
   ~RelaySession() override;
 
-  void on_start(RelayThread& thread, uint64_t now_ns) override;
+  void on_start(transport::TransportThread& thread, uint64_t now_ns) override;
   void on_datagram(std::span<uint8_t> datagram, const sockaddr_storage& from,
                    uint64_t now_ns) override;
-  void on_message(ToRelay& message, uint64_t now_ns) override;
+  void on_message(transport::ToTransport& message, uint64_t now_ns) override;
   void on_timer(uint64_t now_ns) override;
   void on_stop(uint64_t now_ns) override;
 
@@ -243,7 +243,7 @@ class RelaySession final : public RelayHandler {
   void send_rtcp(std::span<uint8_t> compound, size_t size);
 
   // ---- sender path ----
-  void send_frame(ToRelay& message, uint64_t now_ns);
+  void send_frame(transport::ToTransport& message, uint64_t now_ns);
   uint32_t rtp_time(uint64_t ns) const;
   bool queue_packet(uint32_t handle, uint64_t now_ns);
   void release_packet(uint32_t handle);
@@ -289,7 +289,7 @@ class RelaySession final : public RelayHandler {
   uint64_t sent_bps(size_t samples) const;
   // Sender: a receiver report's loss, over a long enough span, to the rate controller.
   void congestion_report(const rtp::ReportBlock& block, uint64_t now_ns);
-  // Tells the main loop a handshake failed (FromRelay::kHandshakeFailed).
+  // Tells the main loop a handshake failed (transport::FromTransport::kHandshakeFailed).
   void report_failure();
   // Sender: the handshake that waited for its backoff starts now.
   void start_pending_handshake(uint64_t now_ns);
@@ -298,7 +298,7 @@ class RelaySession final : public RelayHandler {
   void publish_stats();
 
   RelaySessionConfig config_;
-  RelayThread* thread_ = nullptr;
+  transport::TransportThread* thread_ = nullptr;
   State state_ = State::kWaiting;
   secure::DtlsContext dtls_context_;
   secure::DtlsAssociations dtls_;  // the live association and a re-key's pending one
@@ -324,7 +324,7 @@ class RelaySession final : public RelayHandler {
   uint64_t rtt_ns_ = 50'000'000;
   bool have_rtt_ = false;
 
-  PacketStore store_;
+  transport::PacketStore store_;
   std::vector<uint8_t> send_buffer_;  // a packet being protected (the stored copy stays plain)
   std::vector<uint8_t> rtcp_buffer_;
 

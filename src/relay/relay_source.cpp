@@ -14,7 +14,8 @@ bool same_stream(const StreamDescription& a, const StreamDescription& b) {
 }
 }  // namespace
 
-RelaySource::RelaySource(media::StreamRegistry& registry, RelayThread& thread, uv_loop_t* loop)
+RelaySource::RelaySource(media::StreamRegistry& registry, transport::TransportThread& thread,
+                         uv_loop_t* loop)
     : registry_(registry), thread_(thread), loop_(loop) {}
 
 RelaySource::~RelaySource() {
@@ -22,8 +23,8 @@ RelaySource::~RelaySource() {
 }
 
 void RelaySource::free_buffer(uint32_t buffer, void* self) {
-  ToRelay free;
-  free.kind = ToRelay::Kind::kBufferFree;
+  transport::ToTransport free;
+  free.kind = transport::ToTransport::Kind::kBufferFree;
   free.buffer = buffer;
   // The channel is as deep as the relay's buffers are many, so this cannot be refused while
   // the relay runs; a refusal at stop loses nothing (the relay frees its buffers as it ends).
@@ -31,8 +32,8 @@ void RelaySource::free_buffer(uint32_t buffer, void* self) {
 }
 
 void RelaySource::request_keyframe(void* self) {
-  ToRelay request;
-  request.kind = ToRelay::Kind::kKeyframeRequest;
+  transport::ToTransport request;
+  request.kind = transport::ToTransport::Kind::kKeyframeRequest;
   // Refused only when the channel is full or the relay stopped; the stage asks again while it
   // still waits (every keyframe_request_interval_ns).
   static_cast<RelaySource*>(self)->thread_.send_to_relay(request);
@@ -118,7 +119,7 @@ uint64_t RelaySource::local_sequence(uint64_t remote, bool& restarted) {
   return last_local_;
 }
 
-void RelaySource::on_frame_in(const FromRelay& m, uint64_t now_ns) {
+void RelaySource::on_frame_in(const transport::FromTransport& m, uint64_t now_ns) {
   ++counters_.frames_in;
   bool restarted = false;
   const uint64_t sequence = stream_ ? local_sequence(m.sequence, restarted) : m.sequence;

@@ -29,8 +29,9 @@
 
 #include "decode/decode_stage.h"
 #include "media/stream_registry.h"
-#include "relay/relay_thread.h"
 #include "telemetry/stage_stats.h"
+#include "relay/relay_wire.h"
+#include "transport/transport_thread.h"
 
 namespace syncd::relay {
 
@@ -64,12 +65,13 @@ class RelaySource final : private media::SourceFeedback {
 
   // loop: where a decode stage's worker reports back; without one (nullptr) a stream that needs
   // decoding is refused (open_error "no_decoder").
-  RelaySource(media::StreamRegistry& registry, RelayThread& thread, uv_loop_t* loop = nullptr);
+  RelaySource(media::StreamRegistry& registry, transport::TransportThread& thread,
+              uv_loop_t* loop = nullptr);
   ~RelaySource();
 
   void on_description(const StreamDescription& description);
   // Commits the access unit, then gives its buffer back to the relay thread.
-  void on_frame_in(const FromRelay& message, uint64_t now_ns);
+  void on_frame_in(const transport::FromTransport& message, uint64_t now_ns);
   // The peer ended its stream or left: the local stream closes.
   void on_peer_ended();
   void close();
@@ -84,7 +86,7 @@ class RelaySource final : private media::SourceFeedback {
 
  private:
   media::StreamRegistry& registry_;
-  RelayThread& thread_;
+  transport::TransportThread& thread_;
   uv_loop_t* loop_ = nullptr;
   media::Stream* stream_ = nullptr;
   bool decoding_ = false;  // stream_ is fed by decoder_

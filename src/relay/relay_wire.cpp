@@ -23,32 +23,6 @@ constexpr size_t kDescriptionFixedBytes = 32;  // header, SSRC, name, the 5 fixe
 
 }  // namespace
 
-DatagramKind classify_datagram(std::span<const uint8_t> d) {
-  if (d.empty()) return DatagramKind::kUnknown;
-  const uint8_t first = d[0];
-  if (first >= 20 && first <= 63) return DatagramKind::kDtls;
-  if (first >= 128 && first <= 191) {
-    // An RTP or RTCP header is at least 8 bytes (RTCP's shortest, an empty RR).
-    if (d.size() < 8) return DatagramKind::kUnknown;
-    return d[1] >= 192 && d[1] <= 223 ? DatagramKind::kRtcp : DatagramKind::kRtp;
-  }
-  return DatagramKind::kUnknown;
-}
-
-const char* datagram_kind_name(DatagramKind kind) {
-  switch (kind) {
-    case DatagramKind::kDtls:
-      return "dtls";
-    case DatagramKind::kRtp:
-      return "rtp";
-    case DatagramKind::kRtcp:
-      return "rtcp";
-    case DatagramKind::kUnknown:
-      break;
-  }
-  return "unknown";
-}
-
 void write_frame_id(const FrameInfoWire& info, uint8_t out[kFrameIdBytes]) {
   put_be(out, info.sequence, 8);
   put_be(out + 8, info.content_hash, 8);

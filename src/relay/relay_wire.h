@@ -1,6 +1,5 @@
 // The WAN relay's own wire formats, beside the standard ones that src/rtp carries
 // (docs/wan.md, "Relay wire formats"):
-//  - which protocol a datagram on the session's one UDP 5-tuple belongs to (RFC 7983);
 //  - the frame-info header extensions on the first RTP packet of every access unit, which carry
 //    what the producer's frame header said (sequence, content hash, capture time, flags) and
 //    the sender's accept time, so the receiver's publishers see the frame as it was sent;
@@ -16,18 +15,9 @@
 #include <string>
 #include <string_view>
 
-namespace syncd::relay {
+#include "transport/stream_description.h"
 
-// RFC 7983 section 7: the first byte decides; RFC 5761 section 4: RTCP packet types 192-223
-// (marker bit and payload type together, the second byte) are RTCP, the rest RTP.
-enum class DatagramKind : uint8_t {
-  kDtls,     // first byte 20..63
-  kRtp,      // first byte 128..191, second byte outside 192..223
-  kRtcp,     // first byte 128..191, second byte 192..223
-  kUnknown,  // anything else (STUN, ZRTP, TURN channels, noise): dropped and counted
-};
-DatagramKind classify_datagram(std::span<const uint8_t> datagram);
-const char* datagram_kind_name(DatagramKind kind);
+namespace syncd::relay {
 
 // RFC 8285 one-byte header extension ids the relay uses (abs-send-time is src/rtp's, id 3).
 inline constexpr uint8_t kFrameIdExtension = 4;     // sequence u64, content hash u64: 16 bytes
@@ -68,24 +58,10 @@ bool read_sender_time(std::span<const uint8_t> element, FrameInfoWire& info);
 //  |                    frame rate, millihertz                     |
 //  |    sender's RTT, 100 us units |           reserved            |
 //  |   name (UTF-8, name length bytes), zero-padded to 32 bits ... |
-inline constexpr size_t kMaxStreamNameBytes = 64;
+// The relay carries transport::StreamDescription (transport/stream_description.h).
+using transport::kMaxStreamNameBytes;
+using transport::StreamDescription;
 inline constexpr size_t kMaxStreamDescriptionBytes = 32 + kMaxStreamNameBytes;
-struct StreamDescription {
-  uint32_t ssrc = 0;
-  uint8_t format = 0;  // media::PixelFormat's wire value
-  // The raw format the sender's relay encoded the stream from (0: none, the producer sent
-  // `format` itself): a receiver decodes such a stream back to raw frames for its consumers.
-  uint8_t source_format = 0;
-  uint32_t width = 0;
-  uint32_t height = 0;
-  uint32_t fps_millihertz = 0;
-  // The round trip the sender measured from the receiver's reports, in 100 us units (0: not
-  // yet): the receiver sends no media, so it learns its NACK and repair timing from this.
-  uint16_t rtt_100us = 0;
-  uint8_t name_bytes = 0;
-  char name[kMaxStreamNameBytes] = {};
-  std::string_view name_view() const { return {name, name_bytes}; }
-};
 enum class DescriptionError : uint8_t {
   kNone,
   kTooShort,

@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
+#include "egress/egress_publisher.h"
 #include "net/http_client/http_response.h"
-#include "relay/relay_publisher.h"
-#include "relay/relay_thread.h"
+#include "transport/transport_thread.h"
 #include "whep/whep_ids.h"
 #include "whep/whep_service.h"
 
@@ -23,11 +23,11 @@ inline constexpr std::string_view kWhipKeyPrefix = "whip:";
 struct WhepService::Egress {
   WhepService* service = nullptr;
   std::string stream;
-  std::unique_ptr<relay::RelayThread> thread;
-  WhepTransport* transport = nullptr;          // owned by the thread
-  relay::RelayPublisher* publisher = nullptr;  // owned by the registry
-  size_t sessions = 0;                         // live ones
-  bool audio = false;                          // its transport encodes the audio tap
+  std::unique_ptr<transport::TransportThread> thread;
+  WhepTransport* transport = nullptr;            // owned by the thread
+  egress::EgressPublisher* publisher = nullptr;  // owned by the registry
+  size_t sessions = 0;                           // live ones
+  bool audio = false;                            // its transport encodes the audio tap
   bool audio_stereo = false;
 };
 

@@ -72,8 +72,8 @@ void WhepService::stop() {
 
 WhepService::Egress* WhepService::egress_for(const std::string& key, const std::string& stream_name,
                                              const std::string& bind_host,
-                                             const relay::EncodeSettings& encode, const char* label,
-                                             bool& busy, std::string& error) {
+                                             const egress::EncodeSettings& encode,
+                                             const char* label, bool& busy, std::string& error) {
   busy = false;
   if (auto it = egresses_.find(key); it != egresses_.end()) return it->second.get();
   if (egresses_.size() >= kMaxStreams) {
@@ -100,14 +100,14 @@ WhepService::Egress* WhepService::egress_for(const std::string& key, const std::
   egress->audio = transport->audio() && transport->audio()->ok();
   egress->audio_stereo = egress->audio && transport->audio()->stereo();
   egress->transport = transport.get();
-  relay::RelayThreadConfig tc;
+  transport::TransportThreadConfig tc;
   tc.bind_host = bind_host;
   tc.bind_port = 0;
-  egress->thread = std::make_unique<relay::RelayThread>(tc, std::move(transport),
-                                                        &WhepService::on_message, egress.get());
+  egress->thread = std::make_unique<transport::TransportThread>(
+      tc, std::move(transport), &WhepService::on_message, egress.get());
   if (!egress->thread->start(loop_, error)) return nullptr;
   auto publisher =
-      std::make_unique<relay::RelayPublisher>(*egress->thread, stream_name, loop_, encode, label);
+      std::make_unique<egress::EgressPublisher>(*egress->thread, stream_name, loop_, encode, label);
   publisher->set_active(false);
   publisher->forward_to_source(&registry_, media::KeyframeReason::kWhep);
   egress->publisher = publisher.get();
@@ -141,8 +141,8 @@ WhepService::Egress* WhepService::reuse_idle_egress(const std::string& key,
 bool WhepService::add_session(Egress& egress, std::unique_ptr<WhepSessionSetup> setup, bool whip) {
   const uint64_t id = setup->id;
   sessions_[id] = SessionRecord{egress.stream, &egress, setup->stats, setup->audio, whip};
-  relay::ToRelay m;
-  m.kind = relay::ToRelay::Kind::kCommand;
+  transport::ToTransport m;
+  m.kind = transport::ToTransport::Kind::kCommand;
   m.command = setup.release();
   if (!egress.thread->send_to_relay(m)) {
     delete m.command;
@@ -179,7 +179,7 @@ WhepService::Response WhepService::offer(std::string_view stream_name,
   }
   // H.264 as sent, or a raw format the encoder stage takes.
   const media::PixelFormat format = stream->config().format;
-  if (format != media::PixelFormat::kH264 && !relay::EncodeStage::can_encode(format)) {
+  if (format != media::PixelFormat::kH264 && !egress::EncodeStage::can_encode(format)) {
     ++counters_.refused_format;
     r.status = 409;
     r.body = std::string("a ") + media::pixel_format_name(format) +
@@ -281,8 +281,8 @@ WhepService::Response WhepService::remove(std::string_view stream_name, std::str
   }
   auto end = std::make_unique<WhepSessionEnd>();
   end->id = id;
-  relay::ToRelay m;
-  m.kind = relay::ToRelay::Kind::kCommand;
+  transport::ToTransport m;
+  m.kind = transport::ToTransport::Kind::kCommand;
   m.command = end.release();
   if (!it->second.egress->thread->send_to_relay(m)) {
     delete m.command;
@@ -296,19 +296,19 @@ WhepService::Response WhepService::remove(std::string_view stream_name, std::str
   return r;
 }
 
-void WhepService::on_message(relay::FromRelay& m, void* context) {
+void WhepService::on_message(transport::FromTransport& m, void* context) {
   auto* egress = static_cast<Egress*>(context);
   switch (m.kind) {
-    case relay::FromRelay::Kind::kFrameDone:
+    case transport::FromTransport::Kind::kFrameDone:
       egress->publisher->on_frame_done(m);
       break;
-    case relay::FromRelay::Kind::kKeyframeRequest:
+    case transport::FromTransport::Kind::kKeyframeRequest:
       egress->publisher->on_keyframe_request();
       break;
-    case relay::FromRelay::Kind::kPeerEnded:
+    case transport::FromTransport::Kind::kPeerEnded:
       egress->service->on_session_ended(*egress, m.sequence);
       break;
-    case relay::FromRelay::Kind::kTargetRate:
+    case transport::FromTransport::Kind::kTargetRate:
       // The lossiest viewer's rate, for a raw stream's encoder.
       egress->publisher->on_target_rate(m.target_bps);
       break;
@@ -403,8 +403,8 @@ void WhepService::write_stats(nlohmann::json& out) const {
                         {"target_changes", v(t.target_changes)}};
     if (const auto* pc = e->publisher->counters(e->publisher->relayed_stream())) {
       nlohmann::json dropped = nlohmann::json::object();
-      for (size_t i = 0; i < size_t(relay::RelayDrop::kCount); ++i)
-        dropped[relay::relay_drop_name(relay::RelayDrop(i))] = pc->dropped[i];
+      for (size_t i = 0; i < size_t(egress::EgressDrop::kCount); ++i)
+        dropped[egress::egress_drop_name(egress::EgressDrop(i))] = pc->dropped[i];
       j["publisher"] = {{"offered", pc->offered},
                         {"sent", pc->sent},
                         {"in_flight", pc->in_flight},
@@ -422,8 +422,8 @@ void WhepService::write_stats(nlohmann::json& out) const {
                     {"expected_loss_percent", v(ac.expected_loss_percent)},
                     {"encode_us_per_frame", encoded ? v(ac.encode_ns) / encoded / 1000.0 : 0.0}};
     }
-    if (const relay::EncodeStage* enc = e->publisher->encoder()) {
-      const relay::EncodeStageCounters& ec = enc->counters();
+    if (const egress::EncodeStage* enc = e->publisher->encoder()) {
+      const egress::EncodeStageCounters& ec = enc->counters();
       j["encoder"] = {{"submitted", ec.submitted}, {"encoded", ec.encoded},
                       {"keyframes", ec.keyframes}, {"keyframes_forced", ec.keyframes_forced},
                       {"failed", ec.failed},       {"bitrate_kbps", ec.bitrate_kbps},

@@ -2,10 +2,10 @@
 // a plain RTCPeerConnection. `POST /whep/NAME` with an SDP offer (application/sdp) answers 201
 // with syncd's SDP answer and a Location for the session; `DELETE` of that Location ends it.
 //
-// Per stream watched, an egress: a relay thread (relay_thread.h) with its own UDP socket, whose
-// handler is a WhepTransport (ICE-lite, DTLS-SRTP, RTP to every viewer), fed by a
-// relay::RelayPublisher that hands it the stream's access units; a raw stream is encoded to H.264
-// once for all its viewers (relay_encoder.h), an h264 stream goes as the producer sent it. The
+// Per stream watched, an egress: a relay thread (transport/transport_thread.h) with its own UDP
+// socket, whose handler is a WhepTransport (ICE-lite, DTLS-SRTP, RTP to every viewer), fed by a
+// egress::EgressPublisher that hands it the stream's access units; a raw stream is encoded to H.264
+// once for all its viewers (encode_stage.h), an h264 stream goes as the producer sent it. The
 // publisher is active only while the stream has viewers: a stream nobody watches is not encoded.
 // An egress, once made, stays until syncd stops (its thread sleeps), at most kMaxStreams of them;
 // when a fifth stream is asked for, one whose viewers have all left is reused for it.
@@ -29,12 +29,12 @@
 #include <string>
 #include <string_view>
 
+#include "egress/egress_publisher.h"
+#include "egress/encode_stage.h"
 #include "media/stream_registry.h"
-#include "relay/relay_encoder.h"
-#include "relay/relay_publisher.h"
-#include "relay/relay_thread.h"
 #include "secure/certificate.h"
 #include "telemetry/prometheus.h"
+#include "transport/transport_thread.h"
 #include "whep/whep_transport.h"
 
 namespace syncd::whep {
@@ -53,18 +53,18 @@ bool parse_whep_audio_channels(std::string_view text, uint32_t source_channels,
 // WHIP push (docs/whep.md, "WHIP"): syncd offers one stream to an SFU's WHIP endpoint (RFC
 // 9725), keeps the session up, and offers again after it ends.
 struct WhipTarget {
-  std::string url;               // http:// or https:// WHIP endpoint (--whip-to)
-  std::string token;             // the bearer token, may be empty (--whip-token)
-  std::string stream;            // empty: the first stream opened (--whip-stream)
-  relay::EncodeSettings encode;  // --whip-bitrate
-  bool verify_tls = true;        // --whip-insecure turns certificate checks off (tests, labs)
+  std::string url;                // http:// or https:// WHIP endpoint (--whip-to)
+  std::string token;              // the bearer token, may be empty (--whip-token)
+  std::string stream;             // empty: the first stream opened (--whip-stream)
+  egress::EncodeSettings encode;  // --whip-bitrate
+  bool verify_tls = true;         // --whip-insecure turns certificate checks off (tests, labs)
 };
 
 struct WhepConfig {
   // The address the egresses' UDP sockets bind to, and the host candidate the answer offers:
   // syncd's --host. A wildcard binds all and offers 127.0.0.1.
   std::string host = "127.0.0.1";
-  relay::EncodeSettings encode;  // --whep-bitrate (the start and the most)
+  egress::EncodeSettings encode;  // --whep-bitrate (the start and the most)
   WhepTransportConfig transport;
   std::string audio_channels;  // --whep-audio-channels as given (parse_whep_audio_channels)
   // A tap of the audio to send, asked once per egress; empty or returning nullptr: no audio.
@@ -134,7 +134,7 @@ class WhepService {
   // first use with its socket bound to bind_host; nullptr when kMaxStreams have one (busy =
   // true) or it could not start (why says so).
   Egress* egress_for(const std::string& key, const std::string& stream_name,
-                     const std::string& bind_host, const relay::EncodeSettings& encode,
+                     const std::string& bind_host, const egress::EncodeSettings& encode,
                      const char* label, bool& busy, std::string& why);
   // At kMaxStreams: a viewers' egress with no session, moved to `key` and `stream_name`; else
   // nullptr.
@@ -149,7 +149,7 @@ class WhepService {
   void whip_session_ended(uint64_t now_ns);
   void stop_whip();
   void write_whip_stats(nlohmann::json& out) const;
-  static void on_message(relay::FromRelay& message, void* egress);
+  static void on_message(transport::FromTransport& message, void* egress);
   void on_session_ended(Egress& egress, uint64_t id);
   void update_activity(Egress& egress);
 

@@ -6,11 +6,12 @@
 #include "congestion/loss_based_estimator.h"
 #include "core/clock.h"
 #include "core/random.h"
-#include "relay/socket_address.h"
 #include "rtp/h264_packetizer.h"
 #include "rtp/rtcp.h"
 #include "rtp/rtp_packet.h"
 #include "secure/srtp_aead.h"
+#include "transport/datagram_kind.h"
+#include "transport/socket_address.h"
 #include "webrtc/stun.h"
 
 namespace syncd::whep {
@@ -186,7 +187,7 @@ class WhepTransport::Session final : public rtp::RtcpSink {
     // a nomination, the first checked address serves (a browser sends DTLS on its first pair).
     // As the controlling agent (WHIP) we nominate: the peer's own checks only refresh consent.
     if (!has_address_ ||
-        (nominated && !setup_->ice_controlling && !relay::same_address(from, address_))) {
+        (nominated && !setup_->ice_controlling && !transport::same_address(from, address_))) {
       address_ = from;
       has_address_ = true;
     }
@@ -195,7 +196,7 @@ class WhepTransport::Session final : public rtp::RtcpSink {
 
   // DTLS from the session's address. Returns the session's end when it ended here.
   WhepEnd on_dtls(std::span<const uint8_t> datagram, uint64_t now_ns) {
-    switch (dtls_.feed(datagram, relay::address_bytes(address_), now_ns)) {
+    switch (dtls_.feed(datagram, transport::address_bytes(address_), now_ns)) {
       case secure::DtlsEvent::kHandshakeComplete:
         return on_handshake_complete(now_ns);
       case secure::DtlsEvent::kFailed:
@@ -334,7 +335,7 @@ class WhepTransport::Session final : public rtp::RtcpSink {
         stats_.audio_fraction_lost.store(b.fraction_lost, kRelaxed);
       if (b.source_ssrc != setup_->ssrc) continue;
       stats_.fraction_lost.store(b.fraction_lost, kRelaxed);
-      const uint32_t arrival = rtp::ntp_compact(rtp::ntp_from_ns(relay::wall_clock_ntp_ns()));
+      const uint32_t arrival = rtp::ntp_compact(rtp::ntp_from_ns(transport::wall_clock_ntp_ns()));
       const auto rtt = rtp::round_trip_ns(arrival, b.last_sr, b.delay_since_last_sr);
       if (rtt) stats_.rtt_us.store(*rtt / 1000, kRelaxed);
       rate_.on_report(now_ns_, b.fraction_lost, rtt.value_or(0), owner_.target_bps_);
@@ -453,7 +454,7 @@ class WhepTransport::Session final : public rtp::RtcpSink {
     uint8_t buffer[256];
     rtp::RtcpWriter writer({buffer, sizeof buffer - secure::kRtcpTrailerBytes});
     rtp::SenderInfo info;
-    info.ntp_timestamp = rtp::ntp_from_ns(relay::wall_clock_ntp_ns());
+    info.ntp_timestamp = rtp::ntp_from_ns(transport::wall_clock_ntp_ns());
     info.rtp_timestamp = rtp_time(now_ns);
     info.packet_count = packets_sent_;
     info.octet_count = octets_sent_;
@@ -528,39 +529,38 @@ WhepTransport::WhepTransport(WhepTransportConfig config, const secure::Identity&
 
 WhepTransport::~WhepTransport() = default;
 
-void WhepTransport::on_start(relay::RelayThread& thread, uint64_t) {
+void WhepTransport::on_start(transport::TransportThread& thread, uint64_t) {
   thread_ = &thread;
 }
 
 WhepTransport::Session* WhepTransport::find_by_address(const sockaddr_storage& from) {
   for (auto& s : sessions_)
-    if (s->has_address() && relay::same_address(s->address(), from)) return s.get();
+    if (s->has_address() && transport::same_address(s->address(), from)) return s.get();
   return nullptr;
 }
 
 void WhepTransport::on_datagram(std::span<uint8_t> datagram, const sockaddr_storage& from,
                                 uint64_t now_ns) {
-  if (webrtc::looks_like_stun(datagram)) {
+  const transport::DatagramKind kind = transport::classify_datagram(datagram);
+  if (kind == transport::DatagramKind::kStun && webrtc::looks_like_stun(datagram)) {
     on_stun(datagram, from, now_ns);
     return;
   }
   Session* session = find_by_address(from);
-  const uint8_t first = datagram.empty() ? 0 : datagram[0];
   if (!session) {
     bump(counters_.foreign_datagrams);
     return;
   }
-  if (first >= 20 && first <= 63) {
+  if (kind == transport::DatagramKind::kDtls) {
     if (const WhepEnd why = session->on_dtls(datagram, now_ns); why != WhepEnd::kNone)
       end(*session, why);
     return;
   }
-  // RFC 5761 4: with rtcp-mux, RTCP's packet types 192-223 sit where RTP's payload type would.
-  if (first >= 128 && first <= 191 && datagram.size() >= 2 && datagram[1] >= 192 &&
-      datagram[1] <= 223) {
+  if (kind == transport::DatagramKind::kRtcp) {
     session->on_rtcp(datagram, now_ns);
     return;
   }
+  // RTP from a receive-only browser, or anything else: not ours to read.
   bump(counters_.foreign_datagrams);
 }
 
@@ -621,13 +621,13 @@ void WhepTransport::on_stun(std::span<uint8_t> datagram, const sockaddr_storage&
   if (n) thread_->send_datagram({response, n}, reinterpret_cast<const sockaddr*>(&from));
 }
 
-void WhepTransport::on_message(relay::ToRelay& m, uint64_t now_ns) {
+void WhepTransport::on_message(transport::ToTransport& m, uint64_t now_ns) {
   switch (m.kind) {
-    case relay::ToRelay::Kind::kFrame:
+    case transport::ToTransport::Kind::kFrame:
       send_frame(m, now_ns);
       break;
-    case relay::ToRelay::Kind::kCommand: {
-      std::unique_ptr<relay::HandlerCommand> command(m.command);
+    case transport::ToTransport::Kind::kCommand: {
+      std::unique_ptr<transport::HandlerCommand> command(m.command);
       if (auto* setup = dynamic_cast<WhepSessionSetup*>(command.get())) {
         command.release();
         if (sessions_.size() >= kMaxSessions) {  // the service counts sessions before this
@@ -645,18 +645,18 @@ void WhepTransport::on_message(relay::ToRelay& m, uint64_t now_ns) {
       }
       break;
     }
-    case relay::ToRelay::Kind::kStreamOpened:
-    case relay::ToRelay::Kind::kStreamClosed:
-    case relay::ToRelay::Kind::kBufferFree:
-    case relay::ToRelay::Kind::kKeyframeRequest:
+    case transport::ToTransport::Kind::kStreamOpened:
+    case transport::ToTransport::Kind::kStreamClosed:
+    case transport::ToTransport::Kind::kBufferFree:
+    case transport::ToTransport::Kind::kKeyframeRequest:
       break;
   }
 }
 
-void WhepTransport::send_frame(relay::ToRelay& m, uint64_t now_ns) {
+void WhepTransport::send_frame(transport::ToTransport& m, uint64_t now_ns) {
   bump(counters_.frames_in);
-  relay::FromRelay done;
-  done.kind = relay::FromRelay::Kind::kFrameDone;
+  transport::FromTransport done;
+  done.kind = transport::FromTransport::Kind::kFrameDone;
   done.slot = m.slot;
   done.stream_id = m.stream_id;
   const media::FrameInfo& info = m.slot->info;
@@ -684,8 +684,8 @@ void WhepTransport::request_keyframe(uint64_t now_ns) {
   }
   keyframe_request_pending_ = false;
   last_keyframe_request_ns_ = now_ns;
-  relay::FromRelay m;
-  m.kind = relay::FromRelay::Kind::kKeyframeRequest;
+  transport::FromTransport m;
+  m.kind = transport::FromTransport::Kind::kKeyframeRequest;
   if (thread_->send_to_main(m)) bump(counters_.keyframe_requests);
 }
 
@@ -693,8 +693,8 @@ void WhepTransport::end(Session& session, WhepEnd why) {
   if (session.state() == WhepState::kEnded) return;
   session.close(why);
   bump(counters_.sessions_ended);
-  relay::FromRelay m;
-  m.kind = relay::FromRelay::Kind::kPeerEnded;
+  transport::FromTransport m;
+  m.kind = transport::FromTransport::Kind::kPeerEnded;
   m.sequence = session.id();
   thread_->send_to_main(m);
 }
@@ -739,8 +739,8 @@ void WhepTransport::follow_loss() {
     any = true;
   }
   if (!any || lowest == target_bps_) return;
-  relay::FromRelay m;
-  m.kind = relay::FromRelay::Kind::kTargetRate;
+  transport::FromTransport m;
+  m.kind = transport::FromTransport::Kind::kTargetRate;
   m.target_bps = lowest;
   if (thread_->send_to_main(m)) {
     target_bps_ = lowest;

@@ -1,8 +1,9 @@
 // The media side of a WHEP egress (docs/whep.md): browsers that POSTed an offer for one stream,
-// each an ICE-lite, DTLS-SRTP peer on the egress's UDP socket. It is the RelayHandler of the
-// egress's relay thread (relay_thread.h): the same thread model as the WAN relay, for the same
-// reasons (paced sends and crypto never on the main loop), and the same hand-off of access units
-// from the main loop (relay::RelayPublisher, which encodes a raw stream once for every viewer).
+// each an ICE-lite, DTLS-SRTP peer on the egress's UDP socket. It is the
+// transport::TransportHandler of the egress's relay thread (transport/transport_thread.h): the same
+// thread model as the WAN relay, for the same reasons (paced sends and crypto never on the main
+// loop), and the same hand-off of access units from the main loop (egress::EgressPublisher, which
+// encodes a raw stream once for every viewer).
 //
 // Per datagram (RFC 7983 demultiplexing on the first byte):
 //   STUN (0-3)     a Binding request naming one of our ufrags, checked with its password
@@ -24,8 +25,9 @@
 // 7587) on its own SSRC, in the same SRTP session (BUNDLE), with a sender report of its own on the
 // same wall clock as the video's. No NACK or FEC for audio: Opus repairs loss (in-band FEC, PLC).
 //
-// Threads: constructed on the main loop, then every RelayHandler method on the egress's relay
-// thread. WhepSessionStats and WhepTransportCounters are read anywhere (relaxed atomics).
+// Threads: constructed on the main loop, then every transport::TransportHandler method on the
+// egress's relay thread. WhepSessionStats and WhepTransportCounters are read anywhere (relaxed
+// atomics).
 #pragma once
 
 #include <array>
@@ -35,9 +37,9 @@
 #include <string>
 #include <vector>
 
-#include "relay/relay_thread.h"
 #include "secure/certificate.h"
 #include "secure/dtls_endpoint.h"
+#include "transport/transport_thread.h"
 #include "whep/whep_audio.h"
 
 namespace syncd::whep {
@@ -104,7 +106,7 @@ struct WhepSessionStats {
 };
 
 // A new browser session (main loop -> relay thread).
-struct WhepSessionSetup final : relay::HandlerCommand {
+struct WhepSessionSetup final : transport::HandlerCommand {
   uint64_t id = 0;
   std::string local_ufrag;                 // ours, >= 4 characters (RFC 8839 5.4)
   std::string local_password;              // ours, >= 22 characters
@@ -127,7 +129,7 @@ struct WhepSessionSetup final : relay::HandlerCommand {
 };
 
 // Ends a session (main loop -> relay thread): a DELETE of its resource.
-struct WhepSessionEnd final : relay::HandlerCommand {
+struct WhepSessionEnd final : transport::HandlerCommand {
   uint64_t id = 0;
 };
 
@@ -159,7 +161,7 @@ struct WhepTransportCounters {
   std::atomic<uint64_t> target_changes{0};     // told to the encoder
 };
 
-class WhepTransport final : public relay::RelayHandler {
+class WhepTransport final : public transport::TransportHandler {
  public:
   // identity: syncd's certificate (the answer's fingerprint); must outlive the transport.
   // audio_tap: two capture channels for the sessions that take audio; nullptr for none.
@@ -167,10 +169,10 @@ class WhepTransport final : public relay::RelayHandler {
                 std::shared_ptr<audio::AudioTap> audio_tap = nullptr);
   ~WhepTransport() override;
 
-  void on_start(relay::RelayThread& thread, uint64_t now_ns) override;
+  void on_start(transport::TransportThread& thread, uint64_t now_ns) override;
   void on_datagram(std::span<uint8_t> datagram, const sockaddr_storage& from,
                    uint64_t now_ns) override;
-  void on_message(relay::ToRelay& message, uint64_t now_ns) override;
+  void on_message(transport::ToTransport& message, uint64_t now_ns) override;
   void on_timer(uint64_t now_ns) override;
   void on_stop(uint64_t now_ns) override;
 
@@ -188,7 +190,7 @@ class WhepTransport final : public relay::RelayHandler {
   Session* find_by_address(const sockaddr_storage& from);
   void on_stun(std::span<uint8_t> datagram, const sockaddr_storage& from, uint64_t now_ns);
   void on_stun_response(std::span<uint8_t> datagram, const sockaddr_storage& from, uint64_t now_ns);
-  void send_frame(relay::ToRelay& message, uint64_t now_ns);
+  void send_frame(transport::ToTransport& message, uint64_t now_ns);
   void end(Session& session, WhepEnd why);
   void request_keyframe(uint64_t now_ns);
   void send_audio();
@@ -196,7 +198,7 @@ class WhepTransport final : public relay::RelayHandler {
 
   WhepTransportConfig config_;
   secure::DtlsContext dtls_context_;
-  relay::RelayThread* thread_ = nullptr;
+  transport::TransportThread* thread_ = nullptr;
   std::vector<std::unique_ptr<Session>> sessions_;
   uint64_t last_keyframe_request_ns_ = 0;
   bool keyframe_request_pending_ = false;

@@ -19,7 +19,7 @@
 
 #include "core/clock.h"
 #include "net/http_client/http_client.h"
-#include "relay/socket_address.h"
+#include "transport/socket_address.h"
 #include "webrtc/sdp.h"
 #include "whep/whep_ids.h"
 #include "whep/whep_internal.h"
@@ -124,7 +124,7 @@ void WhepService::whip_tick() {
   }
   if (!stream) return;
   const media::PixelFormat format = stream->config().format;
-  if (format != media::PixelFormat::kH264 && !relay::EncodeStage::can_encode(format)) {
+  if (format != media::PixelFormat::kH264 && !egress::EncodeStage::can_encode(format)) {
     whip_failed(
         std::string("a ") + media::pixel_format_name(format) + " stream cannot be sent over WebRTC",
         now);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "egress/encode_stage.h"
 #include "media/frame_header.h"
 #include "media/publishers/test_publisher.h"
 #include "media/stream_registry.h"
@@ -123,7 +124,8 @@ struct Receiver {
   }
 
   // Hands the frame over (as relay buffer `buffer`) without waiting for its result.
-  void hand(const EncodedFrame& f, uint64_t sequence, uint32_t buffer, bool loss_before = false) {
+  void hand(const EncodedFrame& f, uint64_t sequence, uint32_t buffer,
+            bool loss_before = false) {
     AccessUnitIn au;
     au.loss_before = loss_before;
     au.data = f.bytes.data();
@@ -444,15 +446,15 @@ TEST(RelayDecoder, MeasuresDecodeTimeAt1080p) {
 // RelaySource routes a described stream with a source format through the stage: the local
 // stream is I420 at the described size under the same name, and the frames verify. (The relay
 // thread is not started: its buffers are given back into a closed channel, which refuses them.)
-class IdleHandler final : public RelayHandler {
+class IdleHandler final : public transport::TransportHandler {
  public:
-  void on_start(RelayThread&, uint64_t) override {}
+  void on_start(transport::TransportThread&, uint64_t) override {}
   void on_datagram(std::span<uint8_t>, const sockaddr_storage&, uint64_t) override {}
-  void on_message(ToRelay&, uint64_t) override {}
+  void on_message(transport::ToTransport&, uint64_t) override {}
   void on_timer(uint64_t) override {}
   void on_stop(uint64_t) override {}
 };
-void ignore_from_relay(FromRelay&, void*) {}
+void ignore_from_relay(transport::FromTransport&, void*) {}
 
 TEST(RelayDecoder, RelaySourceOpensADescribedEncodedStreamAsI420AndDecodesIntoIt) {
   uv_loop_t loop{};
@@ -462,8 +464,8 @@ TEST(RelayDecoder, RelaySourceOpensADescribedEncodedStreamAsI420AndDecodesIntoIt
     auto verifier = std::make_unique<media::TestPublisher>();
     media::TestPublisher* test = verifier.get();
     registry.add_publisher(std::move(verifier));
-    RelayThread thread(RelayThreadConfig{}, std::make_unique<IdleHandler>(), &ignore_from_relay,
-                       nullptr);
+    transport::TransportThread thread(transport::TransportThreadConfig{},
+                                      std::make_unique<IdleHandler>(), &ignore_from_relay, nullptr);
     RelaySource source(registry, thread, &loop);
     StreamDescription d;
     d.format = uint8_t(media::PixelFormat::kH264);
@@ -482,8 +484,8 @@ TEST(RelayDecoder, RelaySourceOpensADescribedEncodedStreamAsI420AndDecodesIntoIt
     std::vector<EncodedFrame> frames;
     for (uint32_t i = 0; i < 10; ++i) frames.push_back(enc.encode(i));
     for (uint32_t i = 0; i < 10; ++i) {
-      FromRelay m;
-      m.kind = FromRelay::Kind::kFrameIn;
+      transport::FromTransport m;
+      m.kind = transport::FromTransport::Kind::kFrameIn;
       m.data = frames[i].bytes.data();
       m.bytes = frames[i].bytes.size();
       m.buffer = i;

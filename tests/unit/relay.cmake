@@ -1,10 +1,7 @@
 # Unit tests for the WAN relay (src/relay). Included from tests/unit/CMakeLists.txt.
 add_executable(relay_tests ${SYNC_ROOT}/tests/unit/relay_wire_test.cpp
-                           ${SYNC_ROOT}/tests/unit/relay_thread_test.cpp
                            ${SYNC_ROOT}/tests/unit/relay_link_test.cpp
                            ${SYNC_ROOT}/tests/unit/relay_session_test.cpp
-                           ${SYNC_ROOT}/tests/unit/relay_encode_ladder_test.cpp
-                           ${SYNC_ROOT}/tests/unit/relay_encoder_test.cpp
                            ${SYNC_ROOT}/tests/unit/decode_stage_test.cpp)
 # decode_stage_test encodes its input with the video codec and draws it with libyuv
 # (tests/unit/video_codec_pictures.h).

@@ -1,8 +1,8 @@
 // The relay's two ends on the main loop, joined by two relay threads over loopback UDP: an
-// encoded stream's access units go from a registry through RelayPublisher, out as datagrams, in
-// on the other thread, and into a second registry through RelaySource, where a test publisher
-// checks every byte against the producer's content hash. The handlers are the test's and carry
-// one access unit per datagram with its frame info in front; the real session is packets, FEC
+// encoded stream's access units go from a registry through egress::EgressPublisher, out as
+// datagrams, in on the other thread, and into a second registry through RelaySource, where a test
+// publisher checks every byte against the producer's content hash. The handlers are the test's and
+// carry one access unit per datagram with its frame info in front; the real session is packets, FEC
 // and SRTP (docs/wan.md). What this checks is the loop side: descriptions, pins given back,
 // buffers given back, accounting on both ends.
 #include <gtest/gtest.h>
@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "egress/egress_publisher.h"
 #include "media/publishers/test_publisher.h"
 #include "media/stream_registry.h"
-#include "relay/relay_publisher.h"
 #include "relay/relay_source.h"
-#include "relay/relay_thread.h"
+#include "transport/transport_thread.h"
 
 using namespace syncd;
 using namespace syncd::relay;
@@ -27,23 +27,23 @@ namespace {
 constexpr size_t kInfoBytes = kFrameIdBytes + kFrameTimeBytes;
 
 // Sender: a description datagram (the APP packet) on stream open, then one datagram per frame.
-struct DatagramSender final : RelayHandler {
-  RelayThread* thread = nullptr;
+struct DatagramSender final : transport::TransportHandler {
+  transport::TransportThread* thread = nullptr;
   std::vector<uint8_t> out = std::vector<uint8_t>(65000);
-  void on_start(RelayThread& t, uint64_t) override { thread = &t; }
+  void on_start(transport::TransportThread& t, uint64_t) override { thread = &t; }
   void on_datagram(std::span<uint8_t>, const sockaddr_storage&, uint64_t) override {}
-  void on_message(ToRelay& m, uint64_t) override {
-    if (m.kind == ToRelay::Kind::kStreamOpened) {
+  void on_message(transport::ToTransport& m, uint64_t) override {
+    if (m.kind == transport::ToTransport::Kind::kStreamOpened) {
       const size_t n = write_stream_description(m.description, out);
       thread->send_datagram({out.data(), n});
-    } else if (m.kind == ToRelay::Kind::kFrame) {
+    } else if (m.kind == transport::ToTransport::Kind::kFrame) {
       const media::FrameInfo& info = m.slot->info;
       FrameInfoWire w{info.sequence, info.content_hash, info.capture_time_us, info.flags, 0};
       write_frame_id(w, out.data());
       write_frame_time(w, out.data() + kFrameIdBytes);
       std::memcpy(out.data() + kInfoBytes, m.slot->pixels, info.bytes);
-      FromRelay done;
-      done.kind = FromRelay::Kind::kFrameDone;
+      transport::FromTransport done;
+      done.kind = transport::FromTransport::Kind::kFrameDone;
       done.slot = m.slot;
       done.stream_id = m.stream_id;
       done.sent = thread->send_datagram({out.data(), kInfoBytes + info.bytes});
@@ -55,18 +55,18 @@ struct DatagramSender final : RelayHandler {
 };
 
 // Receiver: buffers lent to the main loop until it gives them back (kBufferFree).
-struct DatagramReceiver final : RelayHandler {
+struct DatagramReceiver final : transport::TransportHandler {
   static constexpr uint32_t kBuffers = 8;
-  RelayThread* thread = nullptr;
+  transport::TransportThread* thread = nullptr;
   std::vector<std::vector<uint8_t>> buffers =
       std::vector<std::vector<uint8_t>>(kBuffers, std::vector<uint8_t>(65000));
   std::vector<bool> lent = std::vector<bool>(kBuffers);
   uint64_t dropped_no_buffer = 0;
-  void on_start(RelayThread& t, uint64_t) override { thread = &t; }
+  void on_start(transport::TransportThread& t, uint64_t) override { thread = &t; }
   void on_datagram(std::span<uint8_t> d, const sockaddr_storage&, uint64_t now) override {
-    FromRelay m;
+    transport::FromTransport m;
     if (StreamDescription desc; parse_stream_description(d, desc) == DescriptionError::kNone) {
-      m.kind = FromRelay::Kind::kDescription;
+      m.kind = transport::FromTransport::Kind::kDescription;
       m.description = desc;
       thread->send_to_main(m);
       return;
@@ -82,7 +82,7 @@ struct DatagramReceiver final : RelayHandler {
     read_frame_time(d.subspan(kFrameIdBytes, kFrameTimeBytes), w);
     std::memcpy(buffers[b].data(), d.data() + kInfoBytes, d.size() - kInfoBytes);
     lent[b] = true;
-    m.kind = FromRelay::Kind::kFrameIn;
+    m.kind = transport::FromTransport::Kind::kFrameIn;
     m.buffer = b;
     m.data = buffers[b].data();
     m.bytes = d.size() - kInfoBytes;
@@ -93,15 +93,15 @@ struct DatagramReceiver final : RelayHandler {
     m.complete_ns = now;
     thread->send_to_main(m);
   }
-  void on_message(ToRelay& m, uint64_t) override {
-    if (m.kind == ToRelay::Kind::kBufferFree) lent[m.buffer] = false;
+  void on_message(transport::ToTransport& m, uint64_t) override {
+    if (m.kind == transport::ToTransport::Kind::kBufferFree) lent[m.buffer] = false;
   }
   void on_timer(uint64_t) override {}
   void on_stop(uint64_t) override {}
 };
 
 struct Ends {
-  RelayPublisher* publisher = nullptr;
+  egress::EgressPublisher* publisher = nullptr;
   RelaySource* source = nullptr;
 };
 
@@ -113,23 +113,23 @@ TEST(RelayLink, AccessUnitsCrossFromOneRegistryToAnotherVerified) {
   Ends ends;
   auto receive_handler = std::make_unique<DatagramReceiver>();
   DatagramReceiver* rh = receive_handler.get();
-  RelayThread receiving(
+  transport::TransportThread receiving(
       {"127.0.0.1", 0, "", 0}, std::move(receive_handler),
-      [](FromRelay& m, void* ctx) {
+      [](transport::FromTransport& m, void* ctx) {
         auto* e = static_cast<Ends*>(ctx);
-        if (m.kind == FromRelay::Kind::kDescription)
+        if (m.kind == transport::FromTransport::Kind::kDescription)
           e->source->on_description(m.description);
-        else if (m.kind == FromRelay::Kind::kFrameIn)
+        else if (m.kind == transport::FromTransport::Kind::kFrameIn)
           e->source->on_frame_in(m, core::monotonic_ns());
       },
       &ends);
   std::string error;
   ASSERT_TRUE(receiving.start(&loop, error)) << error;
-  RelayThread sending(
+  transport::TransportThread sending(
       {"0.0.0.0", 0, "127.0.0.1", receiving.local_port()}, std::make_unique<DatagramSender>(),
-      [](FromRelay& m, void* ctx) {
+      [](transport::FromTransport& m, void* ctx) {
         auto* e = static_cast<Ends*>(ctx);
-        ASSERT_EQ(m.kind, FromRelay::Kind::kFrameDone);
+        ASSERT_EQ(m.kind, transport::FromTransport::Kind::kFrameDone);
         e->publisher->on_frame_done(m);
       },
       &ends);
@@ -137,7 +137,7 @@ TEST(RelayLink, AccessUnitsCrossFromOneRegistryToAnotherVerified) {
 
   // The sending syncd's registry: a raw stream (not relayed) and an encoded one (relayed).
   media::StreamRegistry sender_registry;
-  auto publisher = std::make_unique<RelayPublisher>(sending, "");
+  auto publisher = std::make_unique<egress::EgressPublisher>(sending, "");
   ends.publisher = publisher.get();
   sender_registry.add_publisher(std::move(publisher));
   // The receiving syncd's: the relayed stream appears here, checked by a test publisher.
@@ -186,7 +186,7 @@ TEST(RelayLink, AccessUnitsCrossFromOneRegistryToAnotherVerified) {
     // One at a time, as a paced producer at 60 fps would: each comes back before the next.
     ASSERT_TRUE(run_until([&] { return source.counters().frames_in == seq; })) << seq;
   }
-  const RelayPublisherCounters* sent = ends.publisher->counters(stream->id());
+  const egress::EgressPublisherCounters* sent = ends.publisher->counters(stream->id());
   ASSERT_NE(sent, nullptr);
   EXPECT_EQ(sent->offered, kFrames);
   EXPECT_EQ(sent->sent, kFrames);

@@ -1,9 +1,9 @@
 // The relay session end to end on one machine: two relay threads over loopback UDP, a sender
 // session (DTLS client) and a receiver session (DTLS server), each with its own identity and the
 // other's fingerprint. An encoded stream's access units go from one registry to the other
-// through RelayPublisher, the sessions (packetize, FEC, pace, SRTP; unprotect, jitter buffer,
-// depacketize) and RelaySource, where a test publisher checks every byte against the producer's
-// content hash. Built under TSan in CI (scripts/test.sh).
+// through egress::EgressPublisher, the sessions (packetize, FEC, pace, SRTP; unprotect, jitter
+// buffer, depacketize) and RelaySource, where a test publisher checks every byte against the
+// producer's content hash. Built under TSan in CI (scripts/test.sh).
 #include "relay/relay_session.h"
 
 #include <gtest/gtest.h>
@@ -26,10 +26,10 @@
 #include "audio/capture_ring.h"
 #include "audio/test_signal.h"
 #include "core/clock.h"
+#include "egress/egress_publisher.h"
 #include "media/column_marker.h"
 #include "media/publishers/test_publisher.h"
 #include "media/stream_registry.h"
-#include "relay/relay_publisher.h"
 #include "relay/relay_source.h"
 
 using namespace syncd;
@@ -49,38 +49,40 @@ bool run_loop_until(uv_loop_t* loop, F done, uint64_t timeout_ns) {
 }
 
 struct Ends {
-  RelayPublisher* publisher = nullptr;
+  egress::EgressPublisher* publisher = nullptr;
   RelaySource* source = nullptr;
   int peer_ended = 0;
 };
 
-void on_receiver_message(FromRelay& m, void* ctx) {
+void on_receiver_message(transport::FromTransport& m, void* ctx) {
   auto* e = static_cast<Ends*>(ctx);
   switch (m.kind) {
-    case FromRelay::Kind::kDescription:
+    case transport::FromTransport::Kind::kDescription:
       e->source->on_description(m.description);
       break;
-    case FromRelay::Kind::kFrameIn:
+    case transport::FromTransport::Kind::kFrameIn:
       e->source->on_frame_in(m, core::monotonic_ns());
       break;
-    case FromRelay::Kind::kPeerEnded:
+    case transport::FromTransport::Kind::kPeerEnded:
       ++e->peer_ended;
       e->source->on_peer_ended();
       break;
-    case FromRelay::Kind::kFrameDone:
-    case FromRelay::Kind::kKeyframeRequest:
-    case FromRelay::Kind::kTargetRate:
-    case FromRelay::Kind::kHandshakeFailed:
-    case FromRelay::Kind::kConnected:
+    case transport::FromTransport::Kind::kFrameDone:
+    case transport::FromTransport::Kind::kKeyframeRequest:
+    case transport::FromTransport::Kind::kTargetRate:
+    case transport::FromTransport::Kind::kHandshakeFailed:
+    case transport::FromTransport::Kind::kConnected:
       break;
   }
 }
 
-void on_sender_message(FromRelay& m, void* ctx) {
+void on_sender_message(transport::FromTransport& m, void* ctx) {
   auto* e = static_cast<Ends*>(ctx);
-  if (m.kind == FromRelay::Kind::kFrameDone) e->publisher->on_frame_done(m);
-  if (m.kind == FromRelay::Kind::kKeyframeRequest) e->publisher->on_keyframe_request();
-  if (m.kind == FromRelay::Kind::kTargetRate) e->publisher->on_target_rate(m.target_bps);
+  if (m.kind == transport::FromTransport::Kind::kFrameDone) e->publisher->on_frame_done(m);
+  if (m.kind == transport::FromTransport::Kind::kKeyframeRequest)
+    e->publisher->on_keyframe_request();
+  if (m.kind == transport::FromTransport::Kind::kTargetRate)
+    e->publisher->on_target_rate(m.target_bps);
 }
 
 // A UDP forwarder between the sender (front) and the receiver (back) that drops a share of the
@@ -166,7 +168,7 @@ struct Pair {
   secure::Identity sender_id, receiver_id;
   uv_loop_t loop{};
   Ends ends;
-  std::unique_ptr<RelayThread> receiving, sending;
+  std::unique_ptr<transport::TransportThread> receiving, sending;
   RelaySession* sender_session = nullptr;
   RelaySession* receiver_session = nullptr;
   std::unique_ptr<LossyForwarder> path;
@@ -185,8 +187,9 @@ struct Pair {
     rc.dtls.initial_retransmit_ms = 200;
     auto receiver = std::make_unique<RelaySession>(rc, receiver_id);
     receiver_session = receiver.get();
-    receiving = std::make_unique<RelayThread>(RelayThreadConfig{"127.0.0.1", 0, "", 0},
-                                              std::move(receiver), &on_receiver_message, &ends);
+    receiving = std::make_unique<transport::TransportThread>(
+        transport::TransportThreadConfig{"127.0.0.1", 0, "", 0}, std::move(receiver),
+        &on_receiver_message, &ends);
     std::string error;
     EXPECT_TRUE(receiving->start(&loop, error)) << error;
     RelaySessionConfig sc;
@@ -197,8 +200,9 @@ struct Pair {
     auto sender = std::make_unique<RelaySession>(sc, sender_id);
     sender_session = sender.get();
     if (loss > 0) path = std::make_unique<LossyForwarder>(receiving->local_port(), loss, 11);
-    sending = std::make_unique<RelayThread>(
-        RelayThreadConfig{"0.0.0.0", 0, "127.0.0.1", path ? path->port() : receiving->local_port()},
+    sending = std::make_unique<transport::TransportThread>(
+        transport::TransportThreadConfig{"0.0.0.0", 0, "127.0.0.1",
+                                         path ? path->port() : receiving->local_port()},
         std::move(sender), &on_sender_message, &ends);
     EXPECT_TRUE(sending->start(&loop, error)) << error;
   }
@@ -291,7 +295,7 @@ struct RelayedStream {
 
   explicit RelayedStream(Pair& p)
       : pair(p), source(receiver_registry, *p.receiving, &p.loop), stops_first{p} {
-    auto publisher = std::make_unique<RelayPublisher>(*pair.sending, "");
+    auto publisher = std::make_unique<egress::EgressPublisher>(*pair.sending, "");
     pair.ends.publisher = publisher.get();
     sender_registry.add_publisher(std::move(publisher));
     auto verifier = std::make_unique<media::TestPublisher>();
@@ -370,8 +374,8 @@ TEST(RelaySession, AccessUnitsCrossEncryptedAndVerifiedAcrossReKeys) {
   // The receiver's main loop asks for a keyframe (its decoder lost sync): a PLI goes out at
   // once and reaches the sender's publisher.
   const uint64_t requests_before = pair.ends.publisher->keyframe_requests();
-  ToRelay want;
-  want.kind = ToRelay::Kind::kKeyframeRequest;
+  transport::ToTransport want;
+  want.kind = transport::ToTransport::Kind::kKeyframeRequest;
   ASSERT_TRUE(pair.receiving->send_to_relay(want));
   ASSERT_TRUE(pair.run_until([&] {  // (stats are published on the relay's timer)
     return pair.ends.publisher->keyframe_requests() > requests_before &&
@@ -438,11 +442,11 @@ TEST(RelaySession, OnALossyPathRepairsGoTwiceAndEveryFrameArrives) {
 TEST(RelaySession, ARawStreamIsEncodedOnAWorkerAndCrosses) {
   Pair pair(300'000'000'000ull);
   media::StreamRegistry sender_registry;
-  EncodeSettings encode;
+  egress::EncodeSettings encode;
   encode.bitrate_kbps = 2000;
   encode.keyframe_interval = 600;  // no periodic IDR inside the test: the forced one is seen
-  auto publisher = std::make_unique<RelayPublisher>(*pair.sending, "", &pair.loop, encode);
-  RelayPublisher* relay_publisher = publisher.get();
+  auto publisher = std::make_unique<egress::EgressPublisher>(*pair.sending, "", &pair.loop, encode);
+  egress::EgressPublisher* relay_publisher = publisher.get();
   pair.ends.publisher = relay_publisher;
   sender_registry.add_publisher(std::move(publisher));
   media::StreamRegistry receiver_registry;
@@ -484,18 +488,18 @@ TEST(RelaySession, ARawStreamIsEncodedOnAWorkerAndCrosses) {
     }
   };
   produce(1, 120);
-  const RelayPublisherCounters* c = relay_publisher->counters(stream->id());
+  const egress::EgressPublisherCounters* c = relay_publisher->counters(stream->id());
   ASSERT_NE(c, nullptr);
   ASSERT_TRUE(pair.run_until([&] { return source.counters().frames_in >= 120; }))
       << "frames in " << source.counters().frames_in << "; sent " << c->sent << " dropped "
       << c->dropped_total() << " (consumer slow " << c->dropped[0] << ", encode failed "
-      << c->dropped[size_t(RelayDrop::kEncodeFailed)] << ", not sent "
-      << c->dropped[size_t(RelayDrop::kNotSent)]
+      << c->dropped[size_t(egress::EgressDrop::kEncodeFailed)] << ", not sent "
+      << c->dropped[size_t(egress::EgressDrop::kNotSent)]
       << "); receiver: " << describe(pair.receiver_session->stats());
   ASSERT_TRUE(pair.run_until([&] { return c->sent == 120; })) << "sent " << c->sent;
   EXPECT_EQ(c->offered, c->sent + c->in_flight + c->dropped_total());
   EXPECT_EQ(c->dropped_total(), 0u);  // x264 opened at the stream's open, not the first frame
-  const EncodeStageCounters& e = relay_publisher->encoder()->counters();
+  const egress::EncodeStageCounters& e = relay_publisher->encoder()->counters();
   EXPECT_EQ(e.encoded, 120u);
   EXPECT_EQ(e.failed, 0u);
   EXPECT_EQ(e.keyframes, 1u);  // the first frame only
@@ -509,8 +513,8 @@ TEST(RelaySession, ARawStreamIsEncodedOnAWorkerAndCrosses) {
   EXPECT_EQ(v->sequence_gaps, 0u);
 
   // The receiver's decoder lost sync: its PLI makes the next frame an IDR.
-  ToRelay want;
-  want.kind = ToRelay::Kind::kKeyframeRequest;
+  transport::ToTransport want;
+  want.kind = transport::ToTransport::Kind::kKeyframeRequest;
   ASSERT_TRUE(pair.receiving->send_to_relay(want));
   ASSERT_TRUE(pair.run_until([&] { return relay_publisher->keyframe_requests() > 0; }));
   produce(121, 150);
@@ -581,13 +585,13 @@ namespace {
 // Forwards to a RelaySession until crash(): from then on the session is never called again, as
 // if its process had died (its stop would send a BYE, a clean exit's). Frames handed to it are
 // given back unsent, so the main loop's slots return as they would when the relay stops.
-class CrashableHandler final : public RelayHandler {
+class CrashableHandler final : public transport::TransportHandler {
  public:
   explicit CrashableHandler(std::unique_ptr<RelaySession> session) : session_(std::move(session)) {}
   RelaySession& session() { return *session_; }
   void crash() { crashed_.store(true); }
 
-  void on_start(RelayThread& thread, uint64_t now_ns) override {
+  void on_start(transport::TransportThread& thread, uint64_t now_ns) override {
     thread_ = &thread;
     session_->on_start(thread, now_ns);
   }
@@ -595,11 +599,11 @@ class CrashableHandler final : public RelayHandler {
                    uint64_t now_ns) override {
     if (!crashed_.load()) session_->on_datagram(datagram, from, now_ns);
   }
-  void on_message(ToRelay& message, uint64_t now_ns) override {
+  void on_message(transport::ToTransport& message, uint64_t now_ns) override {
     if (!crashed_.load()) return session_->on_message(message, now_ns);
-    if (message.kind != ToRelay::Kind::kFrame) return;
-    FromRelay done;
-    done.kind = FromRelay::Kind::kFrameDone;
+    if (message.kind != transport::ToTransport::Kind::kFrame) return;
+    transport::FromTransport done;
+    done.kind = transport::FromTransport::Kind::kFrameDone;
     done.slot = message.slot;
     done.stream_id = message.stream_id;
     thread_->send_to_main(done);
@@ -613,7 +617,7 @@ class CrashableHandler final : public RelayHandler {
 
  private:
   std::unique_ptr<RelaySession> session_;
-  RelayThread* thread_ = nullptr;
+  transport::TransportThread* thread_ = nullptr;
   std::atomic<bool> crashed_{false};
 };
 
@@ -621,7 +625,7 @@ struct ReceiverSide {
   media::StreamRegistry registry;
   media::TestPublisher* test = nullptr;
   Ends ends;
-  std::unique_ptr<RelayThread> thread;
+  std::unique_ptr<transport::TransportThread> thread;
   RelaySession* session = nullptr;
   std::unique_ptr<RelaySource> source;
 
@@ -638,8 +642,9 @@ struct ReceiverSide {
     rc.dtls.initial_retransmit_ms = 200;
     auto s = std::make_unique<RelaySession>(rc, id);
     session = s.get();
-    thread = std::make_unique<RelayThread>(RelayThreadConfig{"127.0.0.1", port, "", 0},
-                                           std::move(s), &on_receiver_message, &ends);
+    thread = std::make_unique<transport::TransportThread>(
+        transport::TransportThreadConfig{"127.0.0.1", port, "", 0}, std::move(s),
+        &on_receiver_message, &ends);
     source = std::make_unique<RelaySource>(registry, *thread, &loop);
     ends.source = source.get();
     std::string error;
@@ -655,7 +660,7 @@ struct ReceiverSide {
 struct SenderSide {
   media::StreamRegistry registry;
   Ends ends;
-  std::unique_ptr<RelayThread> thread;
+  std::unique_ptr<transport::TransportThread> thread;
   CrashableHandler* handler = nullptr;
   media::Stream* stream = nullptr;
 
@@ -670,10 +675,10 @@ struct SenderSide {
     sc.dtls.initial_retransmit_ms = 200;
     auto h = std::make_unique<CrashableHandler>(std::make_unique<RelaySession>(sc, id));
     handler = h.get();
-    thread =
-        std::make_unique<RelayThread>(RelayThreadConfig{"0.0.0.0", 0, "127.0.0.1", receiver_port},
-                                      std::move(h), &on_sender_message, &ends);
-    auto publisher = std::make_unique<RelayPublisher>(*thread, "");
+    thread = std::make_unique<transport::TransportThread>(
+        transport::TransportThreadConfig{"0.0.0.0", 0, "127.0.0.1", receiver_port}, std::move(h),
+        &on_sender_message, &ends);
+    auto publisher = std::make_unique<egress::EgressPublisher>(*thread, "");
     ends.publisher = publisher.get();
     registry.add_publisher(std::move(publisher));
     std::string error;
@@ -1010,7 +1015,7 @@ double goertzel_amplitude(const std::vector<float>& x, double frequency) {
   return 2 * std::sqrt(std::max(s1 * s1 + s2 * s2 - c * s1 * s2, 0.0)) / double(x.size());
 }
 
-void ignore_message(FromRelay&, void*) {}
+void ignore_message(transport::FromTransport&, void*) {}
 
 }  // namespace
 
@@ -1068,8 +1073,9 @@ TEST(RelaySessionAudio, TheCapturesChosenChannelsCrossALossyPathContinuousAndRec
   rc.audio_target_ns = 80'000'000;
   auto receiver = std::make_unique<RelaySession>(rc, receiver_id);
   RelaySession* receiver_session = receiver.get();
-  auto receiving = std::make_unique<RelayThread>(RelayThreadConfig{"127.0.0.1", 0, "", 0},
-                                                 std::move(receiver), &ignore_message, nullptr);
+  auto receiving = std::make_unique<transport::TransportThread>(
+      transport::TransportThreadConfig{"127.0.0.1", 0, "", 0}, std::move(receiver), &ignore_message,
+      nullptr);
   std::string error;
   ASSERT_TRUE(receiving->start(&loop, error)) << error;
   LossyForwarder path(receiving->local_port(), 0.03, 7);
@@ -1084,9 +1090,9 @@ TEST(RelaySessionAudio, TheCapturesChosenChannelsCrossALossyPathContinuousAndRec
   sc.audio_send.channel_map[1] = 3;
   auto sender = std::make_unique<RelaySession>(sc, sender_id);
   RelaySession* sender_session = sender.get();
-  auto sending =
-      std::make_unique<RelayThread>(RelayThreadConfig{"0.0.0.0", 0, "127.0.0.1", path.port()},
-                                    std::move(sender), &ignore_message, nullptr);
+  auto sending = std::make_unique<transport::TransportThread>(
+      transport::TransportThreadConfig{"0.0.0.0", 0, "127.0.0.1", path.port()}, std::move(sender),
+      &ignore_message, nullptr);
   // The capture starts before the relay thread, which then becomes the ring's reader.
   auto backend = audio::make_synthetic_backend(source, tx_ring);
   ASSERT_TRUE(backend->start(error)) << error;
@@ -1196,8 +1202,9 @@ TEST(RelaySession, ALostTailBeforeAPauseIsProbedAndTheFrameCompletes) {
   rc.dtls.initial_retransmit_ms = 200;
   auto receiver = std::make_unique<RelaySession>(rc, receiver_id);
   const RelaySessionStats& r = receiver->stats();
-  auto receiving = std::make_unique<RelayThread>(RelayThreadConfig{"127.0.0.1", 0, "", 0},
-                                                 std::move(receiver), &on_receiver_message, &ends);
+  auto receiving = std::make_unique<transport::TransportThread>(
+      transport::TransportThreadConfig{"127.0.0.1", 0, "", 0}, std::move(receiver),
+      &on_receiver_message, &ends);
   std::string error;
   ASSERT_TRUE(receiving->start(&loop, error)) << error;
   // The forwarder drops the first sending of the last frame's last packet (RTP, marker set,
@@ -1215,19 +1222,19 @@ TEST(RelaySession, ALostTailBeforeAPauseIsProbedAndTheFrameCompletes) {
   sc.dtls.initial_retransmit_ms = 200;
   auto sender = std::make_unique<RelaySession>(sc, sender_id);
   const RelaySessionStats& s = sender->stats();
-  auto sending =
-      std::make_unique<RelayThread>(RelayThreadConfig{"0.0.0.0", 0, "127.0.0.1", path.port()},
-                                    std::move(sender), &on_sender_message, &ends);
+  auto sending = std::make_unique<transport::TransportThread>(
+      transport::TransportThreadConfig{"0.0.0.0", 0, "127.0.0.1", path.port()}, std::move(sender),
+      &on_sender_message, &ends);
   ASSERT_TRUE(sending->start(&loop, error)) << error;
-  auto publisher = std::make_unique<RelayPublisher>(*sending, "");
+  auto publisher = std::make_unique<egress::EgressPublisher>(*sending, "");
   ends.publisher = publisher.get();
   sender_registry.add_publisher(std::move(publisher));
   RelaySource source(receiver_registry, *receiving, &loop);
   ends.source = &source;
   struct StopsFirst {  // the threads stop while the ends they call still exist
     uv_loop_t* loop;
-    RelayThread& a;
-    RelayThread& b;
+    transport::TransportThread& a;
+    transport::TransportThread& b;
     ~StopsFirst() {
       a.stop();
       b.stop();

@@ -1,6 +1,5 @@
-// The relay's own wire formats (src/relay/relay_wire.h): RFC 7983 demultiplexing, the
-// frame-info header extension elements, the stream description APP packet; and the packet
-// store the session keeps its packets in.
+// The relay's own wire formats (src/relay/relay_wire.h): the frame-info header extension
+// elements, the stream description APP packet, audio descriptions and channel selections.
 #include "relay/relay_wire.h"
 
 #include <gtest/gtest.h>
@@ -10,28 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "relay/packet_store.h"
-
 using namespace syncd::relay;
-
-TEST(RelayWire, DatagramsAreToldApartByTheirFirstBytes) {
-  auto kind = [](std::vector<uint8_t> d) { return classify_datagram(d); };
-  // RFC 7983: 20..63 DTLS (22 handshake, 23 application data), 128..191 RTP/RTCP.
-  EXPECT_EQ(kind({22, 0xFE, 0xFD}), DatagramKind::kDtls);
-  EXPECT_EQ(kind({20}), DatagramKind::kDtls);
-  EXPECT_EQ(kind({63}), DatagramKind::kDtls);
-  EXPECT_EQ(kind({19}), DatagramKind::kUnknown);
-  EXPECT_EQ(kind({64}), DatagramKind::kUnknown);
-  EXPECT_EQ(kind({0, 1, 0, 0}), DatagramKind::kUnknown);  // STUN
-  // RFC 5761: packet types 192..223 are RTCP (SR 200, RR 201, RTPFB 205, PSFB 206, APP 204).
-  EXPECT_EQ(kind({0x80, 200, 0, 6, 1, 2, 3, 4}), DatagramKind::kRtcp);
-  EXPECT_EQ(kind({0x81, 205, 0, 3, 1, 2, 3, 4}), DatagramKind::kRtcp);
-  EXPECT_EQ(kind({0x80, 96, 0, 1, 0, 0, 0, 0}), DatagramKind::kRtp);
-  EXPECT_EQ(kind({0x80, 96 | 0x80, 0, 1, 0, 0, 0, 0}), DatagramKind::kRtp);  // marker set
-  EXPECT_EQ(kind({0x80, 96}), DatagramKind::kUnknown);  // shorter than any RTP/RTCP header
-  EXPECT_EQ(kind({0xC0, 96, 0, 1, 0, 0, 0, 0}), DatagramKind::kUnknown);  // version 3
-  EXPECT_EQ(kind({}), DatagramKind::kUnknown);
-}
 
 TEST(RelayWire, FrameInfoElementsRoundTripBigEndian) {
   FrameInfoWire in{0x0102030405060708ull, 0xF1F2F3F4F5F6F7F8ull, 123456789012ull, 0x11223344,
@@ -199,25 +177,4 @@ TEST(RelayWire, ChannelSelectionsParseToIncreasingMaps) {
     EXPECT_FALSE(parse_channel_selection(bad, 4, map, count, error)) << bad;
     EXPECT_FALSE(error.empty()) << bad;
   }
-}
-
-TEST(PacketStore, HandsOutEveryBufferOnceAndRefusesASecondGiveBack) {
-  PacketStore store(4);
-  std::vector<uint32_t> taken;
-  for (int i = 0; i < 4; ++i) taken.push_back(store.take());
-  EXPECT_EQ(store.take(), PacketStore::kNone);
-  EXPECT_EQ(store.in_use(), 4u);
-  std::sort(taken.begin(), taken.end());
-  EXPECT_EQ(taken, (std::vector<uint32_t>{0, 1, 2, 3}));
-  store.room(2)[0] = 0xAB;
-  store.set_size(2, 1200);
-  EXPECT_EQ(store.packet(2).size(), 1200u);
-  EXPECT_EQ(store.packet(2)[0], 0xAB);
-  EXPECT_NE(store.room(1).data(), store.room(2).data());
-  EXPECT_TRUE(store.give_back(2));
-  EXPECT_FALSE(store.give_back(2));  // already free
-  EXPECT_FALSE(store.give_back(9));  // not a handle
-  EXPECT_EQ(store.in_use(), 3u);
-  EXPECT_EQ(store.take(), 2u);
-  EXPECT_EQ(store.packet(2).size(), 0u);
 }

@@ -24,14 +24,14 @@
 #include "audio/audio_tap.h"
 #include "core/clock.h"
 #include "media/frame_pool.h"
-#include "relay/relay_thread.h"
-#include "relay/socket_address.h"
 #include "rtp/h264_depacketizer.h"
 #include "rtp/rtcp.h"
 #include "rtp/rtp_packet.h"
 #include "secure/certificate.h"
 #include "secure/dtls_endpoint.h"
 #include "secure/srtp_aead.h"
+#include "transport/socket_address.h"
+#include "transport/transport_thread.h"
 #include "webrtc/stun.h"
 
 namespace syncd::whep {
@@ -53,20 +53,20 @@ struct MainSide {
   std::vector<uint64_t> target_rates;
 };
 
-void on_main(relay::FromRelay& m, void* context) {
+void on_main(transport::FromTransport& m, void* context) {
   auto* main = static_cast<MainSide*>(context);
   switch (m.kind) {
-    case relay::FromRelay::Kind::kKeyframeRequest:
+    case transport::FromTransport::Kind::kKeyframeRequest:
       ++main->keyframe_requests;
       break;
-    case relay::FromRelay::Kind::kFrameDone:
+    case transport::FromTransport::Kind::kFrameDone:
       ++main->frames_done;
       main->frames_sent += m.sent;
       break;
-    case relay::FromRelay::Kind::kPeerEnded:
+    case transport::FromTransport::Kind::kPeerEnded:
       main->ended.push_back(m.sequence);
       break;
-    case relay::FromRelay::Kind::kTargetRate:
+    case transport::FromTransport::Kind::kTargetRate:
       main->target_rates.push_back(m.target_bps);
       break;
     default:
@@ -185,7 +185,7 @@ struct WhepTransportTest : ::testing::Test {
   std::shared_ptr<audio::AudioTap> tap;  // set before SetUp for a session with audio
   uv_loop_t loop{};
   MainSide main;
-  std::unique_ptr<relay::RelayThread> thread;
+  std::unique_ptr<transport::TransportThread> thread;
   WhepTransport* transport = nullptr;
   std::shared_ptr<WhepSessionStats> stats = std::make_shared<WhepSessionStats>();
 
@@ -198,8 +198,8 @@ struct WhepTransportTest : ::testing::Test {
     config.keyframe_interval_ns = 1'000'000;
     auto t = std::make_unique<WhepTransport>(config, syncd_id, tap);
     transport = t.get();
-    thread = std::make_unique<relay::RelayThread>(relay::RelayThreadConfig{"127.0.0.1", 0, "", 0},
-                                                  std::move(t), &on_main, &main);
+    thread = std::make_unique<transport::TransportThread>(
+        transport::TransportThreadConfig{"127.0.0.1", 0, "", 0}, std::move(t), &on_main, &main);
     std::string error;
     ASSERT_TRUE(thread->start(&loop, error)) << error;
     auto setup = new WhepSessionSetup;
@@ -215,8 +215,8 @@ struct WhepTransportTest : ::testing::Test {
     setup->audio_payload_type = kAudioPayloadType;
     setup->audio_ssrc = kAudioSsrc;
     setup->stats = stats;
-    relay::ToRelay m;
-    m.kind = relay::ToRelay::Kind::kCommand;
+    transport::ToTransport m;
+    m.kind = transport::ToTransport::Kind::kCommand;
     m.command = setup;
     ASSERT_TRUE(thread->send_to_relay(m));
   }
@@ -239,8 +239,8 @@ struct WhepTransportTest : ::testing::Test {
   }
 
   void send_frame(media::FrameSlot& slot) {
-    relay::ToRelay m;
-    m.kind = relay::ToRelay::Kind::kFrame;
+    transport::ToTransport m;
+    m.kind = transport::ToTransport::Kind::kFrame;
     m.slot = &slot;
     ASSERT_TRUE(thread->send_to_relay(m));
   }
@@ -394,8 +394,8 @@ TEST_F(WhepTransportTest, ABrowserChecksHandshakesAndReceivesAccessUnitsByteForB
   EXPECT_EQ(transport->counters().target_changes.load(), 2u);
 
   // DELETE: the session ends, says BYE, and the main loop hears of it.
-  relay::ToRelay m;
-  m.kind = relay::ToRelay::Kind::kCommand;
+  transport::ToTransport m;
+  m.kind = transport::ToTransport::Kind::kCommand;
   auto* end = new WhepSessionEnd;
   end->id = kSessionId;
   m.command = end;
@@ -484,7 +484,7 @@ TEST_F(WhepAudioTest, StereoOpusArrivesContinuousWithASenderReportOnTheSameWallC
   uint32_t sr_rtp = 0;
   double sr_capture_index = 0;
   uint64_t audio_sr_ntp = 0, video_sr_ntp = 0;
-  const uint64_t wall_minus_mono = relay::wall_clock_ntp_ns() - core::monotonic_ns();
+  const uint64_t wall_minus_mono = transport::wall_clock_ntp_ns() - core::monotonic_ns();
 
   const uint64_t deadline = core::monotonic_ns() + 10'000'000'000ull;
   while ((packets < 100 || !have_audio_sr) && core::monotonic_ns() < deadline) {

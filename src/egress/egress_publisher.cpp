@@ -1,4 +1,4 @@
-#include "relay/relay_publisher.h"
+#include "egress/egress_publisher.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,30 +9,30 @@
 #include "rtp/h264_packetizer.h"
 #include "telemetry/stage_json.h"
 
-namespace syncd::relay {
+namespace syncd::egress {
 
-const char* relay_drop_name(RelayDrop reason) {
+const char* egress_drop_name(EgressDrop reason) {
   switch (reason) {
-    case RelayDrop::kConsumerSlow:
+    case EgressDrop::kConsumerSlow:
       return "consumer_slow";
-    case RelayDrop::kPinRefused:
+    case EgressDrop::kPinRefused:
       return "pin_refused";
-    case RelayDrop::kQueueFull:
+    case EgressDrop::kQueueFull:
       return "queue_full";
-    case RelayDrop::kNotSent:
+    case EgressDrop::kNotSent:
       return "not_sent";
-    case RelayDrop::kEncodeFailed:
+    case EgressDrop::kEncodeFailed:
       return "encode_failed";
-    case RelayDrop::kAwaitingKeyframe:
+    case EgressDrop::kAwaitingKeyframe:
       return "awaiting_keyframe";
-    case RelayDrop::kCount:
+    case EgressDrop::kCount:
       break;
   }
   return "?";
 }
 
-RelayPublisher::RelayPublisher(RelayThread& thread, std::string stream_name, uv_loop_t* loop,
-                               EncodeSettings encode, std::string name)
+EgressPublisher::EgressPublisher(transport::TransportThread& thread, std::string stream_name,
+                                uv_loop_t* loop, EncodeSettings encode, std::string name)
     : thread_(thread),
       stream_name_(std::move(stream_name)),
       name_(std::move(name)),
@@ -40,21 +40,21 @@ RelayPublisher::RelayPublisher(RelayThread& thread, std::string stream_name, uv_
       encode_settings_(encode),
       target_bps_(uint64_t(encode.bitrate_kbps) * 1000) {}
 
-RelayPublisher::~RelayPublisher() {
+EgressPublisher::~EgressPublisher() {
   stop_encoder();
 }
 
-void RelayPublisher::stop() {
+void EgressPublisher::stop() {
   stop_encoder();
 }
 
-void RelayPublisher::stop_encoder() {
+void EgressPublisher::stop_encoder() {
   // The worker finishes what it holds; those access units go to the relay thread (or are
   // dropped) through on_encoded, and the stage keeps its slots until the relay gives them back.
   if (encoder_) encoder_->stop();
 }
 
-void RelayPublisher::retire_encoder() {
+void EgressPublisher::retire_encoder() {
   if (!encoder_) return;
   encoder_->stop();
   if (auto it = streams_.find(relayed_stream_id_); it != streams_.end())
@@ -64,7 +64,7 @@ void RelayPublisher::retire_encoder() {
   encoder_.reset();
 }
 
-void RelayPublisher::on_stream_open(const media::Stream& stream) {
+void EgressPublisher::on_stream_open(const media::Stream& stream) {
   const media::StreamConfig& c = stream.config();
   if (relayed_stream_id_ != 0) return;
   if (!stream_name_.empty() && c.name != stream_name_) return;
@@ -78,74 +78,74 @@ void RelayPublisher::on_stream_open(const media::Stream& stream) {
       return;
     }
   }
-  ToRelay m;
-  m.kind = ToRelay::Kind::kStreamOpened;
+  transport::ToTransport m;
+  m.kind = transport::ToTransport::Kind::kStreamOpened;
   m.stream_id = stream.id();
-  StreamDescription& d = m.description;
+  transport::StreamDescription& d = m.description;
   d.format = uint8_t(media::PixelFormat::kH264);
   d.source_format = encode ? uint8_t(c.format) : 0;
   d.width = c.width;
   d.height = c.height;
   d.fps_millihertz = uint32_t(std::lround(std::clamp(c.fps, 0.001, 1000.0) * 1000.0));
   // A longer name is cut at 64 bytes: the peer's stream is named by what fits.
-  d.name_bytes = uint8_t(std::min(c.name.size(), kMaxStreamNameBytes));
+  d.name_bytes = uint8_t(std::min(c.name.size(), transport::kMaxStreamNameBytes));
   std::memcpy(d.name, c.name.data(), d.name_bytes);
   if (!thread_.send_to_relay(m)) {  // the relay is stopping; the next open may take it
     retire_encoder();
     return;
   }
   relayed_stream_id_ = stream.id();
-  streams_[stream.id()] = RelayPublisherCounters{};
+  streams_[stream.id()] = EgressPublisherCounters{};
   awaiting_idr_ = false;
   forward_target();  // the start rate, before any estimate
 }
 
-void RelayPublisher::on_stream_close(const media::Stream& stream) {
+void EgressPublisher::on_stream_close(const media::Stream& stream) {
   if (stream.id() == relayed_stream_id_) close_relayed();
 }
 
-void RelayPublisher::close_relayed() {
+void EgressPublisher::close_relayed() {
   retire_encoder();  // its last frames go out before the close does
-  ToRelay m;
-  m.kind = ToRelay::Kind::kStreamClosed;
+  transport::ToTransport m;
+  m.kind = transport::ToTransport::Kind::kStreamClosed;
   m.stream_id = relayed_stream_id_;
   thread_.send_to_relay(m);
   relayed_stream_id_ = 0;
 }
 
-void RelayPublisher::retarget(std::string stream_name, const media::Stream* open) {
+void EgressPublisher::retarget(std::string stream_name, const media::Stream* open) {
   if (relayed_stream_id_ != 0) close_relayed();
   stream_name_ = std::move(stream_name);
   if (open) on_stream_open(*open);
 }
 
-void RelayPublisher::on_stream_forget(uint32_t stream_id) {
+void EgressPublisher::on_stream_forget(uint32_t stream_id) {
   streams_.erase(stream_id);
 }
 
-void RelayPublisher::on_frame(const media::Stream& stream, media::FrameSlot& slot) {
+void EgressPublisher::on_frame(const media::Stream& stream, media::FrameSlot& slot) {
   if (stream.id() != relayed_stream_id_ || !active_) return;
-  RelayPublisherCounters& c = streams_[stream.id()];
+  EgressPublisherCounters& c = streams_[stream.id()];
   ++c.offered;
   if (!encoder_ && awaiting_idr_) {
     if (!rtp::access_unit_has_idr({slot.pixels, slot.info.bytes})) {
-      count_drop(c, RelayDrop::kAwaitingKeyframe);
+      count_drop(c, EgressDrop::kAwaitingKeyframe);
       return;
     }
     awaiting_idr_ = false;
   }
   if (c.in_flight >= kMaxInFlight) {
-    count_drop(c, RelayDrop::kConsumerSlow);
+    count_drop(c, EgressDrop::kConsumerSlow);
     return;
   }
   if (!media::FramePool::try_pin(&slot)) {
-    count_drop(c, RelayDrop::kPinRefused);
+    count_drop(c, EgressDrop::kPinRefused);
     return;
   }
   if (encoder_ && !media::is_encoded(stream.config().format)) {
     if (!encoder_->submit(slot, core::monotonic_ns())) {
       media::FramePool::unpin(&slot);
-      ++c.dropped[size_t(RelayDrop::kConsumerSlow)];
+      ++c.dropped[size_t(EgressDrop::kConsumerSlow)];
       return;
     }
     ++c.in_flight;
@@ -155,21 +155,21 @@ void RelayPublisher::on_frame(const media::Stream& stream, media::FrameSlot& slo
   send(slot, c);
 }
 
-void RelayPublisher::send(media::FrameSlot& slot, RelayPublisherCounters& c) {
-  ToRelay m;
-  m.kind = ToRelay::Kind::kFrame;
+void EgressPublisher::send(media::FrameSlot& slot, EgressPublisherCounters& c) {
+  transport::ToTransport m;
+  m.kind = transport::ToTransport::Kind::kFrame;
   m.slot = &slot;
   m.stream_id = slot.info.stream_id;
   m.submitted_ns = core::monotonic_ns();
   if (!thread_.send_to_relay(m)) {
     if (!release_access_unit(&slot)) media::FramePool::unpin(&slot);
     --c.in_flight;
-    count_drop(c, RelayDrop::kQueueFull);
+    count_drop(c, EgressDrop::kQueueFull);
   }
 }
 
-void RelayPublisher::on_encoded(const EncodedFrame& frame, void* context) {
-  auto* self = static_cast<RelayPublisher*>(context);
+void EgressPublisher::on_encoded(const EncodedFrame& frame, void* context) {
+  auto* self = static_cast<EgressPublisher*>(context);
   const uint32_t stream_id = frame.raw->info.stream_id;
   media::FramePool::unpin(frame.raw);
   auto it = self->streams_.find(stream_id);
@@ -177,31 +177,31 @@ void RelayPublisher::on_encoded(const EncodedFrame& frame, void* context) {
     if (frame.access_unit) self->encoder_->release(frame.access_unit);
     return;
   }
-  RelayPublisherCounters& c = it->second;
+  EgressPublisherCounters& c = it->second;
   if (!frame.access_unit) {
     --c.in_flight;
-    ++c.dropped[size_t(RelayDrop::kEncodeFailed)];
+    ++c.dropped[size_t(EgressDrop::kEncodeFailed)];
     return;
   }
   self->send(*frame.access_unit, c);
 }
 
-void RelayPublisher::on_frame_done(const FromRelay& message) {
+void EgressPublisher::on_frame_done(const transport::FromTransport& message) {
   if (!release_access_unit(message.slot)) media::FramePool::unpin(message.slot);
   auto it = streams_.find(message.stream_id);
   if (it == streams_.end()) return;
-  RelayPublisherCounters& c = it->second;
+  EgressPublisherCounters& c = it->second;
   --c.in_flight;
   if (message.sent)
     ++c.sent;
   else
-    count_drop(c, RelayDrop::kNotSent);
+    count_drop(c, EgressDrop::kNotSent);
 }
 
-void RelayPublisher::count_drop(RelayPublisherCounters& c, RelayDrop reason) {
+void EgressPublisher::count_drop(EgressPublisherCounters& c, EgressDrop reason) {
   ++c.dropped[size_t(reason)];
   // A raw stream's encoder starts its chain again itself (a drop comes before the encoder).
-  if (encoder_ || reason == RelayDrop::kAwaitingKeyframe) return;
+  if (encoder_ || reason == EgressDrop::kAwaitingKeyframe) return;
   // Asked once per break, and only once a frame ever reached a peer: with no peer yet (frames
   // not sent), its decoder asks for an IDR when it comes, and asking here would make the source
   // send an IDR for every one this drops.
@@ -210,7 +210,7 @@ void RelayPublisher::count_drop(RelayPublisherCounters& c, RelayDrop reason) {
   awaiting_idr_ = true;
 }
 
-bool RelayPublisher::release_access_unit(media::FrameSlot* slot) {
+bool EgressPublisher::release_access_unit(media::FrameSlot* slot) {
   if (encoder_ && encoder_->owns(slot)) {
     encoder_->release(slot);
     return true;
@@ -224,7 +224,7 @@ bool RelayPublisher::release_access_unit(media::FrameSlot* slot) {
   return false;
 }
 
-void RelayPublisher::on_target_rate(uint64_t bits_per_second) {
+void EgressPublisher::on_target_rate(uint64_t bits_per_second) {
   target_bps_ = bits_per_second;
   if (encoder_)
     encoder_->on_estimate(core::monotonic_ns(), bits_per_second);
@@ -232,14 +232,14 @@ void RelayPublisher::on_target_rate(uint64_t bits_per_second) {
     forward_target();
 }
 
-void RelayPublisher::forward_target() {
+void EgressPublisher::forward_target() {
   // Only for a stream relayed as it comes (no encoder here), while frames are taken.
   if (registry_ && relayed_stream_id_ != 0 && active_ && !encoder_ && target_bps_ != 0)
     registry_->set_target_bitrate(relayed_stream_id_, reinterpret_cast<uintptr_t>(this),
                                   target_bps_);
 }
 
-void RelayPublisher::on_keyframe_request() {
+void EgressPublisher::on_keyframe_request() {
   ++keyframe_requests_;
   if (encoder_)
     encoder_->request_keyframe(core::monotonic_ns());
@@ -247,7 +247,7 @@ void RelayPublisher::on_keyframe_request() {
     registry_->request_keyframe(relayed_stream_id_, feedback_reason_, core::monotonic_ns());
 }
 
-void RelayPublisher::set_active(bool active) {
+void EgressPublisher::set_active(bool active) {
   if (!active && active_ && registry_ && relayed_stream_id_ != 0)
     registry_->set_target_bitrate(relayed_stream_id_, reinterpret_cast<uintptr_t>(this), 0);
   const bool starting = active && !active_;
@@ -255,23 +255,23 @@ void RelayPublisher::set_active(bool active) {
   if (starting) forward_target();
 }
 
-const EncodeStageCounters* RelayPublisher::encoder_counters(uint32_t stream_id) const {
+const EncodeStageCounters* EgressPublisher::encoder_counters(uint32_t stream_id) const {
   if (encoder_ && stream_id == relayed_stream_id_) return &encoder_->counters();
-  const RelayPublisherCounters* c = counters(stream_id);
+  const EgressPublisherCounters* c = counters(stream_id);
   return c && c->encoder ? &*c->encoder : nullptr;
 }
 
-const RelayPublisherCounters* RelayPublisher::counters(uint32_t stream_id) const {
+const EgressPublisherCounters* EgressPublisher::counters(uint32_t stream_id) const {
   auto it = streams_.find(stream_id);
   return it == streams_.end() ? nullptr : &it->second;
 }
 
-void RelayPublisher::write_stream_stats(uint32_t stream_id, nlohmann::json& out) const {
-  const RelayPublisherCounters* c = counters(stream_id);
+void EgressPublisher::write_stream_stats(uint32_t stream_id, nlohmann::json& out) const {
+  const EgressPublisherCounters* c = counters(stream_id);
   if (!c) return;
   nlohmann::json dropped = nlohmann::json::object();
-  for (size_t r = 0; r < size_t(RelayDrop::kCount); ++r)
-    dropped[relay_drop_name(RelayDrop(r))] = c->dropped[r];
+  for (size_t r = 0; r < size_t(EgressDrop::kCount); ++r)
+    dropped[egress_drop_name(EgressDrop(r))] = c->dropped[r];
   out = {{"relayed", stream_id == relayed_stream_id_},
          {"offered", c->offered},
          {"sent", c->sent},
@@ -299,8 +299,8 @@ void RelayPublisher::write_stream_stats(uint32_t stream_id, nlohmann::json& out)
   }
 }
 
-void RelayPublisher::write_metrics(telemetry::PrometheusText& out,
-                                   const std::vector<const media::Stream*>& streams) const {
+void EgressPublisher::write_metrics(telemetry::PrometheusText& out,
+                                    const std::vector<const media::Stream*>& streams) const {
   auto label = [](const media::Stream* s) {
     return "stream=\"" + telemetry::prometheus_label_value(s->config().name) + "\"";
   };
@@ -309,14 +309,14 @@ void RelayPublisher::write_metrics(telemetry::PrometheusText& out,
   const std::string dropped = "syncd_" + name_ + "_frames_dropped_total";
   out.family(sent, "counter", "Access units this relay thread's handler packetized and sent.");
   for (const media::Stream* s : streams)
-    if (const RelayPublisherCounters* c = counters(s->id())) out.sample(sent, label(s), c->sent);
+    if (const EgressPublisherCounters* c = counters(s->id())) out.sample(sent, label(s), c->sent);
   out.family(dropped, "counter",
              "Access units offered to this relay thread's handler and not sent, by reason.");
   for (const media::Stream* s : streams)
-    if (const RelayPublisherCounters* c = counters(s->id()))
-      for (size_t r = 0; r < size_t(RelayDrop::kCount); ++r)
-        out.sample(dropped, label(s) + ",reason=\"" + relay_drop_name(RelayDrop(r)) + "\"",
+    if (const EgressPublisherCounters* c = counters(s->id()))
+      for (size_t r = 0; r < size_t(EgressDrop::kCount); ++r)
+        out.sample(dropped, label(s) + ",reason=\"" + egress_drop_name(EgressDrop(r)) + "\"",
                    c->dropped[r]);
 }
 
-}  // namespace syncd::relay
+}  // namespace syncd::egress

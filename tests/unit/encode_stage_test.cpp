@@ -1,8 +1,8 @@
-// The relay's encoder stage (src/relay/relay_encoder.h) over a real uv loop and frame pool: raw
+// The relay's encoder stage (src/egress/encode_stage.h) over a real uv loop and frame pool: raw
 // frames in, H.264 access units out on the loop, each decodable with its column marker; a low
 // estimate steps the resolution down; keyframe requests are honoured at most once per gap; a full
 // stage refuses; stop() hands back every frame it held.
-#include "relay/relay_encoder.h"
+#include "egress/encode_stage.h"
 
 #include <gtest/gtest.h>
 #include <uv.h>
@@ -14,7 +14,7 @@
 #include "media/column_marker.h"
 #include "video_codec/h264_decoder.h"
 
-namespace syncd::relay {
+namespace syncd::egress {
 namespace {
 
 constexpr uint32_t kWidth = 640;
@@ -213,4 +213,4 @@ TEST(EncodeStage, AFullStageRefusesAndStopHandsEverythingBack) {
 }
 
 }  // namespace
-}  // namespace syncd::relay
+}  // namespace syncd::egress

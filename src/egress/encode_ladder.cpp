@@ -1,9 +1,9 @@
-#include "relay/encode_ladder.h"
+#include "egress/encode_ladder.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace syncd::relay {
+namespace syncd::egress {
 
 namespace {
 // x264 wants even sides (4:2:0); anything below 16 pixels is not worth a step.
@@ -58,4 +58,4 @@ const EncodeTarget& EncodeLadder::on_estimate(uint64_t now_ns, uint64_t estimate
   return target_;
 }
 
-}  // namespace syncd::relay
+}  // namespace syncd::egress

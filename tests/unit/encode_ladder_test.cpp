@@ -1,10 +1,10 @@
 // The relay encoder's bitrate and resolution from the bandwidth estimate (src/relay/
 // encode_ladder.h): the share, the clamps, the steps down at once and up after a hold.
+#include "egress/encode_ladder.h"
+
 #include <gtest/gtest.h>
 
-#include "relay/encode_ladder.h"
-
-namespace syncd::relay {
+namespace syncd::egress {
 namespace {
 
 constexpr uint64_t kSecond = 1'000'000'000;
@@ -74,4 +74,4 @@ TEST(EncodeLadder, StepsKeepEvenSidesForAnySource) {
 }
 
 }  // namespace
-}  // namespace syncd::relay
+}  // namespace syncd::egress

@@ -11,7 +11,7 @@
 #include <memory>
 #include <span>
 
-namespace syncd::relay {
+namespace syncd::transport {
 
 class PacketStore {
  public:
@@ -68,4 +68,4 @@ class PacketStore {
   uint32_t free_count_ = 0;
 };
 
-}  // namespace syncd::relay
+}  // namespace syncd::transport

@@ -11,7 +11,7 @@
 #include <array>
 #include <cstdint>
 
-namespace syncd::relay {
+namespace syncd::egress {
 
 struct EncodeLadderConfig {
   // The encoder's share of the estimate: FEC at 1-5 % loss takes 10-50 % of the media rate
@@ -61,4 +61,4 @@ class EncodeLadder {
   uint64_t steps_up_ = 0;
 };
 
-}  // namespace syncd::relay
+}  // namespace syncd::egress

@@ -16,7 +16,7 @@
 #include <span>
 #include <string>
 
-namespace syncd::relay {
+namespace syncd::transport {
 
 inline bool same_address(const sockaddr_storage& a, const sockaddr_storage& b) {
   if (a.ss_family != b.ss_family) return false;
@@ -71,4 +71,4 @@ inline uint64_t wall_clock_ntp_ns() {
   return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec) + kNtpEpochOffsetNs;
 }
 
-}  // namespace syncd::relay
+}  // namespace syncd::transport

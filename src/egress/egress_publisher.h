@@ -5,7 +5,7 @@
 // closes, the next one opened takes its place. An encoded stream (h264) goes as it is: the loop
 // only pins the frame's slot and hands it to the relay thread; the slot comes back (kFrameDone)
 // once the relay has packetized it, and is unpinned here. A raw stream (rgba8, bgra8, nv12,
-// i420) goes through the encoder stage first (relay_encoder.h: H.264 on a worker thread), and
+// i420) goes through the encoder stage first (encode_stage.h: H.264 on a worker thread), and
 // its access units then go to the relay thread the same way. The loop never waits: a frame that
 // cannot be handed over now is dropped and counted by reason.
 //
@@ -21,14 +21,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "egress/encode_stage.h"
 #include "media/publisher.h"
 #include "media/stream_registry.h"
-#include "relay/relay_encoder.h"
-#include "relay/relay_thread.h"
+#include "transport/transport_thread.h"
 
-namespace syncd::relay {
+namespace syncd::egress {
 
-enum class RelayDrop : uint8_t {
+enum class EgressDrop : uint8_t {
   kConsumerSlow,  // kMaxInFlight frames were already with the relay thread
   kPinRefused,    // the stream's pool had no slot left to pin
   kQueueFull,     // the channel to the relay thread was full
@@ -39,13 +39,13 @@ enum class RelayDrop : uint8_t {
   kAwaitingKeyframe,
   kCount,
 };
-const char* relay_drop_name(RelayDrop reason);
+const char* egress_drop_name(EgressDrop reason);
 
-struct RelayPublisherCounters {
+struct EgressPublisherCounters {
   uint64_t offered = 0;
   uint64_t sent = 0;
   uint64_t in_flight = 0;
-  std::array<uint64_t, size_t(RelayDrop::kCount)> dropped{};
+  std::array<uint64_t, size_t(EgressDrop::kCount)> dropped{};
   // A raw stream's encoder, as it was when the stream closed (the live one is the stage's).
   std::optional<EncodeStageCounters> encoder;
   uint64_t dropped_total() const {
@@ -55,14 +55,15 @@ struct RelayPublisherCounters {
   }
 };
 
-class RelayPublisher final : public media::Publisher {
+class EgressPublisher final : public media::Publisher {
  public:
   // stream_name: the stream to relay; empty: the first stream opened. loop: where the encoder
   // stage's results come back (raw streams); without one, only encoded streams are relayed.
   // name: how /stats and /metrics call it ("relay"; a WHEP egress's is "whep").
-  RelayPublisher(RelayThread& thread, std::string stream_name, uv_loop_t* loop = nullptr,
-                 EncodeSettings encode = {}, std::string name = "relay");
-  ~RelayPublisher() override;
+  EgressPublisher(transport::TransportThread& thread, std::string stream_name,
+                  uv_loop_t* loop = nullptr, EncodeSettings encode = {},
+                  std::string name = "relay");
+  ~EgressPublisher() override;
 
   std::string_view name() const override { return name_; }
   void on_stream_open(const media::Stream& stream) override;
@@ -74,11 +75,11 @@ class RelayPublisher final : public media::Publisher {
   void write_metrics(telemetry::PrometheusText& out,
                      const std::vector<const media::Stream*>& streams) const override;
 
-  // A frame came back from the relay thread (FromRelay::kFrameDone).
-  void on_frame_done(const FromRelay& message);
-  // The receiver asked for an IDR (a PLI; FromRelay::kKeyframeRequest): the encoder stage makes
-  // one. A producer's own H.264 (a page's WebCodecs stream) is relayed as it comes: the request
-  // goes to its source (forward_to_source), whose encoder makes the IDR.
+  // A frame came back from the relay thread (transport::FromTransport::kFrameDone).
+  void on_frame_done(const transport::FromTransport& message);
+  // The receiver asked for an IDR (a PLI; transport::FromTransport::kKeyframeRequest): the encoder
+  // stage makes one. A producer's own H.264 (a page's WebCodecs stream) is relayed as it comes: the
+  // request goes to its source (forward_to_source), whose encoder makes the IDR.
   void on_keyframe_request();
   uint64_t keyframe_requests() const { return keyframe_requests_; }
   // The relay's bandwidth estimate: the encoder of a raw stream follows it (adaptive bitrate);
@@ -106,7 +107,7 @@ class RelayPublisher final : public media::Publisher {
   // The encoder counters of a stream: the live stage's, or those kept when it closed.
   const EncodeStageCounters* encoder_counters(uint32_t stream_id) const;
 
-  const RelayPublisherCounters* counters(uint32_t stream_id) const;
+  const EgressPublisherCounters* counters(uint32_t stream_id) const;
   uint32_t relayed_stream() const { return relayed_stream_id_; }
   // Frames with the relay thread at most: a handful covers the relay's packetizing time, and
   // keeps the pool's other slots for ingest and the other publishers.
@@ -115,7 +116,7 @@ class RelayPublisher final : public media::Publisher {
  private:
   static void on_encoded(const EncodedFrame& frame, void* self);
   // Hands an access unit (a producer's pinned slot, or the encoder's) to the relay thread.
-  void send(media::FrameSlot& slot, RelayPublisherCounters& c);
+  void send(media::FrameSlot& slot, EgressPublisherCounters& c);
   void stop_encoder();
   // The relayed stream ends here: its encoder retires and the relay thread hears the close.
   void close_relayed();
@@ -127,9 +128,9 @@ class RelayPublisher final : public media::Publisher {
   // Tells a relayed H.264 stream's source this consumer's target (forward_to_source).
   void forward_target();
   // Counts a drop; one of a stream relayed as it comes breaks its chain of references.
-  void count_drop(RelayPublisherCounters& c, RelayDrop reason);
+  void count_drop(EgressPublisherCounters& c, EgressDrop reason);
 
-  RelayThread& thread_;
+  transport::TransportThread& thread_;
   std::string stream_name_;
   std::string name_;
   uv_loop_t* loop_;
@@ -143,7 +144,7 @@ class RelayPublisher final : public media::Publisher {
   media::KeyframeReason feedback_reason_ = media::KeyframeReason::kRelay;
   uint64_t target_bps_ = 0;    // the last estimate, or the start rate
   bool awaiting_idr_ = false;  // a relayed H.264 stream lost an access unit here
-  std::unordered_map<uint32_t, RelayPublisherCounters> streams_;
+  std::unordered_map<uint32_t, EgressPublisherCounters> streams_;
 };
 
-}  // namespace syncd::relay
+}  // namespace syncd::egress

@@ -1,4 +1,4 @@
-#include "relay/relay_thread.h"
+#include "transport/transport_thread.h"
 
 #include <netdb.h>
 #include <pthread.h>
@@ -7,7 +7,7 @@
 
 #include "core/clock.h"
 
-namespace syncd::relay {
+namespace syncd::transport {
 
 namespace {
 
@@ -35,18 +35,19 @@ bool resolve(const std::string& host, uint16_t port, sockaddr_storage& out, std:
 
 }  // namespace
 
-RelayThread::RelayThread(RelayThreadConfig config, std::unique_ptr<RelayHandler> handler,
-                         FromRelayFn from_relay, void* context)
+TransportThread::TransportThread(TransportThreadConfig config,
+                             std::unique_ptr<TransportHandler> handler, FromTransportFn from_relay,
+                             void* context)
     : config_(std::move(config)),
       handler_(std::move(handler)),
       from_relay_(from_relay),
       context_(context) {}
 
-RelayThread::~RelayThread() {
+TransportThread::~TransportThread() {
   stop();
 }
 
-bool RelayThread::start(uv_loop_t* main_loop, std::string& error) {
+bool TransportThread::start(uv_loop_t* main_loop, std::string& error) {
   sockaddr_storage bind_addr{};
   if (!resolve(config_.bind_host, config_.bind_port, bind_addr, error)) return false;
   sockaddr_storage peer{};
@@ -97,18 +98,18 @@ bool RelayThread::start(uv_loop_t* main_loop, std::string& error) {
       ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&local)->sin6_port
                                         : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
   receive_buffer_ = std::make_unique<uint8_t[]>(kDatagramSlot * kReceiveBatch);
-  rc = uv_udp_recv_start(&udp_, &RelayThread::on_alloc, &RelayThread::on_receive);
+  rc = uv_udp_recv_start(&udp_, &TransportThread::on_alloc, &TransportThread::on_receive);
   if (rc != 0) return fail("relay socket receive", rc);
   uv_timer_init(&loop_, &timer_);
   timer_.data = this;
-  uv_async_init(&loop_, &stop_async_, &RelayThread::on_stop_async);
+  uv_async_init(&loop_, &stop_async_, &TransportThread::on_stop_async);
   stop_async_.data = this;
-  if ((rc = to_relay_.open(&loop_, &RelayThread::on_to_relay, this)) != 0)
+  if ((rc = to_relay_.open(&loop_, &TransportThread::on_to_relay, this)) != 0)
     return fail("relay channel", rc);
   if ((rc = to_main_.open(
            main_loop,
-           [](FromRelay& m, void* self) {
-             auto* t = static_cast<RelayThread*>(self);
+           [](FromTransport& m, void* self) {
+             auto* t = static_cast<TransportThread*>(self);
              t->from_relay_(m, t->context_);
            },
            this)) != 0)
@@ -118,7 +119,7 @@ bool RelayThread::start(uv_loop_t* main_loop, std::string& error) {
   return true;
 }
 
-void RelayThread::run() {
+void TransportThread::run() {
   // Named so that top -H, perf and the qualification harness (which reads this thread's CPU
   // time from /proc/PID/task/TID/stat) can tell it apart from the loop.
   pthread_setname_np(pthread_self(), "sync-relay");
@@ -126,7 +127,7 @@ void RelayThread::run() {
   uv_run(&loop_, UV_RUN_DEFAULT);
 }
 
-void RelayThread::stop() {
+void TransportThread::stop() {
   if (running_) {
     uv_async_send(&stop_async_);
     thread_.join();
@@ -139,8 +140,8 @@ void RelayThread::stop() {
   }
 }
 
-void RelayThread::on_stop_async(uv_async_t* async) {
-  auto* self = static_cast<RelayThread*>(async->data);
+void TransportThread::on_stop_async(uv_async_t* async) {
+  auto* self = static_cast<TransportThread*>(async->data);
   const uint64_t now = core::monotonic_ns();
   // What the main loop sent before stopping is handled first, then the handler returns it all.
   self->to_relay_.close();
@@ -151,13 +152,13 @@ void RelayThread::on_stop_async(uv_async_t* async) {
   uv_close(reinterpret_cast<uv_handle_t*>(&self->stop_async_), nullptr);
 }
 
-void RelayThread::on_to_relay(ToRelay& message, void* self) {
-  auto* t = static_cast<RelayThread*>(self);
+void TransportThread::on_to_relay(ToTransport& message, void* self) {
+  auto* t = static_cast<TransportThread*>(self);
   t->handler_->on_message(message, core::monotonic_ns());
 }
 
-void RelayThread::on_alloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
-  auto* self = static_cast<RelayThread*>(handle->data);
+void TransportThread::on_alloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
+  auto* self = static_cast<TransportThread*>(handle->data);
   // One buffer, lent for one batch at a time: libuv hands every datagram of a batch to
   // on_receive before it asks for a buffer again.
   self->receive_buffer_lent_ = true;
@@ -165,9 +166,9 @@ void RelayThread::on_alloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
                      unsigned(kDatagramSlot * kReceiveBatch));
 }
 
-void RelayThread::on_receive(uv_udp_t* udp, ssize_t nread, const uv_buf_t* buf,
-                             const sockaddr* from, unsigned flags) {
-  auto* self = static_cast<RelayThread*>(udp->data);
+void TransportThread::on_receive(uv_udp_t* udp, ssize_t nread, const uv_buf_t* buf,
+                                 const sockaddr* from, unsigned flags) {
+  auto* self = static_cast<TransportThread*>(udp->data);
   if (flags & UV_UDP_MMSG_FREE) {  // a recvmmsg batch is over
     self->receive_buffer_lent_ = false;
     self->counters_.receive_batches.fetch_add(1, std::memory_order_relaxed);
@@ -189,7 +190,7 @@ void RelayThread::on_receive(uv_udp_t* udp, ssize_t nread, const uv_buf_t* buf,
                               core::monotonic_ns());
 }
 
-bool RelayThread::send_datagram(std::span<const uint8_t> datagram, const sockaddr* to) {
+bool TransportThread::send_datagram(std::span<const uint8_t> datagram, const sockaddr* to) {
   uv_buf_t b = uv_buf_init(const_cast<char*>(reinterpret_cast<const char*>(datagram.data())),
                            unsigned(datagram.size()));
   const int rc = uv_udp_try_send(&udp_, &b, 1, to);
@@ -205,19 +206,19 @@ bool RelayThread::send_datagram(std::span<const uint8_t> datagram, const sockadd
   return false;
 }
 
-bool RelayThread::send_to_main(const FromRelay& message) {
+bool TransportThread::send_to_main(const FromTransport& message) {
   if (to_main_.send(message)) return true;
   counters_.to_main_refused.fetch_add(1, std::memory_order_relaxed);
   return false;
 }
 
-void RelayThread::arm_timer(uint64_t delay_ns) {
-  uv_timer_start(&timer_, &RelayThread::on_timer, (delay_ns + 999'999) / 1'000'000, 0);
+void TransportThread::arm_timer(uint64_t delay_ns) {
+  uv_timer_start(&timer_, &TransportThread::on_timer, (delay_ns + 999'999) / 1'000'000, 0);
 }
 
-void RelayThread::on_timer(uv_timer_t* timer) {
-  auto* self = static_cast<RelayThread*>(timer->data);
+void TransportThread::on_timer(uv_timer_t* timer) {
+  auto* self = static_cast<TransportThread*>(timer->data);
   self->handler_->on_timer(core::monotonic_ns());
 }
 
-}  // namespace syncd::relay
+}  // namespace syncd::transport

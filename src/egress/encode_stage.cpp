@@ -1,4 +1,4 @@
-#include "relay/relay_encoder.h"
+#include "egress/encode_stage.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include "core/clock.h"
 #include "media/frame_header.h"
 
-namespace syncd::relay {
+namespace syncd::egress {
 
 namespace {
 
@@ -220,4 +220,4 @@ void EncodeStage::done_on_loop(Job& job, void* context) {
   self->done_(frame, self->context_);
 }
 
-}  // namespace syncd::relay
+}  // namespace syncd::egress

@@ -28,13 +28,13 @@
 #include <vector>
 
 #include "core/worker_handoff.h"
+#include "egress/encode_ladder.h"
 #include "media/frame_pool.h"
 #include "media/stream.h"
-#include "relay/encode_ladder.h"
 #include "telemetry/stage_stats.h"
 #include "video_codec/h264_encoder.h"
 
-namespace syncd::relay {
+namespace syncd::egress {
 
 struct EncodeSettings {
   uint32_t bitrate_kbps = 8000;       // --relay-bitrate: the start, before an estimate
@@ -152,4 +152,4 @@ class EncodeStage {
   std::unique_ptr<core::WorkerHandoff<Job, 2 * kSlots>> worker_;
 };
 
-}  // namespace syncd::relay
+}  // namespace syncd::egress

@@ -6,13 +6,13 @@
 // to a fraction of a frame interval and answers NACKs within the latency budget; and its crypto
 // (DTLS handshakes, SRTP) then never delays ingest.
 //
-// What the relay does with datagrams, frames and time is its handler's (RelayHandler, the
+// What the relay does with datagrams, frames and time is its handler's (TransportHandler, the
 // session); this class only carries them. Receives are batched with recvmmsg (libuv's
 // UV_UDP_RECVMMSG) into one buffer allocated at start; sends are uv_udp_try_send, never queued
 // by libuv: a datagram the kernel cannot take now is dropped and counted, and the pacer keeps
 // that from happening.
 //
-// Threads: construct, start(), send_to_relay(), stop(), and the FromRelay callback: the main
+// Threads: construct, start(), send_to_relay(), stop(), and the FromTransport callback: the main
 // loop's thread. The handler, send_datagram() and send_to_main(): the relay thread.
 #pragma once
 
@@ -30,10 +30,10 @@
 
 #include "core/loop_channel.h"
 #include "media/frame_pool.h"
-#include "relay/relay_wire.h"
 #include "secure/certificate.h"
+#include "transport/stream_description.h"
 
-namespace syncd::relay {
+namespace syncd::transport {
 
 // A request for the handler that the relay's own kinds do not cover (a WHEP egress adds and
 // ends its browser sessions with these). Made on the main loop, owned by the handler from
@@ -43,7 +43,7 @@ struct HandlerCommand {
 };
 
 // From the main loop to the relay thread.
-struct ToRelay {
+struct ToTransport {
   enum class Kind : uint8_t {
     kFrame,         // an access unit to send: slot pinned until it comes back as kFrameDone
     kStreamOpened,  // the relayed stream's description (sender)
@@ -62,7 +62,7 @@ struct ToRelay {
 };
 
 // From the relay thread to the main loop.
-struct FromRelay {
+struct FromTransport {
   enum class Kind : uint8_t {
     kFrameDone,        // a kFrame came back: its slot may be unpinned; sent says whether it went
     kFrameIn,          // a complete access unit in buffer `buffer` (receiver)
@@ -106,25 +106,25 @@ struct FromRelay {
   uint8_t address_size = 0;
 };
 
-class RelayThread;
+class TransportThread;
 
 // What the relay does; implemented by the session. Every method runs on the relay thread.
-class RelayHandler {
+class TransportHandler {
  public:
-  virtual ~RelayHandler() = default;
+  virtual ~TransportHandler() = default;
   // The relay thread's loop has started; the socket is bound (and connected, for a sender).
-  virtual void on_start(RelayThread& thread, uint64_t now_ns) = 0;
+  virtual void on_start(TransportThread& thread, uint64_t now_ns) = 0;
   // A datagram arrived; `from` is its source address. The bytes are valid during the call.
   virtual void on_datagram(std::span<uint8_t> datagram, const sockaddr_storage& from,
                            uint64_t now_ns) = 0;
-  virtual void on_message(ToRelay& message, uint64_t now_ns) = 0;
-  // The handler's timer, armed with RelayThread::arm_timer().
+  virtual void on_message(ToTransport& message, uint64_t now_ns) = 0;
+  // The handler's timer, armed with TransportThread::arm_timer().
   virtual void on_timer(uint64_t now_ns) = 0;
   // The relay is stopping: give back whatever the main loop lent (kFrameDone for every slot).
   virtual void on_stop(uint64_t now_ns) = 0;
 };
 
-struct RelayThreadConfig {
+struct TransportThreadConfig {
   std::string bind_host = "0.0.0.0";
   uint16_t bind_port = 0;  // 0: any (a sender's)
   std::string peer_host;   // a sender's peer: the socket is connected to it
@@ -133,7 +133,7 @@ struct RelayThreadConfig {
 };
 
 // Counted on the relay thread, read anywhere (relaxed atomics: figures for /stats).
-struct RelaySocketCounters {
+struct SocketCounters {
   std::atomic<uint64_t> datagrams_received{0};
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<uint64_t> datagrams_sent{0};
@@ -145,15 +145,15 @@ struct RelaySocketCounters {
   std::atomic<uint64_t> to_main_refused{0};  // the channel to the main loop was full
 };
 
-class RelayThread {
+class TransportThread {
  public:
-  using FromRelayFn = void (*)(FromRelay& message, void* context);  // main loop thread
+  using FromTransportFn = void (*)(FromTransport& message, void* context);  // main loop thread
 
-  RelayThread(RelayThreadConfig config, std::unique_ptr<RelayHandler> handler,
-              FromRelayFn from_relay, void* context);
-  ~RelayThread();
-  RelayThread(const RelayThread&) = delete;
-  RelayThread& operator=(const RelayThread&) = delete;
+  TransportThread(TransportThreadConfig config, std::unique_ptr<TransportHandler> handler,
+                  FromTransportFn from_relay, void* context);
+  ~TransportThread();
+  TransportThread(const TransportThread&) = delete;
+  TransportThread& operator=(const TransportThread&) = delete;
 
   // Main loop: opens the channels, binds (and for a sender connects) the socket, so an address
   // in use is said at start-up, then starts the thread. False with a sentence in error.
@@ -162,16 +162,16 @@ class RelayThread {
   // delivers what it sent back. Idempotent.
   void stop();
   // Main loop. False when the channel is full (the caller counts the drop).
-  bool send_to_relay(const ToRelay& message) { return to_relay_.send(message); }
+  bool send_to_relay(const ToTransport& message) { return to_relay_.send(message); }
   // The port the socket is bound to (after start()).
   uint16_t local_port() const { return local_port_; }
-  const RelaySocketCounters& counters() const { return counters_; }
+  const SocketCounters& counters() const { return counters_; }
 
   // ---- relay thread only ----
   // Sends one datagram to the connected peer (to = nullptr) or to `to`. False when dropped.
   bool send_datagram(std::span<const uint8_t> datagram, const sockaddr* to = nullptr);
   // False when the channel to the main loop is full (counted in to_main_refused).
-  bool send_to_main(const FromRelay& message);
+  bool send_to_main(const FromTransport& message);
   // Calls the handler's on_timer() once after delay_ns (rounded up to the loop's millisecond),
   // replacing any earlier arming.
   void arm_timer(uint64_t delay_ns);
@@ -179,7 +179,7 @@ class RelayThread {
   static constexpr size_t kChannelDepth = 256;
 
  private:
-  static void on_to_relay(ToRelay& message, void* self);
+  static void on_to_relay(ToTransport& message, void* self);
   static void on_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
   static void on_receive(uv_udp_t* udp, ssize_t nread, const uv_buf_t* buf, const sockaddr* from,
                          unsigned flags);
@@ -187,23 +187,23 @@ class RelayThread {
   static void on_stop_async(uv_async_t* async);
   void run();
 
-  RelayThreadConfig config_;
-  std::unique_ptr<RelayHandler> handler_;
-  FromRelayFn from_relay_;
+  TransportThreadConfig config_;
+  std::unique_ptr<TransportHandler> handler_;
+  FromTransportFn from_relay_;
   void* context_;
   uv_loop_t loop_{};
   bool loop_open_ = false;
   uv_udp_t udp_{};
   uv_timer_t timer_{};
   uv_async_t stop_async_{};
-  core::LoopChannel<ToRelay, kChannelDepth> to_relay_;   // received on the relay loop
-  core::LoopChannel<FromRelay, kChannelDepth> to_main_;  // received on the main loop
+  core::LoopChannel<ToTransport, kChannelDepth> to_relay_;   // received on the relay loop
+  core::LoopChannel<FromTransport, kChannelDepth> to_main_;  // received on the main loop
   std::unique_ptr<uint8_t[]> receive_buffer_;  // recvmmsg: kReceiveBatch datagrams of 64 KiB
   bool receive_buffer_lent_ = false;
   uint16_t local_port_ = 0;
   std::thread thread_;
   bool running_ = false;
-  RelaySocketCounters counters_;
+  SocketCounters counters_;
 };
 
-}  // namespace syncd::relay
+}  // namespace syncd::transport

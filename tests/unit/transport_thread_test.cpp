@@ -1,8 +1,8 @@
-// The relay thread's plumbing (src/relay/relay_thread.h): two relay threads over loopback UDP,
-// each with its own loop, driven from this thread's loop through the channels. The handlers are
-// the test's: the sender's turns a pinned frame into one datagram and gives the slot back; the
+// The relay thread's plumbing (src/transport/transport_thread.h): two relay threads over loopback
+// UDP, each with its own loop, driven from this thread's loop through the channels. The handlers
+// are the test's: the sender's turns a pinned frame into one datagram and gives the slot back; the
 // receiver's hands each datagram to the main loop. Built under TSan in CI (scripts/test.sh).
-#include "relay/relay_thread.h"
+#include "transport/transport_thread.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,39 +14,39 @@
 #include "core/clock.h"
 
 using namespace syncd;
-using namespace syncd::relay;
+using namespace syncd::transport;
 
 namespace {
 
-struct SendHandler final : RelayHandler {
-  RelayThread* thread = nullptr;
+struct SendHandler final : TransportHandler {
+  TransportThread* thread = nullptr;
   std::atomic<int> started{0};
   std::atomic<int> stopped{0};
-  std::vector<ToRelay> held;  // frames kept back until stop, to check on_stop gives them back
-  void on_start(RelayThread& t, uint64_t) override {
+  std::vector<ToTransport> held;  // frames kept back until stop, to check on_stop gives them back
+  void on_start(TransportThread& t, uint64_t) override {
     thread = &t;
     started = 1;
   }
   void on_datagram(std::span<uint8_t>, const sockaddr_storage&, uint64_t) override {}
-  void on_message(ToRelay& m, uint64_t) override {
-    if (m.kind != ToRelay::Kind::kFrame) return;
+  void on_message(ToTransport& m, uint64_t) override {
+    if (m.kind != ToTransport::Kind::kFrame) return;
     if (m.stream_id == 99) {  // keep: returned by on_stop
       held.push_back(m);
       return;
     }
     const media::FrameSlot& slot = *m.slot;
     const bool sent = thread->send_datagram({slot.pixels, slot.info.bytes});
-    FromRelay done;
-    done.kind = FromRelay::Kind::kFrameDone;
+    FromTransport done;
+    done.kind = FromTransport::Kind::kFrameDone;
     done.slot = m.slot;
     done.sent = sent;
     thread->send_to_main(done);
   }
   void on_timer(uint64_t) override {}
   void on_stop(uint64_t) override {
-    for (ToRelay& m : held) {
-      FromRelay done;
-      done.kind = FromRelay::Kind::kFrameDone;
+    for (ToTransport& m : held) {
+      FromTransport done;
+      done.kind = FromTransport::Kind::kFrameDone;
       done.slot = m.slot;
       thread->send_to_main(done);
     }
@@ -55,12 +55,12 @@ struct SendHandler final : RelayHandler {
   }
 };
 
-struct ReceiveHandler final : RelayHandler {
-  RelayThread* thread = nullptr;
-  std::vector<std::vector<uint8_t>>* buffers = nullptr;  // indexed by FromRelay::buffer
+struct ReceiveHandler final : TransportHandler {
+  TransportThread* thread = nullptr;
+  std::vector<std::vector<uint8_t>>* buffers = nullptr;  // indexed by FromTransport::buffer
   uint32_t next = 0;
   std::atomic<int> timer_calls{0};  // the relay thread's; read by the test
-  void on_start(RelayThread& t, uint64_t) override {
+  void on_start(TransportThread& t, uint64_t) override {
     thread = &t;
     t.arm_timer(2'000'000);
   }
@@ -68,14 +68,14 @@ struct ReceiveHandler final : RelayHandler {
     // A ring of buffers the main loop reads; the test sends fewer frames than buffers.
     std::vector<uint8_t>& b = (*buffers)[next % buffers->size()];
     b.assign(d.begin(), d.end());
-    FromRelay in;
-    in.kind = FromRelay::Kind::kFrameIn;
+    FromTransport in;
+    in.kind = FromTransport::Kind::kFrameIn;
     in.buffer = next++ % uint32_t(buffers->size());
     in.bytes = d.size();
     in.complete_ns = now;
     thread->send_to_main(in);
   }
-  void on_message(ToRelay&, uint64_t) override {}
+  void on_message(ToTransport&, uint64_t) override {}
   void on_timer(uint64_t) override {
     if (++timer_calls < 3) thread->arm_timer(1'000'000);
   }
@@ -91,18 +91,18 @@ struct Main {
 
 }  // namespace
 
-TEST(RelayThread, FramesGoOutAsDatagramsAndComeInOnTheOtherThread) {
+TEST(TransportThread, FramesGoOutAsDatagramsAndComeInOnTheOtherThread) {
   uv_loop_t loop;
   ASSERT_EQ(uv_loop_init(&loop), 0);
   Main main;
   auto receive_handler = std::make_unique<ReceiveHandler>();
   ReceiveHandler* rh = receive_handler.get();
   rh->buffers = &main.buffers;
-  RelayThread receiver(
+  TransportThread receiver(
       {"127.0.0.1", 0, "", 0}, std::move(receive_handler),
-      [](FromRelay& m, void* ctx) {
+      [](FromTransport& m, void* ctx) {
         auto* mn = static_cast<Main*>(ctx);
-        if (m.kind != FromRelay::Kind::kFrameIn) return;
+        if (m.kind != FromTransport::Kind::kFrameIn) return;
         mn->received.push_back(mn->buffers[m.buffer]);
       },
       &main);
@@ -112,11 +112,11 @@ TEST(RelayThread, FramesGoOutAsDatagramsAndComeInOnTheOtherThread) {
 
   auto send_handler = std::make_unique<SendHandler>();
   SendHandler* sh = send_handler.get();
-  RelayThread sender(
+  TransportThread sender(
       {"0.0.0.0", 0, "127.0.0.1", receiver.local_port()}, std::move(send_handler),
-      [](FromRelay& m, void* ctx) {
+      [](FromTransport& m, void* ctx) {
         auto* mn = static_cast<Main*>(ctx);
-        ASSERT_EQ(m.kind, FromRelay::Kind::kFrameDone);
+        ASSERT_EQ(m.kind, FromTransport::Kind::kFrameDone);
         media::FramePool::unpin(m.slot);
         ++mn->frames_done;
         mn->frames_sent += m.sent;
@@ -133,8 +133,8 @@ TEST(RelayThread, FramesGoOutAsDatagramsAndComeInOnTheOtherThread) {
     std::memset(slot->pixels, i, slot->info.bytes);
     ASSERT_TRUE(media::FramePool::try_pin(slot));
     media::FramePool::release(slot);  // the pin alone holds it now
-    ToRelay m;
-    m.kind = ToRelay::Kind::kFrame;
+    ToTransport m;
+    m.kind = ToTransport::Kind::kFrame;
     m.slot = slot;
     ASSERT_TRUE(sender.send_to_relay(m));
     // Until the frame came back, so the next acquire finds a free slot.
@@ -160,8 +160,8 @@ TEST(RelayThread, FramesGoOutAsDatagramsAndComeInOnTheOtherThread) {
   ASSERT_NE(held, nullptr);
   ASSERT_TRUE(media::FramePool::try_pin(held));
   media::FramePool::release(held);
-  ToRelay keep;
-  keep.kind = ToRelay::Kind::kFrame;
+  ToTransport keep;
+  keep.kind = ToTransport::Kind::kFrame;
   keep.slot = held;
   keep.stream_id = 99;
   ASSERT_TRUE(sender.send_to_relay(keep));
@@ -178,20 +178,21 @@ TEST(RelayThread, FramesGoOutAsDatagramsAndComeInOnTheOtherThread) {
   pool->drop_ref();
 }
 
-TEST(RelayThread, AnAddressInUseIsSaidAtStart) {
+TEST(TransportThread, AnAddressInUseIsSaidAtStart) {
   uv_loop_t loop;
   ASSERT_EQ(uv_loop_init(&loop), 0);
   Main main;
   auto h1 = std::make_unique<ReceiveHandler>();
   h1->buffers = &main.buffers;
-  RelayThread first(
-      {"127.0.0.1", 0, "", 0}, std::move(h1), [](FromRelay&, void*) {}, nullptr);
+  TransportThread first(
+      {"127.0.0.1", 0, "", 0}, std::move(h1), [](FromTransport&, void*) {}, nullptr);
   std::string error;
   ASSERT_TRUE(first.start(&loop, error)) << error;
   auto h2 = std::make_unique<ReceiveHandler>();
   h2->buffers = &main.buffers;
-  RelayThread second(
-      {"127.0.0.1", first.local_port(), "", 0}, std::move(h2), [](FromRelay&, void*) {}, nullptr);
+  TransportThread second(
+      {"127.0.0.1", first.local_port(), "", 0}, std::move(h2), [](FromTransport&, void*) {},
+      nullptr);
   EXPECT_FALSE(second.start(&loop, error));
   EXPECT_NE(error.find("bind"), std::string::npos) << error;
   first.stop();

@@ -1,0 +1,11 @@
+# Unit tests for the transports' floor (src/transport) and the egress (src/egress). Included from
+# tests/unit/CMakeLists.txt.
+add_executable(transport_tests ${SYNC_ROOT}/tests/unit/transport_test.cpp
+                               ${SYNC_ROOT}/tests/unit/transport_thread_test.cpp)
+target_link_libraries(transport_tests PRIVATE sync_transport GTest::gtest_main)
+add_test(NAME transport_tests COMMAND transport_tests)
+
+add_executable(egress_tests ${SYNC_ROOT}/tests/unit/encode_ladder_test.cpp
+                            ${SYNC_ROOT}/tests/unit/encode_stage_test.cpp)
+target_link_libraries(egress_tests PRIVATE sync_egress sync_video_codec GTest::gtest_main)
+add_test(NAME egress_tests COMMAND egress_tests)
