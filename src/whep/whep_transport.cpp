@@ -9,8 +9,10 @@
 #include "rtp/h264_packetizer.h"
 #include "rtp/rtcp.h"
 #include "rtp/rtp_packet.h"
+#include "rtp_media/send_stream.h"
 #include "secure/srtp_aead.h"
 #include "transport/datagram_kind.h"
+#include "transport/packet_store.h"
 #include "transport/socket_address.h"
 #include "webrtc/stun.h"
 
@@ -73,6 +75,7 @@ constexpr auto kRelaxed = std::memory_order_relaxed;
 // An RTP packet as sent: the largest the packetizer writes (12-byte header, no extensions, its
 // default payload budget) plus the GCM tag. No MKI with a browser.
 constexpr size_t kPacketBytes = 12 + rtp::kDefaultMaxPayloadBytes + secure::kSrtpTagBytes;
+static_assert(kPacketBytes <= transport::PacketStore::kPacketBytes);
 // Sent packets kept for NACK, by sequence number: at 1080p and 8 Mbit/s (~17 packets a frame)
 // about half a second, several round trips on any path a browser plays live video over.
 constexpr size_t kHistory = 512;
@@ -129,11 +132,14 @@ class WhepTransport::Session final : public rtp::RtcpSink {
         stats_(*setup_->stats),
         dtls_(owner.dtls_context_, setup_->dtls_role, setup_->remote_fingerprint,
               [this](std::span<const uint8_t> d) { send_raw(d); }),
-        history_(new uint8_t[kHistory * kPacketBytes]),
+        store_(kHistory + 1),
+        video_({.ssrc = setup_->ssrc,
+                .first_sequence = uint16_t(core::random_u32()),
+                .clock_offset = core::random_u32(),
+                .history = kHistory},
+               store_),
         created_ns_(now_ns),
         rate_(loss_config(owner.config_.max_bps)) {
-    sequence_ = uint16_t(core::random_u32());
-    timestamp_offset_ = core::random_u32();
     audio_sequence_ = uint16_t(core::random_u32());
     audio_timestamp_offset_ = core::random_u32();
     stats_.created_ns.store(now_ns, kRelaxed);
@@ -238,23 +244,25 @@ class WhepTransport::Session final : public rtp::RtcpSink {
     keyframe_seen_ = true;
     rtp::RtpHeader header;
     header.payload_type = setup_->payload_type;
-    header.ssrc = setup_->ssrc;
-    header.timestamp = rtp_time(accept_ns ? accept_ns : now_ns);
+    header.ssrc = video_.ssrc();
+    header.timestamp = video_.rtp_time(accept_ns ? accept_ns : now_ns);
     bool all_sent = true;
     while (packetizer_.has_next()) {
-      header.sequence = sequence_++;
-      uint8_t* packet = history_slot(header.sequence);
+      header.sequence = video_.take_sequence();
+      // The store has one buffer more than the history holds: there is always one to take.
+      const uint32_t h = store_.take();
+      uint8_t* packet = store_.room(h).data();
       size_t size = packetizer_.write_next(header, {packet, kPacketBytes});
       if (size == 0 || send_.protect_rtp(packet, size, kPacketBytes) != secure::SrtpStatus::kOk) {
-        history_size_[header.sequence % kHistory] = 0;
+        store_.give_back(h);  // the history keeps nothing for this sequence: a NACK finds none
         all_sent = false;
         continue;
       }
-      history_size_[header.sequence % kHistory] = uint16_t(size);
-      history_sequence_[header.sequence % kHistory] = header.sequence;
+      // Kept as protected: a retransmission is the same bytes again (below).
+      store_.set_size(h, size);
+      video_.remember(header.sequence, h);
       if (send_raw({packet, size})) {
-        ++packets_sent_;
-        octets_sent_ += uint32_t(size - 12 - secure::kSrtpTagBytes);
+        video_.count_sent(size - 12 - secure::kSrtpTagBytes);
         bump(stats_.packets_sent);
         bump(stats_.bytes_sent, size);
       } else {
@@ -346,14 +354,17 @@ class WhepTransport::Session final : public rtp::RtcpSink {
     if (nack.media_ssrc != setup_->ssrc) return;
     for (uint16_t lost : nack.lost) {
       bump(stats_.nacked_packets);
-      const size_t at = lost % kHistory;
-      if (history_size_[at] == 0 || history_sequence_[at] != lost) {
+      // Every NACK is served: a browser repeats one only after a round trip without the packet.
+      if (video_.answer_nack(lost, now_ns_, 0) == rtp_media::NackAnswer::kUnavailable) {
         bump(stats_.retransmit_unavailable);
         continue;
       }
       // The packet as it was protected: the same bytes again, which the browser's replay window
       // takes only if the first never arrived (no packet index is protected twice).
-      if (send_raw({history_slot(lost), history_size_[at]})) bump(stats_.packets_retransmitted);
+      if (send_raw(video_.packet(lost))) {
+        bump(stats_.packets_retransmitted);
+        video_.mark_resent(lost, now_ns_);
+      }
     }
   }
   void on_pli(uint32_t, uint32_t media_ssrc) override {
@@ -427,15 +438,6 @@ class WhepTransport::Session final : public rtp::RtcpSink {
     stats_.state.store(uint32_t(s), kRelaxed);
   }
 
-  uint32_t rtp_time(uint64_t ns) const {
-    // 90 kHz from the relay thread's monotonic clock, from a random offset (RFC 3550 5.1).
-    return timestamp_offset_ + uint32_t(ns / 100'000 * 9 + ns % 100'000 * 9 / 100'000);
-  }
-
-  uint8_t* history_slot(uint16_t sequence) {
-    return history_.get() + size_t(sequence % kHistory) * kPacketBytes;
-  }
-
   bool send_raw(std::span<const uint8_t> datagram) {
     if (!has_address_ || !owner_.thread_) return false;
     return owner_.thread_->send_datagram(datagram, reinterpret_cast<const sockaddr*>(&address_));
@@ -453,11 +455,7 @@ class WhepTransport::Session final : public rtp::RtcpSink {
   void send_sender_report(uint64_t now_ns) {
     uint8_t buffer[256];
     rtp::RtcpWriter writer({buffer, sizeof buffer - secure::kRtcpTrailerBytes});
-    rtp::SenderInfo info;
-    info.ntp_timestamp = rtp::ntp_from_ns(transport::wall_clock_ntp_ns());
-    info.rtp_timestamp = rtp_time(now_ns);
-    info.packet_count = packets_sent_;
-    info.octet_count = octets_sent_;
+    const rtp::SenderInfo info = video_.sender_info(now_ns, transport::wall_clock_ntp_ns());
     writer.add_sender_report(setup_->ssrc, info);
     const WhepAudioEncoder* audio = owner_.audio_.get();
     if (setup_->audio && audio && audio->has_clock() && audio_packets_sent_ > 0) {
@@ -489,17 +487,12 @@ class WhepTransport::Session final : public rtp::RtcpSink {
   secure::SrtpAeadContext send_;
   secure::SrtpAeadContext receive_;
   rtp::H264Packetizer packetizer_;
-  std::unique_ptr<uint8_t[]> history_;
-  std::array<uint16_t, kHistory> history_size_{};
-  std::array<uint16_t, kHistory> history_sequence_{};
+  transport::PacketStore store_;  // the video's sent packets, protected
+  rtp_media::SendStream video_;   // its clock, sequence numbers, history and report counts
   WhepState state_ = WhepState::kWaitingForIce;
   sockaddr_storage address_{};
   bool has_address_ = false;
   bool keyframe_seen_ = false;
-  uint16_t sequence_ = 0;
-  uint32_t timestamp_offset_ = 0;
-  uint32_t packets_sent_ = 0;
-  uint32_t octets_sent_ = 0;
   uint16_t audio_sequence_ = 0;
   uint32_t audio_timestamp_offset_ = 0;
   uint32_t audio_packets_sent_ = 0;
