@@ -29,8 +29,8 @@
 
 #include "decode/decode_stage.h"
 #include "media/stream_registry.h"
-#include "telemetry/stage_stats.h"
 #include "relay/relay_wire.h"
+#include "telemetry/stage_stats.h"
 #include "transport/transport_thread.h"
 
 namespace syncd::relay {
