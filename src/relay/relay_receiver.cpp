@@ -78,7 +78,7 @@ RelayReceiver::RelayReceiver(RelayPath& path, RelaySessionStats& stats, RelayRec
       own_ssrc_(core::random_u32()),
       rtcp_buffer_(kRtcpBufferBytes),
       nack_list_(rtp::kNackEventCapacity),
-      receiver_stats_(kVideoClockHz),
+      video_({kVideoClockHz, relay_jitter_config(), &starts_access_unit}, store_),
       sink_(std::make_unique<Sink>(*this)),
       recovered_(std::make_unique<RecoveredPackets>()),
       frame_buffers_(config.frame_buffers),
@@ -101,8 +101,10 @@ void RelayReceiver::on_rtp(std::span<uint8_t> plain, uint64_t epoch_ordinal, uin
     return;
   }
   uint32_t abs_send_time = 0;
-  if (rtp::read_abs_send_time(view, abs_send_time))
-    estimator_.on_packet(now_ns, abs_send_time, uint32_t(plain.size() + kSrtpTrailerBytes));
+  video_.on_arrival(
+      now_ns,
+      rtp::read_abs_send_time(view, abs_send_time) ? std::optional(abs_send_time) : std::nullopt,
+      uint32_t(plain.size() + kSrtpTrailerBytes));
   count(stats_.packets_received);
   RecoveredPackets& recovered = *recovered_;
   recovered.count = 0;
@@ -125,14 +127,14 @@ void RelayReceiver::on_rtp(std::span<uint8_t> plain, uint64_t epoch_ordinal, uin
       break;
     }
     case kFecPayloadType:
-      if (!media_ssrc_known_) return;
+      if (!video_.knows_sender()) return;
       fec_decoder_.add_repair(view.payload, now_ns, recovered);
       break;
     case kRtxPayloadType: {
-      if (!media_ssrc_known_) return;
+      if (!video_.knows_sender()) return;
       uint8_t original[transport::PacketStore::kPacketBytes];
       size_t original_size = 0;
-      if (rtp::restore_original(view, kMediaPayloadType, peer_media_ssrc_, original,
+      if (rtp::restore_original(view, kMediaPayloadType, video_.sender_ssrc(), original,
                                 &original_size) != rtp::RtxError::kOk) {
         count(stats_.rtp_refused);
         return;
@@ -180,12 +182,8 @@ void RelayReceiver::on_rtcp(const RelayRtcp& rtcp, uint64_t epoch_ordinal, uint6
     count(stats_.rtcp_refused);
     return;
   }
-  if (rtcp.sr) {
-    receiver_stats_.on_sender_report(rtcp.sr->info.ntp_timestamp, now_ns);
-    if (skew_.on_sender_report(jitter::ntp_to_ns(rtcp.sr->info.ntp_timestamp),
-                               rtcp.sr->info.rtp_timestamp, now_ns))
-      jitter_.set_local_ns_per_tick(skew_.local_ns_per_tick());
-  }
+  if (rtcp.sr)
+    video_.on_sender_report(rtcp.sr->info.ntp_timestamp, rtcp.sr->info.rtp_timestamp, now_ns);
   if (rtcp.description) on_description(*rtcp.description);
   if (rtcp.description && rtcp.sr) {
     described_by_ssrc_ = rtcp.sr->sender_ssrc;
@@ -202,7 +200,7 @@ void RelayReceiver::on_rtcp(const RelayRtcp& rtcp, uint64_t epoch_ordinal, uint6
   if ((rtcp.bye || undescribed) && peer_described_) {
     // The sender sent its last packets before its BYE: whatever is complete goes out before the
     // stream closes (what is not, never will be).
-    jitter_.advance(UINT64_MAX, *sink_);
+    video_.advance(UINT64_MAX, *sink_);
     peer_described_ = false;
     transport::FromTransport m;
     m.kind = transport::FromTransport::Kind::kPeerEnded;
@@ -211,12 +209,7 @@ void RelayReceiver::on_rtcp(const RelayRtcp& rtcp, uint64_t epoch_ordinal, uint6
 }
 
 void RelayReceiver::on_description(const StreamDescription& d) {
-  if (d.rtt_100us) {
-    rtt_ns_ = uint64_t(d.rtt_100us) * 100'000;
-    have_rtt_ = true;
-    jitter_.set_rtt(rtt_ns_);
-    estimator_.set_rtt(rtt_ns_);
-  }
+  if (d.rtt_100us) video_.set_rtt(uint64_t(d.rtt_100us) * 100'000);
   if (peer_described_ && d.name_view() == peer_description_.name_view() &&
       d.format == peer_description_.format && d.width == peer_description_.width &&
       d.height == peer_description_.height)
@@ -236,68 +229,33 @@ void RelayReceiver::on_description(const StreamDescription& d) {
 }
 
 bool RelayReceiver::accept_sender_ssrc(uint32_t ssrc, uint64_t ordinal, uint64_t now_ns) {
-  if (!media_ssrc_known_) {
-    media_ssrc_known_ = true;
-    peer_media_ssrc_ = ssrc;
+  if (!video_.knows_sender()) {
     peer_ssrc_ordinal_ = ordinal;
+    video_.start_sender(ssrc, now_ns, *sink_);
     fec_decoder_.reset(ssrc);
     return true;
   }
-  if (ssrc == peer_media_ssrc_) return true;
+  if (ssrc == video_.sender_ssrc()) return true;
   // A new SSRC: a sender that restarted picks new random ones (RFC 3550 8.1). It is that only
   // under an epoch newer than the one the current SSRC was learned under, i.e. from a handshake
   // completed since with the peer's certificate; the old sender's packets in flight under the
   // old keys are refused, not taken for another restart.
   if (ordinal <= peer_ssrc_ordinal_) return false;
   peer_ssrc_ordinal_ = ordinal;
-  restart_sender(ssrc, now_ns);
-  return true;
-}
-
-void RelayReceiver::restart_sender(uint32_t ssrc, uint64_t now_ns) {
-  count(stats_.peer_restarts);
-  // The old sender's frames: the complete ones go out, the rest are dropped (their packets go
-  // back to the store); then every per-sender state starts over, as for a first sender. The
-  // stream description stays: if the new sender describes the same stream (name, format,
+  // The stream description stays: if the new sender describes the same stream (name, format,
   // size), its frames go on into the same local stream and its consumers see no change.
-  // Control plane: this allocates (once per restart, not per packet).
-  jitter_.advance(now_ns + 3'600'000'000'000ull, *sink_);
-  jitter_ = jitter::JitterBuffer(relay_jitter_config());
-  nack_ = jitter::NackScheduler();
-  skew_ = jitter::ClockSkewEstimator();
-  receiver_stats_ = rtp::ReceiverStatistics(kVideoClockHz);
-  estimator_ = congestion::DelayBasedEstimator();
-  if (have_rtt_) {
-    jitter_.set_rtt(rtt_ns_);
-    estimator_.set_rtt(rtt_ns_);
-  }
-  peer_media_ssrc_ = ssrc;
+  count(stats_.peer_restarts);
+  video_.start_sender(ssrc, now_ns, *sink_);
   fec_decoder_.reset(ssrc);
   lost_since_delivery_ = true;  // a new sender's stream: its own chain of references
+  return true;
 }
 
 bool RelayReceiver::accept_media(const rtp::RtpPacketView& view, std::span<const uint8_t> packet,
                                  bool repaired, uint64_t now_ns) {
-  if (!repaired) receiver_stats_.on_packet(view.sequence, view.timestamp, now_ns);
-  const uint32_t h = store_.take();
-  if (h == transport::PacketStore::kNone) {
-    count(stats_.no_packet_buffer);
-    return false;
-  }
-  std::memcpy(store_.room(h).data(), packet.data(), packet.size());
-  store_.set_size(h, packet.size());
-  jitter::PacketIn in;
-  in.sequence = view.sequence;
-  in.rtp_timestamp = view.timestamp;
-  in.marker = view.marker;
-  in.starts_frame = starts_access_unit(view.payload);
-  in.repaired = repaired;
-  in.arrival_ns = now_ns;
-  in.handle = h;
-  in.length = uint32_t(packet.size());
-  const bool accepted = jitter_.insert(in, now_ns, *sink_) == jitter::InsertResult::kAccepted;
-  if (!accepted) store_.give_back(h);
-  nack_.on_packet(jitter_.last_extended_sequence(), now_ns, repaired);
+  bool no_buffer = false;
+  const bool accepted = video_.accept(view, packet, repaired, now_ns, *sink_, no_buffer);
+  if (no_buffer) count(stats_.no_packet_buffer);
   return accepted;
 }
 
@@ -376,39 +334,41 @@ void RelayReceiver::send_feedback(uint64_t now_ns, bool due_only) {
   rtp::RtcpWriter w({rtcp_buffer_.data(), kRtcpBytes});
   std::array<rtp::ReportBlock, 1> blocks;
   size_t block_count = 0;
-  if (media_ssrc_known_ && receiver_stats_.valid()) {
-    blocks[0] = receiver_stats_.make_report_block(peer_media_ssrc_, now_ns);
+  if (const auto block = video_.report_block(now_ns)) {
+    blocks[0] = *block;
     block_count = 1;
     // The path's loss, smoothed over reports (each covers ~100 ms): what decides whether
     // NACKs go twice.
     receive_loss_ += 0.1 * (blocks[0].fraction_lost / 256.0 - receive_loss_);
   }
   w.add_receiver_report(own_ssrc_, std::span(blocks.data(), block_count));
-  const size_t lost = nack_.collect(now_ns, rtt_ns_, jitter_, nack_list_);
-  if (lost > 0 && media_ssrc_known_) {
-    w.add_nack(own_ssrc_, peer_media_ssrc_, std::span(nack_list_.data(), lost));
+  const bool known = video_.knows_sender();
+  const uint32_t sender = video_.sender_ssrc();
+  const size_t lost = video_.collect_nacks(now_ns, nack_list_);
+  if (lost > 0 && known) {
+    w.add_nack(own_ssrc_, sender, std::span(nack_list_.data(), lost));
     count(stats_.nacks_sent);
   }
   bool urgent = lost > 0;
-  if (auto remb = estimator_.take_remb(now_ns)) {
-    const uint32_t ssrcs[] = {peer_media_ssrc_};
+  if (auto remb = video_.take_remb(now_ns)) {
+    const uint32_t ssrcs[] = {sender};
     urgent |= w.add_remb(own_ssrc_, *remb, ssrcs);
   }
-  const bool keyframe = jitter_.take_keyframe_request() || keyframe_wanted_;
-  if (keyframe && media_ssrc_known_) {
-    urgent |= w.add_pli(own_ssrc_, peer_media_ssrc_);
+  const bool keyframe = video_.take_keyframe_request() || keyframe_wanted_;
+  if (keyframe && known) {
+    urgent |= w.add_pli(own_ssrc_, sender);
     keyframe_wanted_ = false;
     count(stats_.keyframe_requests);
   }
   // Between the periodic reports, a packet goes only for what cannot wait: NACKs, a REMB the
   // estimator wants out (a drop goes at once), a key frame request.
-  if (lost > 0 && media_ssrc_known_ && receive_loss_ >= kRedundantRepairLoss) {
+  if (lost > 0 && known && receive_loss_ >= kRedundantRepairLoss) {
     // The NACK alone once more, out of this one's loss burst: behind an empty RR (a report
     // block sent again later would skew the sender's round trip), without the PLI or REMB.
     // Kept plain: send_rtcp protects in place.
     rtp::RtcpWriter repeat({nack_repeat_.data(), kRtcpBytes});
     repeat.add_receiver_report(own_ssrc_, {});
-    repeat.add_nack(own_ssrc_, peer_media_ssrc_, std::span(nack_list_.data(), lost));
+    repeat.add_nack(own_ssrc_, sender, std::span(nack_list_.data(), lost));
     nack_repeat_size_ = repeat.size();
     nack_repeat_due_ns_ = now_ns + kSecondCopyDelayNs;
   }
@@ -419,10 +379,10 @@ void RelayReceiver::send_feedback(uint64_t now_ns, bool due_only) {
 void RelayReceiver::on_timer(uint64_t now_ns) {
   if (path_.connected()) {
     if (audio_receiver_) audio_receiver_->poll(now_ns, transport::wall_clock_ntp_ns());
-    jitter_.advance(now_ns, *sink_);
+    video_.advance(now_ns, *sink_);
     fec_decoder_.expire(now_ns);
-    if (now_ns >= next_feedback_ns_ || nack_.next_wakeup_ns(rtt_ns_) <= now_ns ||
-        estimator_.next_remb_ns() <= now_ns)
+    if (now_ns >= next_feedback_ns_ || video_.next_nack_ns() <= now_ns ||
+        video_.next_remb_ns() <= now_ns)
       send_feedback(now_ns, now_ns < next_feedback_ns_);
     if (now_ns >= nack_repeat_due_ns_) {
       nack_repeat_due_ns_ = UINT64_MAX;
@@ -436,8 +396,7 @@ void RelayReceiver::on_timer(uint64_t now_ns) {
 
 uint64_t RelayReceiver::next_wakeup_ns(uint64_t next) const {
   if (!path_.connected()) return next;
-  next = std::min({next, jitter_.next_wakeup_ns(), nack_.next_wakeup_ns(rtt_ns_),
-                   estimator_.next_remb_ns(), next_feedback_ns_, nack_repeat_due_ns_});
+  next = std::min({next, video_.next_wakeup_ns(), next_feedback_ns_, nack_repeat_due_ns_});
   if (audio_receiver_) next = std::min(next, audio_receiver_->next_wakeup_ns());
   return next;
 }
@@ -445,14 +404,15 @@ uint64_t RelayReceiver::next_wakeup_ns(uint64_t next) const {
 // The cores' own counters, copied into the session's figures.
 void RelayReceiver::publish(uint64_t) {
   using core::set;
-  set(stats_.originals_after_repair, jitter_.counters().originals_after_repair);
-  set(stats_.nack_requested, nack_.counters().requested);
-  set(stats_.nack_retried, nack_.counters().retried);
-  set(stats_.nack_given_up_deadline, nack_.counters().given_up_deadline);
-  set(stats_.nack_given_up_tries, nack_.counters().given_up_tries);
-  set(stats_.estimate_bps, estimator_.estimate_bps());
-  set(stats_.jitter_target_us, jitter_.counters().target_delay_ns / 1000);
-  set(stats_.skew_ppm_milli, int64_t(std::llround(skew_.skew_ppm() * 1000)));
+  const jitter::NackCounters& nack = video_.nack_counters();
+  set(stats_.originals_after_repair, video_.jitter_counters().originals_after_repair);
+  set(stats_.nack_requested, nack.requested);
+  set(stats_.nack_retried, nack.retried);
+  set(stats_.nack_given_up_deadline, nack.given_up_deadline);
+  set(stats_.nack_given_up_tries, nack.given_up_tries);
+  set(stats_.estimate_bps, video_.estimate_bps());
+  set(stats_.jitter_target_us, video_.jitter_counters().target_delay_ns / 1000);
+  set(stats_.skew_ppm_milli, int64_t(std::llround(video_.skew_ppm() * 1000)));
   RelayAudioStats& a = stats_.audio;
   if (!audio_receiver_) {
     set(a.packets_refused, audio_refused_);

@@ -13,16 +13,13 @@
 #include <vector>
 
 #include "audio/capture_ring.h"
-#include "congestion/delay_based_estimator.h"
 #include "fec/decoder.h"
-#include "jitter/clock_skew.h"
 #include "jitter/jitter_buffer.h"
-#include "jitter/nack_scheduler.h"
 #include "relay/relay_audio.h"
 #include "relay/relay_path.h"
 #include "relay/relay_stats.h"
 #include "rtp/h264_depacketizer.h"
-#include "rtp/receiver_statistics.h"
+#include "rtp_media/receive_stream.h"
 #include "transport/packet_store.h"
 
 namespace syncd::relay {
@@ -62,8 +59,8 @@ class RelayReceiver {
   // Our SSRC, the one the reports are sent from.
   uint32_t own_ssrc() const { return own_ssrc_; }
   // The round trip the sender described, when it has.
-  bool have_rtt() const { return have_rtt_; }
-  uint64_t rtt_ns() const { return rtt_ns_; }
+  bool have_rtt() const { return video_.have_rtt(); }
+  uint64_t rtt_ns() const { return video_.rtt_ns(); }
 
  private:
   class Sink;
@@ -75,9 +72,8 @@ class RelayReceiver {
                     uint64_t now_ns);
   // Whether `ssrc`, authenticated under an epoch of local ordinal `ordinal`, is the sender's. A
   // new SSRC under an epoch newer than the one the current SSRC was learned under is a restarted
-  // sender: the receive pipeline starts over for it (restart_sender). Else a new SSRC is foreign.
+  // sender: the receive pipeline starts over for it. Else a new SSRC is foreign.
   bool accept_sender_ssrc(uint32_t ssrc, uint64_t ordinal, uint64_t now_ns);
-  void restart_sender(uint32_t ssrc, uint64_t now_ns);
   void on_description(const StreamDescription& d);
   // due_only: called between periodic reports; sends only if something cannot wait.
   void send_feedback(uint64_t now_ns, bool due_only);
@@ -91,17 +87,11 @@ class RelayReceiver {
   uint32_t own_ssrc_;
   std::vector<uint8_t> rtcp_buffer_;
   std::vector<uint16_t> nack_list_;
-  uint64_t rtt_ns_ = 50'000'000;
-  bool have_rtt_ = false;
-  bool media_ssrc_known_ = false;
-  uint32_t peer_media_ssrc_ = 0;
-  uint64_t peer_ssrc_ordinal_ = 0;  // the local ordinal of the epoch it was learned under
-  rtp::ReceiverStatistics receiver_stats_;
-  congestion::DelayBasedEstimator estimator_;
+  uint64_t peer_ssrc_ordinal_ = 0;  // the local ordinal of the epoch the sender's SSRC came under
+  // The sender's video: SSRC, jitter buffer, NACK schedule, report statistics, clock skew and
+  // delay-based estimate (rtp_media/receive_stream.h).
+  rtp_media::ReceiveStream video_;
   fec::Decoder fec_decoder_;
-  jitter::JitterBuffer jitter_{relay_jitter_config()};
-  jitter::NackScheduler nack_;
-  jitter::ClockSkewEstimator skew_;
   rtp::H264Depacketizer depacketizer_;
   std::unique_ptr<Sink> sink_;
   std::unique_ptr<RecoveredPackets> recovered_;  // what one datagram's FEC rebuilt

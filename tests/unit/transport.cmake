@@ -10,6 +10,7 @@ add_executable(egress_tests ${SYNC_ROOT}/tests/unit/encode_ladder_test.cpp
 target_link_libraries(egress_tests PRIVATE sync_egress sync_video_codec GTest::gtest_main)
 add_test(NAME egress_tests COMMAND egress_tests)
 
-add_executable(rtp_media_tests ${SYNC_ROOT}/tests/unit/send_stream_test.cpp)
+add_executable(rtp_media_tests ${SYNC_ROOT}/tests/unit/send_stream_test.cpp
+                               ${SYNC_ROOT}/tests/unit/receive_stream_test.cpp)
 target_link_libraries(rtp_media_tests PRIVATE sync_rtp_media GTest::gtest_main)
 add_test(NAME rtp_media_tests COMMAND rtp_media_tests)
