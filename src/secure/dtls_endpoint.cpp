@@ -194,6 +194,16 @@ uint32_t epoch_id_from_exported(std::span<const uint8_t, 4> exported) {
          exported[3];
 }
 
+const char* srtp_profile_name(SrtpProfile profile) {
+  switch (profile) {
+    case SrtpProfile::kAeadAes128Gcm:
+      return "aead_aes_128_gcm";
+    case SrtpProfile::kAes128CmSha1_80:
+      return "aes128_cm_sha1_80";
+  }
+  return "?";
+}
+
 SrtpKeyMaterial split_srtp_key_material(std::span<const uint8_t, 56> exported) {
   // RFC 5764 4.2: client_write_SRTP_master_key[16] | server_write_SRTP_master_key[16] |
   // client_write_SRTP_master_salt[12] | server_write_SRTP_master_salt[12] (RFC 7714 section 12:
@@ -206,6 +216,20 @@ SrtpKeyMaterial split_srtp_key_material(std::span<const uint8_t, 56> exported) {
   std::memcpy(material.server_write.salt.data(), p + 44, 12);
   return material;
 }
+
+namespace {
+const char* srtp_profile_list(DtlsConfig::SrtpProfiles profiles) {
+  switch (profiles) {
+    case DtlsConfig::SrtpProfiles::kGcmOrCm:
+      return "SRTP_AEAD_AES_128_GCM:SRTP_AES128_CM_SHA1_80";
+    case DtlsConfig::SrtpProfiles::kCmOnly:
+      return "SRTP_AES128_CM_SHA1_80";
+    case DtlsConfig::SrtpProfiles::kGcm:
+      break;
+  }
+  return "SRTP_AEAD_AES_128_GCM";
+}
+}  // namespace
 
 DtlsContext::DtlsContext(const Identity& identity, DtlsConfig config) : config_(config) {
   rotate_cookie_secret();
@@ -221,9 +245,10 @@ DtlsContext::DtlsContext(const Identity& identity, DtlsConfig config) : config_(
             SSL_CTX_use_certificate(ctx, identity.certificate.get()) == 1 &&
             SSL_CTX_use_PrivateKey(ctx, identity.key.get()) == 1 &&
             SSL_CTX_check_private_key(ctx) == 1 &&
-            // RFC 5764 4.1.2: offer (client) and accept (server) only RFC 7714's AES-128-GCM.
-            // (This call returns 0 on success.)
-            SSL_CTX_set_tlsext_use_srtp(ctx, "SRTP_AEAD_AES_128_GCM") == 0;
+            // RFC 5764 4.1.2: offer (client) and accept (server) RFC 7714's AES-128-GCM, and
+            // for WebRTC peers without it RFC 3711's AES-CM with an 80-bit HMAC-SHA1 tag; a
+            // server takes the first of ours the client offers. (This call returns 0 on success.)
+            SSL_CTX_set_tlsext_use_srtp(ctx, srtp_profile_list(config.srtp_profiles)) == 0;
   if (!ok) {
     SSL_CTX_free(ctx);
     return;
@@ -301,13 +326,28 @@ DtlsEvent DtlsEndpoint::finish_handshake() {
     return fail(DtlsFailure::kFingerprintMismatch);
   }
   SRTP_PROTECTION_PROFILE* profile = SSL_get_selected_srtp_profile(ssl_);
-  if (!profile || profile->id != SRTP_AEAD_AES_128_GCM) return fail(DtlsFailure::kNoSrtpProfile);
+  const bool gcm = profile && profile->id == SRTP_AEAD_AES_128_GCM;
+  const bool cm = profile && profile->id == SRTP_AES128_CM_SHA1_80 &&
+                  context_.config().srtp_profiles != DtlsConfig::SrtpProfiles::kGcm;
+  if (!gcm && !cm) return fail(DtlsFailure::kNoSrtpProfile);
   static constexpr char kLabel[] = "EXTRACTOR-dtls_srtp";  // RFC 5764 section 4.2
-  std::array<uint8_t, 56> exported{};
-  if (SSL_export_keying_material(ssl_, exported.data(), exported.size(), kLabel, sizeof kLabel - 1,
-                                 nullptr, 0, 0) != 1)
+  // GCM: 2 x (16 + 12) octets; AES-CM: 2 x (16 + 14).
+  std::array<uint8_t, 60> exported{};
+  const size_t length = gcm ? 56 : 60;
+  if (SSL_export_keying_material(ssl_, exported.data(), length, kLabel, sizeof kLabel - 1, nullptr,
+                                 0, 0) != 1)
     return fail(DtlsFailure::kExportFailed);
-  keys_ = split_srtp_key_material(exported);
+  if (gcm) {
+    keys_ = split_srtp_key_material(std::span<const uint8_t, 56>(exported.data(), 56));
+  } else {
+    keys_ = SrtpKeyMaterial{};
+    keys_.profile = SrtpProfile::kAes128CmSha1_80;
+    const uint8_t* p = exported.data();
+    std::memcpy(keys_.client_write_cm.data(), p, 16);
+    std::memcpy(keys_.server_write_cm.data(), p + 16, 16);
+    std::memcpy(keys_.client_write_cm.data() + 16, p + 32, 14);
+    std::memcpy(keys_.server_write_cm.data() + 16, p + 46, 14);
+  }
   OPENSSL_cleanse(exported.data(), exported.size());
   // The epoch identity: a second export under our label (RFC 5705 section 4), no context. It is
   // not secret (it goes on the wire as the MKI) and reveals nothing of the SRTP keys: the

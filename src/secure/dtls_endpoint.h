@@ -32,9 +32,24 @@ struct SrtpMasterKey {
   bool operator==(const SrtpMasterKey&) const = default;
 };
 
+// The DTLS-SRTP protection profile a handshake chose (RFC 5764 4.1.2).
+enum class SrtpProfile : uint8_t {
+  kAeadAes128Gcm,    // SRTP_AEAD_AES_128_GCM (RFC 7714): the relay's, and browsers' first
+  kAes128CmSha1_80,  // SRTP_AES128_CM_SHA1_80 (RFC 3711): WebRTC peers that have no GCM
+};
+const char* srtp_profile_name(SrtpProfile profile);
+
+// An SRTP_AES128_CM_SHA1_80 master key and salt, key first (16 + 14 octets, RFC 3711 8.2), as
+// libsrtp2 takes them.
+using SrtpCmMasterKey = std::array<uint8_t, 30>;
+
 // The RFC 5764 section 4.2 split of the exporter output: client_write_SRTP_master_key,
 // server_write_SRTP_master_key, client_write_SRTP_master_salt, server_write_SRTP_master_salt.
 struct SrtpKeyMaterial {
+  SrtpProfile profile = SrtpProfile::kAeadAes128Gcm;
+  // kAes128CmSha1_80 only (the GCM keys below are then unused).
+  SrtpCmMasterKey client_write_cm{};
+  SrtpCmMasterKey server_write_cm{};
   SrtpMasterKey client_write;  // the client protects with this; the server unprotects with it
   SrtpMasterKey server_write;  // the server protects with this; the client unprotects with it
   // The key epoch's identity, the SRTP MKI of every packet under these keys (docs/wan.md "Key
@@ -115,6 +130,12 @@ struct DtlsConfig {
   uint32_t initial_retransmit_ms = 1000;
   // handle_timeout() calls without progress before the handshake is declared dead.
   uint32_t max_retransmits = 6;
+  // The SRTP profiles offered (client) and accepted (server), in our order of preference.
+  // kGcmOrCm: WebRTC peers, some of whose DTLS has no GCM profile (GStreamer's webrtcbin up to
+  // 1.22). The WAN relay keeps kGcm: its framing (the epoch as MKI) is GCM's. kCmOnly is what
+  // such a peer offers; tests stand in for one with it.
+  enum class SrtpProfiles : uint8_t { kGcm, kGcmOrCm, kCmOnly };
+  SrtpProfiles srtp_profiles = SrtpProfiles::kGcm;
 };
 
 // The shared parts: our identity and the cookie secret. Control plane; throws nothing. One per

@@ -6,14 +6,15 @@
 #include <mutex>
 
 namespace syncd::secure {
-namespace {
 
-// srtp_init() registers libsrtp's ciphers once per process; it is never undone (other sessions
-// may still be alive at exit).
-bool ensure_srtp_init() {
+bool ensure_libsrtp_initialized() {
+  // srtp_init() registers libsrtp's ciphers; a second call fails, so it is made once per
+  // process, here, and never undone (other sessions may still be alive at exit).
   static const bool ok = srtp_init() == srtp_err_status_ok;
   return ok;
 }
+
+namespace {
 
 constexpr size_t kRtpHeaderBytes = 12;  // RFC 3550 5.1, fixed part
 constexpr size_t kRtcpHeaderBytes = 8;  // RFC 3550 6.4.1: header and sender SSRC
@@ -67,7 +68,7 @@ void LibSrtpEpochs::remove(uint32_t epoch) {
 }
 
 bool LibSrtpEpochs::add(uint32_t epoch, const SrtpMasterKey& key, bool outbound) {
-  if (!ensure_srtp_init() || has(epoch)) return false;
+  if (!ensure_libsrtp_initialized() || has(epoch)) return false;
   Slot* free_slot = nullptr;
   for (Slot& slot : slots_)
     if (!slot.used) {

@@ -18,6 +18,9 @@ struct srtp_ctx_t_;
 
 namespace syncd::secure {
 
+// Initializes libsrtp2 once per process (every user of it calls this first). Any thread.
+bool ensure_libsrtp_initialized();
+
 // libsrtp sessions indexed by epoch; the common part of sender and receiver.
 class LibSrtpEpochs {
  public:

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <random>
 #include <set>
@@ -8,6 +9,7 @@
 
 #include "secure/dtls_associations.h"
 #include "secure/dtls_endpoint.h"
+#include "secure/webrtc_srtp.h"
 #include "secure_test_util.h"
 
 namespace syncd::secure {
@@ -47,6 +49,70 @@ TEST(SecureDtls, HandshakeInMemoryGivesBothSidesTheSameKeysCrosswise) {
   EXPECT_LE(pair.client->counters().largest_datagram_out, 1200u);
   EXPECT_LE(pair.server->counters().largest_datagram_out, 1200u);
   EXPECT_GT(pair.server->counters().largest_datagram_out, 0u);
+}
+
+// WebRTC peers (webrtc_srtp.h): GCM when both have it, AES-CM-SHA1-80 with a peer that has only
+// that, and nothing with a peer offering AES-CM to a GCM-only end (the relay's).
+TEST(SecureDtls, AWebRtcEndChoosesGcmFirstAndTakesAesCmFromAPeerWithoutGcm) {
+  using Profiles = DtlsConfig::SrtpProfiles;
+  auto config = [](Profiles p) {
+    DtlsConfig c;
+    c.srtp_profiles = p;
+    return c;
+  };
+  {
+    DtlsPair pair(config(Profiles::kGcmOrCm), config(Profiles::kGcmOrCm));
+    pair.client->start(0);
+    pair.pump();
+    ASSERT_TRUE(pair.connected());
+    EXPECT_EQ(pair.client->keys().profile, SrtpProfile::kAeadAes128Gcm);
+  }
+  {
+    DtlsPair pair(config(Profiles::kCmOnly), config(Profiles::kGcmOrCm));
+    pair.client->start(0);
+    pair.pump();
+    ASSERT_TRUE(pair.connected()) << to_string(pair.server->failure());
+    const SrtpKeyMaterial& c = pair.client->keys();
+    const SrtpKeyMaterial& s = pair.server->keys();
+    EXPECT_EQ(c.profile, SrtpProfile::kAes128CmSha1_80);
+    EXPECT_EQ(s.profile, SrtpProfile::kAes128CmSha1_80);
+    EXPECT_EQ(c.client_write_cm, s.client_write_cm);
+    EXPECT_EQ(c.server_write_cm, s.server_write_cm);
+    EXPECT_NE(c.client_write_cm, c.server_write_cm);
+    // Both directions' SRTP round-trip between the two ends (libsrtp2 under WebRtcSrtp).
+    WebRtcSrtp client_srtp, server_srtp;
+    ASSERT_TRUE(client_srtp.init(c, /*server=*/false));
+    ASSERT_TRUE(server_srtp.init(s, /*server=*/true));
+    uint8_t rtp[200] = {0x80, 96, 0x12, 0x34, 0, 0, 0, 1, 0xde, 0xad, 0xbe, 0xef};
+    for (size_t i = 12; i < 112; ++i) rtp[i] = uint8_t(i);
+    uint8_t sent[200];
+    std::memcpy(sent, rtp, sizeof rtp);
+    size_t size = 112;
+    ASSERT_EQ(server_srtp.protect_rtp(sent, size, sizeof sent), SrtpStatus::kOk);
+    EXPECT_EQ(size, 122u);  // the 80-bit tag
+    EXPECT_NE(std::memcmp(sent + 12, rtp + 12, 100), 0);
+    ASSERT_EQ(client_srtp.unprotect_rtp(sent, size), SrtpStatus::kOk);
+    EXPECT_EQ(size, 112u);
+    EXPECT_EQ(std::memcmp(sent, rtp, 112), 0);
+    // RTCP the other way (an empty RR), and a forged byte refused.
+    uint8_t rr[64] = {0x80, 201, 0, 1, 0, 0, 0, 2};
+    size = 8;
+    ASSERT_EQ(client_srtp.protect_rtcp(rr, size, sizeof rr), SrtpStatus::kOk);
+    EXPECT_EQ(size, 22u);  // E + index, tag
+    uint8_t forged[64];
+    std::memcpy(forged, rr, size);
+    forged[9] ^= 1;
+    size_t forged_size = size;
+    EXPECT_EQ(server_srtp.unprotect_rtcp(forged, forged_size), SrtpStatus::kAuthFailed);
+    ASSERT_EQ(server_srtp.unprotect_rtcp(rr, size), SrtpStatus::kOk);
+    EXPECT_EQ(size, 8u);
+  }
+  {
+    DtlsPair pair(config(Profiles::kCmOnly), config(Profiles::kGcm));
+    pair.client->start(0);
+    pair.pump();
+    EXPECT_FALSE(pair.connected());
+  }
 }
 
 TEST(SecureDtls, ServerAnswersTheFirstClientHelloWithHelloVerifyRequest) {

@@ -43,7 +43,11 @@ using Datagram = std::vector<uint8_t>;
 struct DtlsPair {
   explicit DtlsPair(DtlsConfig config = {}, const Fingerprint* client_expects = nullptr,
                     const Fingerprint* server_expects = nullptr)
-      : client_context(client_identity(), config), server_context(server_identity(), config) {
+      : DtlsPair(config, config, client_expects, server_expects) {}
+  DtlsPair(DtlsConfig client_config, DtlsConfig server_config,
+           const Fingerprint* client_expects = nullptr, const Fingerprint* server_expects = nullptr)
+      : client_context(client_identity(), client_config),
+        server_context(server_identity(), server_config) {
     client = std::make_unique<DtlsEndpoint>(
         client_context, DtlsRole::kClient,
         client_expects ? *client_expects : server_identity().fingerprint,
