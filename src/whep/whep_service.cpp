@@ -351,6 +351,9 @@ void WhepService::write_stats(nlohmann::json& out) const {
         {"state", whep_state_name(WhepState(v(s.state)))},
         {"age_ms", created ? (now - created) / 1'000'000 : 0},
         {"connect_ms", connected ? (connected - created) / 1'000'000 : 0},
+        {"srtp", connected ? nlohmann::json(
+                                 secure::srtp_profile_name(secure::SrtpProfile(v(s.srtp_profile))))
+                           : nlohmann::json(nullptr)},
         {"first_frame_ms", first ? (first - created) / 1'000'000 : 0},
         {"stun_requests", v(s.stun_requests)},
         {"stun_refused", v(s.stun_refused)},
@@ -397,6 +400,7 @@ void WhepService::write_stats(nlohmann::json& out) const {
                         {"keyframe_requests", v(t.keyframe_requests)},
                         {"foreign_datagrams", v(t.foreign_datagrams)},
                         {"stun_malformed", v(t.stun_malformed)},
+                        {"stun_indications", v(t.stun_indications)},
                         {"stun_unknown_user", v(t.stun_unknown_user)},
                         {"stun_unmatched", v(t.stun_unmatched)},
                         {"target_kbps", v(t.target_bps) / 1000},

@@ -113,7 +113,7 @@ WhepEnd WhepTransport::Session::on_dtls(std::span<const uint8_t> datagram, uint6
 void WhepTransport::Session::on_rtcp(std::span<uint8_t> datagram, uint64_t now_ns) {
   size_t size = datagram.size();
   if (state_ != WhepState::kConnected ||
-      receive_.unprotect_rtcp(datagram.data(), size) != secure::SrtpStatus::kOk) {
+      srtp_.unprotect_rtcp(datagram.data(), size) != secure::SrtpStatus::kOk) {
     count(stats_.rtcp_refused);
     return;
   }
@@ -146,7 +146,7 @@ bool WhepTransport::Session::send_frame(std::span<const uint8_t> access_unit, bo
     const uint32_t h = store_.take();
     uint8_t* packet = store_.room(h).data();
     size_t size = packetizer_.write_next(header, {packet, kPacketBytes});
-    if (size == 0 || send_.protect_rtp(packet, size, kPacketBytes) != secure::SrtpStatus::kOk) {
+    if (size == 0 || srtp_.protect_rtp(packet, size, kPacketBytes) != secure::SrtpStatus::kOk) {
       store_.give_back(h);  // the history keeps nothing for this sequence: a NACK finds none
       all_sent = false;
       continue;
@@ -185,7 +185,7 @@ void WhepTransport::Session::send_audio(const EncodedAudio& frame) {
   header.marker = frame.discontinuity;
   size_t size = rtp::write_rtp_packet(header, frame.opus, audio_packet_);
   if (size == 0 ||
-      send_.protect_rtp(audio_packet_, size, sizeof audio_packet_) != secure::SrtpStatus::kOk ||
+      srtp_.protect_rtp(audio_packet_, size, sizeof audio_packet_) != secure::SrtpStatus::kOk ||
       !send_raw({audio_packet_, size})) {
     count(stats_.audio_frames_dropped[size_t(WhepDrop::kSendFailed)]);
     return;
@@ -301,12 +301,11 @@ WhepEnd WhepTransport::Session::on_handshake_complete(uint64_t now_ns) {
   const secure::SrtpKeyMaterial& keys = dtls_.keys();
   // RFC 5764 4.2: each side protects with its own role's key and reads with the other's.
   const bool server = setup_->dtls_role == secure::DtlsRole::kServer;
-  if (!send_.init(0, server ? keys.server_write : keys.client_write, true, /*with_mki=*/false) ||
-      !receive_.init(0, server ? keys.client_write : keys.server_write, false,
-                     /*with_mki=*/false)) {
+  if (!srtp_.init(keys, server)) {
     stats_.dtls_failure.store(uint32_t(secure::DtlsFailure::kExportFailed), kRelaxed);
     return WhepEnd::kDtlsFailed;
   }
+  stats_.srtp_profile.store(uint32_t(keys.profile), kRelaxed);
   set_state(WhepState::kConnected);
   stats_.connected_ns.store(now_ns, kRelaxed);
   next_report_ns_ = now_ns;
@@ -332,7 +331,7 @@ bool WhepTransport::Session::send_raw(std::span<const uint8_t> datagram) {
 
 void WhepTransport::Session::send_rtcp(rtp::RtcpWriter& writer, uint8_t* buffer, size_t capacity) {
   size_t size = writer.size();
-  if (size == 0 || send_.protect_rtcp(buffer, size, capacity) != secure::SrtpStatus::kOk) return;
+  if (size == 0 || srtp_.protect_rtcp(buffer, size, capacity) != secure::SrtpStatus::kOk) return;
   send_raw({buffer, size});
 }
 

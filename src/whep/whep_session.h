@@ -21,6 +21,7 @@
 #include "rtp_media/send_stream.h"
 #include "secure/dtls_endpoint.h"
 #include "secure/srtp_aead.h"
+#include "secure/webrtc_srtp.h"
 #include "transport/packet_store.h"
 #include "whep/whep_transport.h"
 
@@ -107,8 +108,7 @@ class WhepTransport::Session final : public rtp::RtcpSink {
   std::unique_ptr<WhepSessionSetup> setup_;
   WhepSessionStats& stats_;
   secure::DtlsEndpoint dtls_;
-  secure::SrtpAeadContext send_;
-  secure::SrtpAeadContext receive_;
+  secure::WebRtcSrtp srtp_;  // both directions, under the profile the handshake chose
   rtp::H264Packetizer packetizer_;
   transport::PacketStore store_;  // the video's sent packets, protected
   rtp_media::SendStream video_;   // its clock, sequence numbers, history and report counts

@@ -96,7 +96,15 @@ webrtc::StunAddress stun_address(const sockaddr_storage& from) {
 
 WhepTransport::WhepTransport(WhepTransportConfig config, const secure::Identity& identity,
                              std::shared_ptr<audio::AudioTap> audio_tap)
-    : config_(config), dtls_context_(identity, config.dtls), target_bps_(config.max_bps) {
+    : config_(config),
+      // Browsers offer GCM first; other WebRTC stacks may have only AES-CM (webrtc_srtp.h).
+      dtls_context_(identity,
+                    [&] {
+                      secure::DtlsConfig c = config.dtls;
+                      c.srtp_profiles = secure::DtlsConfig::SrtpProfiles::kGcmOrCm;
+                      return c;
+                    }()),
+      target_bps_(config.max_bps) {
   counters_.target_bps.store(target_bps_, kRelaxed);
   if (audio_tap) audio_ = std::make_unique<WhepAudioEncoder>(std::move(audio_tap));
 }
@@ -140,6 +148,12 @@ void WhepTransport::on_datagram(std::span<uint8_t> datagram, const sockaddr_stor
 
 void WhepTransport::on_stun_response(std::span<uint8_t> datagram, const sockaddr_storage& from,
                                      uint64_t now_ns) {
+  // A Binding indication (RFC 8489 6.2.3, method 0x001 class indication: 0x0011) is a peer's
+  // keepalive (RFC 8445 11; libnice sends one): nothing to answer or read.
+  if (datagram.size() >= 20 && datagram[0] == 0x00 && datagram[1] == 0x11) {
+    count(counters_.stun_indications);
+    return;
+  }
   webrtc::StunBindingResponse response;
   if (webrtc::parse_stun_binding_response(datagram, response) != webrtc::StunError::kNone) {
     count(counters_.stun_malformed);

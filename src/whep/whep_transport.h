@@ -74,6 +74,7 @@ struct WhepSessionStats {
   std::atomic<uint32_t> state{0};         // WhepState
   std::atomic<uint32_t> end{0};           // WhepEnd
   std::atomic<uint32_t> dtls_failure{0};  // secure::DtlsFailure, when end is kDtlsFailed
+  std::atomic<uint32_t> srtp_profile{0};  // secure::SrtpProfile the handshake chose
   std::atomic<uint64_t> created_ns{0};
   std::atomic<uint64_t> connected_ns{0};    // DTLS complete
   std::atomic<uint64_t> first_frame_ns{0};  // the first access unit sent
@@ -152,7 +153,8 @@ struct WhepTransportCounters {
   std::atomic<uint64_t> sessions_started{0};
   std::atomic<uint64_t> sessions_ended{0};
   std::atomic<uint64_t> foreign_datagrams{0};  // from no session's address, and not STUN
-  std::atomic<uint64_t> stun_malformed{0};     // not a well-formed Binding request
+  std::atomic<uint64_t> stun_malformed{0};     // not a well-formed Binding request or response
+  std::atomic<uint64_t> stun_indications{0};   // Binding indications (keepalives), ignored
   std::atomic<uint64_t> stun_unknown_user{0};  // a ufrag no session has
   std::atomic<uint64_t> stun_unmatched{0};     // a response to no check of ours (or forged)
   std::atomic<uint64_t> keyframe_requests{0};  // asked of the encoder
