@@ -12,10 +12,12 @@ packages=(
   curl util-linux
   libboost-dev libwebsockets-dev
   libjack-jackd2-dev jackd2
-  chromium nodejs
+  chromium nodejs janus
   pipewire pipewire-bin wireplumber libpipewire-0.3-dev libspa-0.2-dev dbus-daemon
   gstreamer1.0-pipewire gstreamer1.0-tools gstreamer1.0-plugins-base python3-gst-1.0
   gir1.2-gstreamer-1.0 python3-gi
+  gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-nice gir1.2-gst-plugins-base-1.0
+  gir1.2-gst-plugins-bad-1.0
   xvfb xdg-desktop-portal xdg-desktop-portal-gtk libglib2.0-bin
   libsrtp2-dev libisal-dev x264 openssl iproute2 libopus-dev
   libx264-dev libavcodec-dev libavutil-dev zlib1g-dev
