@@ -32,7 +32,7 @@ const char* egress_drop_name(EgressDrop reason) {
 }
 
 EgressPublisher::EgressPublisher(transport::TransportThread& thread, std::string stream_name,
-                                uv_loop_t* loop, EncodeSettings encode, std::string name)
+                                 uv_loop_t* loop, EncodeSettings encode, std::string name)
     : thread_(thread),
       stream_name_(std::move(stream_name)),
       name_(std::move(name)),
@@ -295,6 +295,9 @@ void EgressPublisher::write_stream_stats(uint32_t stream_id, nlohmann::json& out
                       {"resize_failures", e.resize_failures},
                       {"steps_down", e.steps_down},
                       {"steps_up", e.steps_up},
+                      {"load_steps_down", e.load_steps_down},
+                      {"load_steps_up", e.load_steps_up},
+                      {"load", e.load_permille / 1000.0},
                       {"encode", telemetry::stage_json(e.encode)}};
   }
 }

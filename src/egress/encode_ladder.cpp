@@ -33,11 +33,11 @@ const EncodeTarget& EncodeLadder::on_estimate(uint64_t now_ns, uint64_t estimate
   const uint32_t kbps = uint32_t(std::clamp(share, double(config_.min_kbps),
                                             double(std::max(config_.min_kbps, config_.max_kbps))));
   target_.bitrate_kbps = kbps;
-  uint32_t step = target_.step;
+  uint32_t step = rate_step_;
   // Down as far as needed, at once: a rate drop is a queue building now.
   while (step + 1 < kSteps && kbps < need_kbps(step, config_.down_bits_per_pixel)) ++step;
-  if (step != target_.step) {
-    steps_down_ += step - target_.step;
+  if (step != rate_step_) {
+    steps_down_ += step - rate_step_;
     above_ = false;
   } else if (step > 0 && kbps >= need_kbps(step - 1, config_.up_bits_per_pixel)) {
     // Up one step once the rate has held above that step's need.
@@ -52,10 +52,45 @@ const EncodeTarget& EncodeLadder::on_estimate(uint64_t now_ns, uint64_t estimate
   } else {
     above_ = false;
   }
+  rate_step_ = step;
+  apply();
+  return target_;
+}
+
+const EncodeTarget& EncodeLadder::on_encoder_load(uint64_t now_ns, double load) {
+  // The load was measured at the size encoded then (the target's step).
+  const uint32_t measured = target_.step;
+  const bool held = load_stepped_ && now_ns - load_stepped_ns_ < config_.overload_hold_ns;
+  if (load >= config_.overload && !held) {
+    if (std::max(measured, load_step_) + 1 < kSteps) {
+      load_step_ = std::max(measured, load_step_) + 1;
+      ++load_steps_down_;
+      load_stepped_ = true;
+      load_stepped_ns_ = now_ns;
+    }
+    under_ = false;
+  } else if (load_step_ > 0 && measured == load_step_ &&
+             load * area(load_step_ - 1) / area(load_step_) < config_.underload) {
+    if (!under_) {
+      under_ = true;
+      under_since_ns_ = now_ns;
+    } else if (now_ns - under_since_ns_ >= config_.underload_hold_ns) {
+      --load_step_;
+      ++load_steps_up_;
+      under_ = false;
+    }
+  } else {
+    under_ = false;
+  }
+  apply();
+  return target_;
+}
+
+void EncodeLadder::apply() {
+  const uint32_t step = std::max(rate_step_, load_step_);
   target_.step = step;
   target_.width = widths_[step];
   target_.height = heights_[step];
-  return target_;
 }
 
 }  // namespace syncd::egress

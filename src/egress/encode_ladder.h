@@ -26,6 +26,16 @@ struct EncodeLadderConfig {
   double down_bits_per_pixel = 0.05;
   double up_bits_per_pixel = 0.07;
   uint64_t up_hold_ns = 2'000'000'000;
+  // The encoder's load: its worker's busy share of the wall clock over a window (encode time
+  // per frame times the frame rate; CPU contention included). At `overload` or more it cannot
+  // keep up with the source (frames wait, then are refused before it): one step down, and the
+  // next not before overload_hold_ns (the re-open and its IDR pass). One step back up once the
+  // load that step would have (this load times the area ratio) has stayed under `underload`
+  // for underload_hold_ns. Like the bandwidth steps, the larger of the two wins.
+  double overload = 0.85;
+  double underload = 0.6;
+  uint64_t overload_hold_ns = 1'000'000'000;
+  uint64_t underload_hold_ns = 5'000'000'000;
 };
 
 struct EncodeTarget {
@@ -43,22 +53,40 @@ class EncodeLadder {
 
   // The estimate changed (bit/s, the pacer's target). Returns the target from now on.
   const EncodeTarget& on_estimate(uint64_t now_ns, uint64_t estimate_bps);
+  // The encoder's load over the last window (see EncodeLadderConfig::overload), measured at the
+  // size it encoded then. Returns the target from now on.
+  const EncodeTarget& on_encoder_load(uint64_t now_ns, double load);
   const EncodeTarget& target() const { return target_; }
+  // The bandwidth's steps, and the encoder load's.
   uint64_t steps_down() const { return steps_down_; }
   uint64_t steps_up() const { return steps_up_; }
+  uint64_t load_steps_down() const { return load_steps_down_; }
+  uint64_t load_steps_up() const { return load_steps_up_; }
+  uint32_t load_step() const { return load_step_; }
 
  private:
   double need_kbps(uint32_t step, double bits_per_pixel) const;
+  double area(uint32_t step) const { return double(widths_[step]) * heights_[step]; }
+  // The target's step: the larger of the bandwidth's and the load's.
+  void apply();
 
   EncodeLadderConfig config_;
   double fps_;
   std::array<uint32_t, kSteps> widths_{};
   std::array<uint32_t, kSteps> heights_{};
   EncodeTarget target_;
+  uint32_t rate_step_ = 0;       // what the bandwidth allows
   uint64_t above_since_ns_ = 0;  // when the rate first stood above the next step's need
   bool above_ = false;
   uint64_t steps_down_ = 0;
   uint64_t steps_up_ = 0;
+  uint32_t load_step_ = 0;  // what the encoder's load allows
+  uint64_t load_stepped_ns_ = 0;
+  bool load_stepped_ = false;
+  uint64_t under_since_ns_ = 0;
+  bool under_ = false;
+  uint64_t load_steps_down_ = 0;
+  uint64_t load_steps_up_ = 0;
 };
 
 }  // namespace syncd::egress

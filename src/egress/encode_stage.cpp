@@ -124,14 +124,39 @@ void EncodeStage::request_keyframe(uint64_t) {
 }
 
 void EncodeStage::on_estimate(uint64_t now_ns, uint64_t estimate_bps) {
-  const EncodeTarget& t = ladder_.on_estimate(now_ns, estimate_bps);
+  follow(ladder_.on_estimate(now_ns, estimate_bps));
+}
+
+void EncodeStage::follow(const EncodeTarget& t) {
   counters_.width = t.width;  // the next job carries it; the worker re-opens on a change
   counters_.height = t.height;
   counters_.steps_down = ladder_.steps_down();
   counters_.steps_up = ladder_.steps_up();
+  counters_.load_steps_down = ladder_.load_steps_down();
+  counters_.load_steps_up = ladder_.load_steps_up();
   if (t.bitrate_kbps == counters_.bitrate_kbps) return;
   pending_bitrate_kbps_ = t.bitrate_kbps;
   counters_.bitrate_kbps = t.bitrate_kbps;
+}
+
+void EncodeStage::measure_load(uint64_t encode_ns, uint64_t now_ns) {
+  load_busy_ns_ += encode_ns;
+  if (load_window_start_ns_ == 0) {
+    load_window_start_ns_ = now_ns;
+    load_busy_ns_ = 0;
+    return;
+  }
+  const uint64_t elapsed = now_ns - load_window_start_ns_;
+  if (elapsed < kLoadWindowNs) return;
+  const double load = double(load_busy_ns_) / double(elapsed);
+  counters_.load_permille = uint32_t(std::min(load, 9.999) * 1000);
+  load_window_start_ns_ = now_ns;
+  load_busy_ns_ = 0;
+  const EncodeTarget& t = ladder_.on_encoder_load(now_ns, load);
+  counters_.width = t.width;
+  counters_.height = t.height;
+  counters_.load_steps_down = ladder_.load_steps_down();
+  counters_.load_steps_up = ladder_.load_steps_up();
 }
 
 void EncodeStage::encode_on_worker(Job& job, void* context) {
@@ -195,6 +220,7 @@ void EncodeStage::done_on_loop(Job& job, void* context) {
   frame.status = job.status;
   frame.keyframe = job.keyframe;
   self->counters_.encode.record(job.encode_ns);
+  self->measure_load(job.encode_ns, core::monotonic_ns());
   if (job.resized) ++self->counters_.resizes;
   if (job.resize_failed) ++self->counters_.resize_failures;
   if (job.status == video_codec::EncodeStatus::kOk) {

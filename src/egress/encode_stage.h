@@ -63,8 +63,11 @@ struct EncodeStageCounters {
   uint32_t height = 0;
   uint64_t resizes = 0;  // resolution steps the worker made
   uint64_t resize_failures = 0;
-  uint64_t steps_down = 0;  // the ladder's decisions (encode_ladder.h)
+  uint64_t steps_down = 0;  // the ladder's decisions (encode_ladder.h) for the bandwidth
   uint64_t steps_up = 0;
+  uint64_t load_steps_down = 0;  // and for the encoder's own load (it fell behind the source)
+  uint64_t load_steps_up = 0;
+  uint32_t load_permille = 0;  // the worker's busy share of the last window
   video_codec::EncodeStatus last_failure = video_codec::EncodeStatus::kOk;
   telemetry::StageStats encode;  // worker: conversion + encode, per frame
 };
@@ -148,6 +151,12 @@ class EncodeStage {
   video_codec::H264Encoder encoder_;  // the worker's
   bool open_failed_ = false;          // the worker's
   uint32_t worker_bitrate_kbps_ = 0;  // the worker's: what x264 was last configured with
+  // The encoder's load (EncodeLadder::on_encoder_load): worker time over loop time, per window.
+  static constexpr uint64_t kLoadWindowNs = 1'000'000'000;
+  uint64_t load_window_start_ns_ = 0;
+  uint64_t load_busy_ns_ = 0;
+  void measure_load(uint64_t encode_ns, uint64_t now_ns);
+  void follow(const EncodeTarget& target);
   // Room for the slots and the open at start() (a power of two, as the rings need).
   std::unique_ptr<core::WorkerHandoff<Job, 2 * kSlots>> worker_;
 };

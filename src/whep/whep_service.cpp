@@ -428,10 +428,17 @@ void WhepService::write_stats(nlohmann::json& out) const {
     }
     if (const egress::EncodeStage* enc = e->publisher->encoder()) {
       const egress::EncodeStageCounters& ec = enc->counters();
-      j["encoder"] = {{"submitted", ec.submitted}, {"encoded", ec.encoded},
-                      {"keyframes", ec.keyframes}, {"keyframes_forced", ec.keyframes_forced},
-                      {"failed", ec.failed},       {"bitrate_kbps", ec.bitrate_kbps},
-                      {"width", ec.width},         {"height", ec.height}};
+      j["encoder"] = {{"submitted", ec.submitted},
+                      {"encoded", ec.encoded},
+                      {"keyframes", ec.keyframes},
+                      {"keyframes_forced", ec.keyframes_forced},
+                      {"failed", ec.failed},
+                      {"bitrate_kbps", ec.bitrate_kbps},
+                      {"width", ec.width},
+                      {"height", ec.height},
+                      {"load", ec.load_permille / 1000.0},
+                      {"load_steps_down", ec.load_steps_down},
+                      {"load_steps_up", ec.load_steps_up}};
     }
     egresses.push_back(std::move(j));
   }

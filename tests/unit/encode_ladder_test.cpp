@@ -73,5 +73,30 @@ TEST(EncodeLadder, StepsKeepEvenSidesForAnySource) {
   EXPECT_EQ(t.height, 180u);
 }
 
+TEST(EncodeLadder, AnEncoderThatFallsBehindStepsDownAndComesBackWhenTheSmallerSizeHasRoom) {
+  EncodeLadder ladder(1920, 1080, 60);
+  constexpr uint64_t kS = 1'000'000'000;
+  EXPECT_EQ(ladder.target().height, 1080u);
+  // 1080p at 95 % of the wall clock: one step down (720p).
+  EXPECT_EQ(ladder.on_encoder_load(1 * kS, 0.95).height, 720u);
+  EXPECT_EQ(ladder.load_steps_down(), 1u);
+  // Still over within the hold (the re-open and its IDR): no second step yet.
+  EXPECT_EQ(ladder.on_encoder_load(1 * kS + 500'000'000, 0.9).height, 720u);
+  // Past it, 720p still at 90 %: 540p.
+  EXPECT_EQ(ladder.on_encoder_load(3 * kS, 0.9).height, 540u);
+  EXPECT_EQ(ladder.load_steps_down(), 2u);
+  // 540p at 40 %: 720p would be 40 % x 16/9 = 71 %, over 60 %: stay.
+  for (uint64_t t = 4; t < 12; ++t) EXPECT_EQ(ladder.on_encoder_load(t * kS, 0.4).height, 540u);
+  // At 30 % (53 % predicted) for 5 s: back to 720p; then 720p at 30 % predicts 68 % for 1080p.
+  uint64_t t = 12;
+  for (; t < 17; ++t) EXPECT_EQ(ladder.on_encoder_load(t * kS, 0.3).height, 540u) << t;
+  EXPECT_EQ(ladder.on_encoder_load(t * kS, 0.3).height, 720u);
+  EXPECT_EQ(ladder.load_steps_up(), 1u);
+  for (++t; t < 30; ++t) EXPECT_EQ(ladder.on_encoder_load(t * kS, 0.3).height, 720u);
+  // The bandwidth's step and the load's: the larger wins.
+  EXPECT_EQ(ladder.on_estimate(30 * kS, 2'000'000).height, 540u);  // 1.6 Mbit/s: 540p
+  EXPECT_EQ(ladder.load_step(), 1u);
+}
+
 }  // namespace
 }  // namespace syncd::egress

@@ -31,6 +31,7 @@ async function run(size) {
       const pattern = s.streams.find((x) => x.name === 'pattern');
       const { ticket } = await conn.createTicket(pattern.id);
       const pc = new RTCPeerConnection();
+      window.benchPc = pc;
       pc.addTransceiver('video', { direction: 'recvonly' });
       const video = document.createElement('video');
       video.muted = true; video.autoplay = true; video.playsInline = true;
@@ -53,11 +54,19 @@ async function run(size) {
     });
     await sleep(3000);  // settle: connected, the first IDR decoded, the jitter buffer at its target
     const s0 = await stats(syncd), c0 = await cpuSeconds(syncd.proc.pid);
+    const inbound = () => page.evaluate(async () => {
+      for (const r of (await window.benchPc.getStats()).values())
+        if (r.type === 'inbound-rtp' && r.kind === 'video')
+          return { received: r.framesReceived, decoded: r.framesDecoded, dropped: r.framesDropped };
+      return {};
+    });
+    const i0 = await inbound();
     const p0 = await page.evaluate(() => window.bench.frames);
     const t0 = performance.now();
     await sleep(SECONDS * 1000);
     const s1 = await stats(syncd), c1 = await cpuSeconds(syncd.proc.pid);
     const b = await page.evaluate(() => window.bench);
+    const i1 = await inbound();
     const secs = (performance.now() - t0) / 1000;
     const produced = (s1.source.frames_produced - s0.source.frames_produced) / secs;
     const shown = (b.frames - p0) / secs;
@@ -70,10 +79,16 @@ async function run(size) {
     })();
     return {
       size, produced_fps: produced, shown_fps: shown, ratio: shown / produced,
+      // Chromium's own counts over the window (getStats inbound-rtp): received whole, decoded,
+      // and dropped before the compositor.
+      received_fps: (i1.received - i0.received) / secs,
+      decoded_fps: (i1.decoded - i0.decoded) / secs,
+      chromium_dropped: i1.dropped - i0.dropped,
       first_frame_ms: b.first, shown_size: `${b.width}x${b.height}`,
       encode_ms: encodeMs, syncd_cpu: (c1 - c0) / secs,
       frames_sent: session?.frames_sent, dropped: session?.frames_dropped,
       publisher: egress?.publisher,
+      encoder: egress?.encoder,
     };
   } finally {
     await browser.close();
@@ -83,9 +98,9 @@ async function run(size) {
 
 const rows = [];
 for (const size of SIZES) rows.push(await run(size));
-console.log('| size | source fps | shown fps | shown / source | first frame ms | encode ms/frame | syncd CPU (cores) |');
-console.log('|---|---|---|---|---|---|---|');
+console.log('| size | source fps | shown fps | shown / source | shown size | first frame ms | encode ms/frame | encoder load, load steps down | syncd CPU (cores) |');
+console.log('|---|---|---|---|---|---|---|---|---|');
 for (const r of rows) {
-  console.log(`| ${r.size} | ${r.produced_fps.toFixed(1)} | ${r.shown_fps.toFixed(1)} | ${r.ratio.toFixed(3)} | ${r.first_frame_ms?.toFixed(0)} | ${r.encode_ms?.toFixed(2) ?? '?'} | ${r.syncd_cpu.toFixed(2)} |`);
+  console.log(`| ${r.size} | ${r.produced_fps.toFixed(1)} | ${r.shown_fps.toFixed(1)} | ${r.ratio.toFixed(3)} | ${r.shown_size} | ${r.first_frame_ms?.toFixed(0)} | ${r.encode_ms?.toFixed(2) ?? '?'} | ${r.encoder?.load ?? '?'}, ${r.encoder?.load_steps_down ?? '?'} | ${r.syncd_cpu.toFixed(2)} |`);
 }
 console.log(JSON.stringify(rows, null, 1));
