@@ -80,6 +80,10 @@ class Pacer {
   // when drain_within_ns says it must).
   void set_target_rate(uint64_t target_bps);
   uint64_t pacing_bps() const { return pacing_bps_; }
+  // The bucket's depth (PacerConfig::burst_ns) from now on: a sender may let whole frames out
+  // at once on a clean path and spread them again when the path drops packets.
+  void set_burst_ns(uint64_t burst_ns) { config_.burst_ns = burst_ns; }
+  uint64_t burst_ns() const { return config_.burst_ns; }
 
   EnqueueResult enqueue(uint64_t now_ns, uint64_t id, uint32_t size_bytes);
 

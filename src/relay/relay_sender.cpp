@@ -329,6 +329,8 @@ void RelaySender::on_rtcp(const RelayRtcp& rtcp, uint64_t now_ns) {
     if (audio_sender_) audio_sender_->on_path_loss(rtcp.block->fraction_lost);
   }
   pacer_.set_target_rate(rate_.target_bps());
+  pacer_.set_burst_ns(loss_.estimate().loss_fraction < kBurstLossLimit ? kCleanBurstNs
+                                                                       : kLossyBurstNs);
   report_target_rate(now_ns);
   if (rtcp.pli) {
     // The receiver's decoder waits for an IDR; only an encoder can make one (the egress

@@ -101,9 +101,21 @@ class RelaySender {
   // estimate is below the stream's rate: the relayed stream's bit rate is the producer's, so a
   // lower pacing rate would only queue it here until it expired (measured: a 19 Mbit/s stream
   // against the 8 Mbit/s start estimate lost frames and reached 170 ms for 5 s).
+  //
+  // On a clean path a frame's packets leave together when the pacer has been idle: credit for
+  // half a frame interval at 60 fps (kCleanBurstNs: 8 ms at 2.5 x the target, a whole P-frame
+  // at the encoder's share) instead of 2 ms, which spread a 720p frame over 3.2 ms on average,
+  // all of it glass-to-glass latency (measured at 1 % loss, 20 +/- 5 ms: p50 41.2 -> 35.0 ms).
+  // Once the path drops kBurstLossLimit or more, frames are spread again (kLossyBurstNs): bursts
+  // into a policer's bucket cost it (measured under a 10 Mbit/s policer, 8 ms throughout: 90 %
+  // of frames shown during the cap, the target over it 38 % of the time; 2 ms: 94 %, 9 %).
+  static constexpr uint64_t kCleanBurstNs = 8'000'000;
+  static constexpr uint64_t kLossyBurstNs = 2'000'000;
+  static constexpr double kBurstLossLimit = 0.02;
   congestion::Pacer pacer_{[] {
     congestion::PacerConfig c;
     c.drain_within_ns = 33'000'000;
+    c.burst_ns = kLossyBurstNs;  // until the receiver's reports say the path is clean
     return c;
   }()};
   // A second copy of a retransmission goes only under 10 % loss: more is congestion (a cap, a
