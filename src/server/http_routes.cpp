@@ -79,6 +79,18 @@ bool parse_uint(std::string_view text, uint64_t& out) {
 
 }  // namespace
 
+bool path_matches(std::string_view pattern, std::string_view path) {
+  for (;;) {
+    const size_t p = pattern.find('/'), q = path.find('/');
+    const std::string_view want = pattern.substr(0, p), have = path.substr(0, q);
+    if (want == "*" ? have.empty() : want != have) return false;
+    if (p == std::string_view::npos || q == std::string_view::npos)
+      return p == std::string_view::npos && q == std::string_view::npos;
+    pattern.remove_prefix(p + 1);
+    path.remove_prefix(q + 1);
+  }
+}
+
 bool origin_allowed(std::string_view origin, const std::vector<std::string>& allowed) {
   return http::origin_allowed(origin, allowed);
 }
@@ -90,10 +102,10 @@ HttpRoutes::HttpRoutes(Services services) : s_(std::move(services)) {
       {"GET", "/stats", &HttpRoutes::stats},
       {"GET", "/metrics", &HttpRoutes::metrics},
       {"GET", "/events/frames", &HttpRoutes::frame_events},
-      {"POST", "/streams/", &HttpRoutes::stream_credit},
-      {"GET", "/streams/", &HttpRoutes::stream_receive},
-      {"POST", "/whep/", &HttpRoutes::whep_offer},
-      {"DELETE", "/whep/", &HttpRoutes::whep_delete},
+      {"POST", "/streams/*/credit", &HttpRoutes::stream_credit},
+      {"GET", "/streams/*", &HttpRoutes::stream_receive},
+      {"POST", "/whep/*", &HttpRoutes::whep_offer},
+      {"DELETE", "/whep/*/*", &HttpRoutes::whep_delete},
   };
 }
 
@@ -113,8 +125,7 @@ void HttpRoutes::handle(Connection& c, const http::Request& request, char* rest,
   const std::string_view path = request.path();
   std::string allow;
   for (const Route& route : routes_) {
-    const bool prefix = route.path.back() == '/';
-    if (prefix ? path.substr(0, route.path.size()) != route.path : path != route.path) continue;
+    if (!path_matches(route.path, path)) continue;
     if (request.method == route.method) {
       (this->*route.handler)(c, request, rest, rest_size);
       return;
@@ -185,6 +196,8 @@ void HttpRoutes::preflight(Connection& c, const http::Request& r) {
                     http::cors_origin_allowed(r.header("origin"), s_.config.allowed_origins,
                                               s_.config.cors_loopback);
   if (!cors || !(method == "GET" || method == "POST" || method == "DELETE") || !headers_ok) {
+    // A refusal approves nothing: no Access-Control-Allow-* at all (docs/security.md).
+    c.set_response_headers({});
     ++s_.counters.cors_preflight_refused;
     c.send_http(403, "text/plain", "cross-origin request not allowed\n");
     return;
@@ -275,14 +288,6 @@ void HttpRoutes::stream_receive(Connection& c, const http::Request& r, char*, si
 }
 
 void HttpRoutes::stream_credit(Connection& c, const http::Request& r, char*, size_t) {
-  constexpr std::string_view kCredit = "/credit";
-  const std::string_view path = r.path();
-  if (path.size() <= sizeof("/streams/") - 1 + kCredit.size() ||
-      path.substr(path.size() - kCredit.size()) != kCredit) {
-    ++s_.counters.http_method_not_allowed;
-    c.send_http(405, "text/plain", "method not allowed\n", "Allow: GET\r\n");
-    return;
-  }
   // A state change needs a request a foreign page cannot make without a CORS preflight, which
   // syncd never approves: an allowed Origin (browsers send one on every POST), or, from a
   // native client that sends no Origin, the non-safelisted header Sync-Client.

@@ -36,6 +36,8 @@ struct ServerCounters;
 
 // Whether an Origin header value is loopback or listed in `allowed` (http::origin_allowed).
 // Pure; any thread.
+// Whether `path` has the shape of a route's `pattern` ("*": any one non-empty segment).
+bool path_matches(std::string_view pattern, std::string_view path);
 bool origin_allowed(std::string_view origin, const std::vector<std::string>& allowed);
 
 class HttpRoutes {
@@ -64,7 +66,9 @@ class HttpRoutes {
   using Handler = void (HttpRoutes::*)(Connection&, const http::Request&, char*, size_t);
   struct Route {
     std::string_view method;
-    std::string_view path;  // exact, or a prefix when it ends in '/'
+    // Segment by segment: "*" matches any one non-empty segment, anything else itself, so a
+    // resource's Allow (405) names only the methods of that resource's shape.
+    std::string_view path;
     Handler handler;
   };
 

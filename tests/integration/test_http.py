@@ -150,9 +150,36 @@ class AllowedOrigin(unittest.TestCase):
                             preflight(b"https://noisedeck.app", headers=b"sync-client")]:
                 self.assertTrue(refused.startswith(b"HTTP/1.1 403"), refused[:80])
                 self.assertNotIn(b"Access-Control-Allow-Methods", refused)
+                # A refusal approves nothing, the origin included (docs/security.md).
+                self.assertNotIn(b"Access-Control-Allow-", refused)
             counters = syncd.stats()["server"]
             self.assertEqual(counters["cors_preflights"], 1)
             self.assertEqual(counters["cors_preflight_refused"], 3)
+
+
+class MethodNotAllowed(unittest.TestCase):
+    def test_405_names_the_methods_of_that_resource(self):
+        # docs/protocol.md: another method on a known resource gets 405 with its Allow; a path
+        # of no known shape gets 404.
+        def request(port, method, path):
+            reply = raw_http(port, method + b" " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                             b"Content-Length: 0\r\n\r\n")
+            status = int(reply.split(b" ", 2)[1])
+            allow = next((line.split(b": ", 1)[1] for line in reply.split(b"\r\n")
+                          if line.lower().startswith(b"allow:")), None)
+            return status, allow
+        with Syncd() as syncd:
+            self.assertEqual(request(syncd.port, b"GET", b"/streams/cam/credit"), (405, b"POST"))
+            self.assertEqual(request(syncd.port, b"PUT", b"/streams/cam/credit"), (405, b"POST"))
+            self.assertEqual(request(syncd.port, b"PUT", b"/streams/cam"), (405, b"GET"))
+            self.assertEqual(request(syncd.port, b"DELETE", b"/whep/cam"), (405, b"POST"))
+            self.assertEqual(request(syncd.port, b"GET", b"/whep/cam/0123456789abcdef"),
+                             (405, b"DELETE"))
+            self.assertEqual(request(syncd.port, b"POST", b"/stats"), (405, b"GET"))
+            self.assertEqual(request(syncd.port, b"GET", b"/streams/cam/credit/x")[0], 404)
+            self.assertEqual(request(syncd.port, b"GET", b"/streams/")[0], 404)
+            counters = syncd.stats()["server"]
+            self.assertEqual(counters["http_method_not_allowed"], 6)
 
 
 class ConnectionLimit(unittest.TestCase):
