@@ -35,7 +35,7 @@ export function frameLayout(format: PixelFormat | number, width: number, height:
 /** Codes syncd sends in an `error` message (docs/protocol.md, "Errors"). */
 export type ServerErrorCode =
   | 'bad_json' | 'bad_message' | 'unknown_type' | 'protocol_unsupported' | 'hello_required'
-  | 'stream_name_taken' | 'bad_geometry' | 'bad_slots' | 'stream_limit' | 'connection_stream_limit' | 'no_memory'
+  | 'stream_name_taken' | 'bad_geometry' | 'bad_slots' | 'stream_limit' | 'connection_stream_limit' | 'connection_memory_limit' | 'no_memory'
   | 'too_many_tickets' | 'ticket_unavailable' | 'unknown_stream' | 'not_stream_owner'
   | 'bad_frame_header' | 'frame_size_mismatch' | 'geometry_mismatch'
   | 'unknown_receiver' | 'unknown_topic' | 'topic_unavailable'

@@ -85,6 +85,11 @@ int main(int argc, char** argv) {
                  "Frame pool memory of all streams, counted until it is unmapped")
       ->capture_default_str()
       ->check(CLI::Range(size_t(1), size_t(1) << 20));
+  size_t max_pool_mb_per_connection = 0;
+  app.add_option("--max-pool-mb-per-connection", max_pool_mb_per_connection,
+                 "Frame pool memory of one connection's open streams (default: half of "
+                 "--max-pool-mb)")
+      ->check(CLI::Range(size_t(1), size_t(1) << 20));
   app.add_option("--handshake-timeout-ms", cfg.handshake_timeout_ms)->capture_default_str();
   app.add_option("--silent-timeout-ms", cfg.silent_timeout_ms,
                  "Close connections that send no byte this long")
@@ -320,6 +325,9 @@ int main(int argc, char** argv) {
   cfg.max_message_bytes = max_message_mb << 20;
   cfg.stream_limits.max_frame_bytes = cfg.max_message_bytes;
   cfg.stream_limits.max_pool_bytes_total = max_pool_mb << 20;
+  cfg.stream_limits.max_pool_bytes_per_owner =
+      max_pool_mb_per_connection ? std::min(max_pool_mb_per_connection, max_pool_mb) << 20
+                                 : cfg.stream_limits.max_pool_bytes_total / 2;
   cfg.idle_timeout_ms = idle_timeout_s * 1000;
   cfg.read_window_bytes = std::max<size_t>(read_window_kb, 4) * 1024;
   cfg.read_turn_bytes = std::max<size_t>(read_turn_kb, 64) * 1024;

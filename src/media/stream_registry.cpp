@@ -22,6 +22,8 @@ const char* open_error_code(OpenError e) {
       return "stream_limit";
     case OpenError::kTooManyForOwner:
       return "connection_stream_limit";
+    case OpenError::kOwnerNoMemory:
+      return "connection_memory_limit";
     case OpenError::kNoMemory:
       return "no_memory";
     case OpenError::kCount:
@@ -85,11 +87,17 @@ OpenError StreamRegistry::check_open(const StreamConfig& config, uint64_t owner)
   if (config.slots == 0 || config.slots > limits_.max_slots) return OpenError::kBadSlots;
   if (open_.size() >= limits_.max_streams) return OpenError::kTooMany;
   uint32_t owned = 0;
-  for (const auto& [id, s] : open_) owned += s->owner() == owner;
+  size_t owned_bytes = 0;  // the pools of this owner's open streams
+  for (const auto& [id, s] : open_) {
+    if (s->owner() != owner) continue;
+    ++owned;
+    owned_bytes += s->layout().bytes * s->config().slots;
+  }
   if (owned >= limits_.max_streams_per_owner) return OpenError::kTooManyForOwner;
   // Checked in size_t: slots <= max_slots and bytes <= max_frame_bytes, so no overflow.
-  if (pool_bytes() + layout.bytes * config.slots > limits_.max_pool_bytes_total)
-    return OpenError::kNoMemory;
+  const size_t bytes = layout.bytes * config.slots;
+  if (pool_bytes() + bytes > limits_.max_pool_bytes_total) return OpenError::kNoMemory;
+  if (owned_bytes + bytes > limits_.max_pool_bytes_per_owner) return OpenError::kOwnerNoMemory;
   return OpenError::kNone;
 }
 

@@ -38,6 +38,9 @@ struct StreamLimits {
   // Frame pool memory of the whole process, counted until a pool is unmapped (which may be after
   // its stream closed, while a consumer still holds a frame).
   size_t max_pool_bytes_total = 2ull << 30;
+  // One connection's share of it (its open streams' pools), so that another client can always
+  // open a stream: half the total by default (--max-pool-mb-per-connection).
+  size_t max_pool_bytes_per_owner = 1ull << 30;
   size_t frame_event_records = 1u << 16;  // ~18 min of one 60 fps stream; 2.6 MB
 };
 
@@ -114,6 +117,7 @@ enum class OpenError {
   kTooMany,          // max_streams open in the process
   kTooManyForOwner,  // max_streams_per_owner open by this owner
   kNoMemory,         // over max_pool_bytes_total, or the memory could not be had
+  kOwnerNoMemory,    // over max_pool_bytes_per_owner with this owner's open streams
   kCount
 };
 const char* open_error_code(OpenError e);

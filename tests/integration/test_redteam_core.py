@@ -155,8 +155,21 @@ class StreamLimits(RedTeamCase):
             self.assertEqual(syncd.stats()["open_refused"]["connection_stream_limit"], 1)
             self.assert_healthy(syncd)
 
+    def test_one_connection_cannot_take_the_pool_memory_every_other_needs(self):
+        # Half of --max-pool-mb per connection by default: 32 of 64 MiB.
+        with Syncd("--max-pool-mb", "64") as syncd:
+            greedy = Producer(syncd.port)
+            self.assertEqual(greedy.open("g0", 1920, 1080, 4)["type"], "stream.opened")  # 31.6 MiB
+            refused = greedy.open("g1", 1920, 1080, 4)
+            self.assertEqual((refused["type"], refused["code"]),
+                             ("error", "connection_memory_limit"))
+            other = Producer(syncd.port)
+            self.assertEqual(other.open("other", 1920, 1080, 4)["type"], "stream.opened")
+            self.assertEqual(syncd.stats()["open_refused"]["connection_memory_limit"], 1)
+            self.assert_healthy(syncd)
+
     def test_the_pool_budget_binds(self):
-        with Syncd("--max-pool-mb", "48") as syncd:
+        with Syncd("--max-pool-mb", "48", "--max-pool-mb-per-connection", "48") as syncd:
             ws = Producer(syncd.port)
             refused = ws.open("big", 1920, 1080, 8)  # 8 x 7.9 MiB
             self.assertEqual((refused["type"], refused["code"]), ("error", "no_memory"))
@@ -222,7 +235,7 @@ class ClosedStreamUnderStalledReceiver(RedTeamCase):
     def test_the_pool_is_counted_until_unmapped_and_the_receiver_is_cut(self):
         w, h, slots = 2048, 2048, 4  # 16 MiB frames, a 64 MiB pool
         frame = w * h * 4
-        with Syncd("--max-pool-mb", "100") as syncd:
+        with Syncd("--max-pool-mb", "100", "--max-pool-mb-per-connection", "100") as syncd:
             source = Producer(syncd.port)
             sid = source.open("a", w, h, slots)["stream"]
             ticket = source.request({"type": "ticket.create", "stream": sid})["ticket"]

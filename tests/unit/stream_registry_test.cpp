@@ -416,6 +416,34 @@ TEST(StreamLimits, OneConnectionCannotTakeEveryStream) {
   EXPECT_EQ(stats["open_refused"]["connection_stream_limit"], 1);
 }
 
+TEST(StreamLimits, OneConnectionCannotTakeThePoolMemoryEveryOtherNeeds) {
+  StreamLimits limits;  // 2 GiB in all, 1 GiB per connection
+  StreamRegistry registry(limits);
+  OpenError e;
+  auto huge = [](const char* name) {
+    StreamConfig c;
+    c.name = name;
+    c.width = 4096;
+    c.height = 4096;
+    c.format = PixelFormat::kRgba8;
+    c.slots = 16;  // 1 GiB
+    return c;
+  };
+  ASSERT_NE(registry.open(huge("a1"), /*owner=*/1, e), nullptr);
+  EXPECT_EQ(registry.open(huge("a2"), 1, e), nullptr);
+  EXPECT_EQ(e, OpenError::kOwnerNoMemory);
+  EXPECT_STREQ(open_error_code(e), "connection_memory_limit");
+  // Another client still opens a 1080p stream.
+  StreamConfig hd = small("b1");
+  hd.width = 1920;
+  hd.height = 1080;
+  hd.slots = 4;
+  EXPECT_NE(registry.open(hd, /*owner=*/2, e), nullptr);
+  nlohmann::json stats;
+  registry.write_stats(stats);
+  EXPECT_EQ(stats["open_refused"]["connection_memory_limit"], 1);
+}
+
 TEST(StreamLimits, APoolCountsAgainstTheBudgetUntilItIsUnmapped) {
   StreamLimits limits;
   limits.max_pool_bytes_total = 3 << 20;  // room for one 2 MiB pool, not two
