@@ -86,9 +86,15 @@ export type SyncErrorCode = ServerErrorCode | ClientErrorCode;
 
 /** An error from syncd (`code` is the server's stable code), from HTTP (`status`), or the
  * client's own (ClientErrorCode). */
+/** The codes that may go away if the same thing is tried again later, unchanged (syncd not up
+ * yet, a connection lost, a limit that frees); every other code needs a change first. */
+export declare const RETRYABLE_CODES: ReadonlySet<SyncErrorCode>;
+
 export class SyncError extends Error {
   constructor(code: SyncErrorCode, message?: string, options?: { status?: number; details?: unknown; cause?: unknown });
   readonly name: 'SyncError';
+  /** Whether trying the same thing again later may succeed (RETRYABLE_CODES has the code). */
+  readonly retryable: boolean;
   code: SyncErrorCode;
   /** HTTP status, for errors of the HTTP stream. */
   status?: number;

@@ -25,6 +25,16 @@ export const FORMAT_NAMES = Object.freeze({ 1: 'rgba8', 2: 'bgra8', 3: 'nv12', 4
 const TWO_32 = 4294967296;
 
 /** An error from syncd (`code` is the server's stable code) or from HTTP (`status`). */
+/**
+ * The error codes that may go away if the same thing is tried again later, unchanged: syncd not
+ * up yet, a connection lost, a limit that frees when others let go. Every other code needs a
+ * change first (another origin allowed, another ticket, another name or size) and is final.
+ */
+export const RETRYABLE_CODES = new Set([
+  'syncd_unreachable', 'timeout', 'disconnected', 'not_connected', 'connect_failed', 'network',
+  'truncated', 'stream_limit', 'no_memory', 'too_many_tickets', 'audio_busy',
+]);
+
 export class SyncError extends Error {
   constructor(code, message, { status, details, cause } = {}) {
     super(message || code, cause ? { cause } : undefined);
@@ -32,6 +42,11 @@ export class SyncError extends Error {
     this.code = code;
     if (status !== undefined) this.status = status;
     if (details !== undefined) this.details = details;
+  }
+
+  /** Whether trying the same thing again later may succeed (RETRYABLE_CODES). */
+  get retryable() {
+    return RETRYABLE_CODES.has(this.code);
   }
 }
 
@@ -666,6 +681,7 @@ export class SyncConnection extends Emitter {
     this._timer = null;
     this._closed = false;
     this._pingId = 0;
+    this._refusalCheck = null;  // _checkRefused()'s fetch, while one runs
     this._counters = { connects: 0, reconnects: 0, disconnects: 0, messagesIn: 0, messagesOut: 0, errors: 0, lastRttMs: null };
     this._lastDown = null; // why the last attempt ended, for the connect failure's code
     this.ready = new Promise((resolve, reject) => {
@@ -689,6 +705,17 @@ export class SyncConnection extends Emitter {
       }
     }
     this._open();
+  }
+
+  // A WebSocket closed before it opened, with reconnect on: if syncd answers HTTP, it is up and
+  // refused the upgrade (Origin or Host), so the connect fails now with origin_refused rather
+  // than at its deadline. In a browser only (the check is a no-cors fetch); one at a time.
+  _checkRefused() {
+    if (this._refusalCheck || typeof document === 'undefined' || typeof fetch !== 'function') return;
+    this._refusalCheck = syncdAnswersHttp(this.httpBase).then((answers) => {
+      this._refusalCheck = null;
+      if (answers && !this.welcome && !this._closed) this._failConnect('refused');
+    });
   }
 
   // The first connect failed for good: settle ready with the reason, stop trying.
@@ -767,11 +794,13 @@ export class SyncConnection extends Emitter {
     }
     if (!this.welcome) {
       // Not welcomed yet: without reconnect the first failure is final; with it, try again
-      // until the connect deadline (the backoff below).
+      // until the connect deadline (the backoff below), unless syncd is there and refused this
+      // page, which no retry changes: that settles at once (checked beside the backoff).
       if (!this.reconnect) {
         this._failConnect('down');
         return;
       }
+      if (error.code === 'disconnected' && !error.details?.opened) this._checkRefused();
     }
     if (!this.reconnect) {
       this.state = 'closed';
@@ -1072,18 +1101,19 @@ export class SyncConnection extends Emitter {
  * (`origin_refused`: its Origin or Host is not allowed; a browser does not show a refused
  * upgrade's status, so the page asks /healthz the way a `<img>` would, which needs no CORS).
  */
+async function syncdAnswersHttp(base) {
+  try {
+    await fetch(`${base}/healthz`, { mode: 'no-cors', cache: 'no-store', signal: AbortSignal.timeout?.(2000) });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 async function diagnoseConnectFailure(base, lastDown, why) {
-  const answersHttp = async () => {
-    try {
-      await fetch(`${base}/healthz`, { mode: 'no-cors', cache: 'no-store', signal: AbortSignal.timeout?.(2000) });
-      return true;
-    } catch {
-      return false;
-    }
-  };
   const inBrowser = typeof globalThis.document !== 'undefined';
   if (typeof fetch === 'function' && inBrowser && lastDown) {
-    if (!(await answersHttp())) {
+    if (!(await syncdAnswersHttp(base))) {
       return new SyncError('syncd_unreachable', `syncd does not answer at ${base}`, { cause: lastDown });
     }
     if (lastDown.code === 'disconnected' && !lastDown.details?.opened) {

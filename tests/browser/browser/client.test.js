@@ -108,12 +108,13 @@ test('connect() settles: syncd down is syncd_unreachable, a refused page is orig
         await connect(`127.0.0.1:${port}`, { timeoutMs: 2000 });
         return { ok: true };
       } catch (e) {
-        return { code: e.code, name: e.name, ms: performance.now() - t0 };
+        return { code: e.code, name: e.name, retryable: e.retryable, ms: performance.now() - t0 };
       }
     }, downPort);
     assert.equal(r.name, 'SyncError');
     assert.equal(r.code, 'syncd_unreachable');
     assert.ok(r.ms < 8000, `settled in ${r.ms} ms`);
+    assert.equal(r.retryable, true);
   } finally {
     await page.close();
   }
@@ -126,16 +127,23 @@ test('connect() settles: syncd down is syncd_unreachable, a refused page is orig
       await route.fulfill({ status: 200, contentType: 'text/javascript', body: await readFile(path.join(webRoot, 'sync.js'), 'utf8') });
     });
     const page = await lna.newPage('http://evil.example/');
-    const r = await page.evaluate(async (port) => {
-      const { connect } = await import('/sync.js');
-      try {
-        await connect(`127.0.0.1:${port}`, { timeoutMs: 3000, reconnect: false });
-        return { ok: true };
-      } catch (e) {
-        return { code: e.code, message: e.message };
-      }
-    }, syncd.port);
-    assert.equal(r.code, 'origin_refused', JSON.stringify(r));
+    // With reconnect on or off, the refusal settles at once, not at the connect deadline: no
+    // retry changes it (RETRYABLE_CODES), while an unreachable syncd is retried (above).
+    for (const reconnect of [false, true]) {
+      const r = await page.evaluate(async ([port, reconnect]) => {
+        const { connect } = await import('/sync.js');
+        const t0 = performance.now();
+        try {
+          await connect(`127.0.0.1:${port}`, { timeoutMs: 8000, reconnect });
+          return { ok: true };
+        } catch (e) {
+          return { code: e.code, message: e.message, retryable: e.retryable, ms: performance.now() - t0 };
+        }
+      }, [syncd.port, reconnect]);
+      assert.equal(r.code, 'origin_refused', JSON.stringify(r));
+      assert.equal(r.retryable, false, JSON.stringify(r));
+      assert.ok(r.ms < 2000, `reconnect ${reconnect}: settled in ${r.ms} ms, not at the 8-s deadline`);
+    }
   } finally {
     await lna.close();
   }
