@@ -1,5 +1,8 @@
 #include "media/stream.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace syncd::media {
 
 const char* drop_reason_name(DropReason r) {
@@ -38,7 +41,17 @@ const char* keyframe_reason_name(KeyframeReason reason) {
 
 Stream::Stream(uint32_t id, StreamConfig config, const FrameLayout& layout, uint64_t owner,
                FramePool* pool)
-    : id_(id), config_(std::move(config)), owner_(owner), layout_(layout), pool_(pool) {}
+    : id_(id),
+      config_(std::move(config)),
+      owner_(owner),
+      layout_(layout),
+      pool_(pool),
+      rate_(low_rate_threshold_for(config_.fps)) {}
+
+uint32_t low_rate_threshold_for(double fps) {
+  if (!(fps > 0)) fps = 60.0;
+  return uint32_t(std::ceil(std::min(fps, 1000.0) * 5.0 / 6.0 - 1e-9));
+}
 
 Stream::~Stream() {
   close();

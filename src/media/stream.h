@@ -37,7 +37,7 @@ struct StreamConfig {
   uint32_t width = 0;
   uint32_t height = 0;
   PixelFormat format = PixelFormat::kRgba8;
-  double fps = 60.0;  // nominal, informative
+  double fps = 60.0;  // nominal: informative, and the low-rate threshold's base
   uint32_t slots = 4;
 };
 
@@ -143,6 +143,10 @@ struct SourceReport {
   std::vector<std::pair<std::string, uint64_t>> dropped;  // reason -> frames, <= kMaxReasons
   uint64_t received_ns = 0;                               // CLOCK_MONOTONIC; 0: never reported
 };
+
+// A second of this stream is low-rate below 5/6 of its nominal rate, rounded up: 50 at 60 fps
+// (the seed's bar), 25 at 30 fps, so a healthy 30-fps stream is not all low-rate seconds.
+uint32_t low_rate_threshold_for(double fps);
 
 class Stream {
  public:

@@ -375,6 +375,7 @@ void StreamRegistry::write_stats(nlohmann::json& out) const {
         {"frames_dropped_total", c.dropped_total()},
         {"complete_seconds", s->rate().complete_seconds()},
         {"low_rate_seconds", s->rate().low_rate_seconds()},
+        {"low_rate_threshold", s->rate().low_rate_threshold()},
         {"last_second_unique_fps", s->rate().last_complete_fps()},
         {"min_second_unique_fps", s->rate().min_complete_fps()},
         {"recent_seconds_unique_fps", std::move(recent)},

@@ -43,6 +43,7 @@ class RateBins {
 
   uint64_t complete_seconds() const { return complete_seconds_; }
   uint64_t low_rate_seconds() const { return low_rate_seconds_; }
+  uint32_t low_rate_threshold() const { return low_rate_threshold_; }
   uint64_t complete_frames() const { return complete_frames_; }
   // Frames of the last complete second; 0 before the first one.
   uint32_t last_complete_fps() const { return last_complete_fps_; }

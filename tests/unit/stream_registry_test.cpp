@@ -608,3 +608,21 @@ TEST(SourceRequests, UndecodableUnitsAreCountedAndTheSourceToldOnceASecond) {
   EXPECT_EQ(s->source_requests().undecodable, 61u);
   EXPECT_EQ(s->source_requests().undecodable_told, 2u);
 }
+
+TEST(StreamLimits, ALowRateSecondIsFiveSixthsOfTheNominalRate) {
+  EXPECT_EQ(low_rate_threshold_for(60), 50u);  // the seed's bar
+  EXPECT_EQ(low_rate_threshold_for(30), 25u);
+  EXPECT_EQ(low_rate_threshold_for(59.94), 50u);
+  EXPECT_EQ(low_rate_threshold_for(120), 100u);
+  EXPECT_EQ(low_rate_threshold_for(1), 1u);
+  EXPECT_EQ(low_rate_threshold_for(0), 50u);  // no rate given: 60's
+  StreamRegistry registry;
+  OpenError e;
+  StreamConfig c = small("thirty");
+  c.fps = 30;
+  Stream* s = registry.open(c, 1, e);
+  ASSERT_NE(s, nullptr);
+  nlohmann::json stats;
+  registry.write_stats(stats);
+  EXPECT_EQ(stats["streams"][0]["low_rate_threshold"], 25);
+}
