@@ -89,6 +89,12 @@ test('a receiver link copied from the dashboard plays the pattern; the page coun
     assert.match(link, /\/demo\/receive\.html\?stream=pattern&ticket=[0-9a-f]{32}/);
     const receiver = await browser.newPage(link);
     const frames = await waitFor(async () => { const n = await receiver.evaluate(() => window.syncReceive?.frames ?? 0); return n >= 5 && n; }, { what: 'the receiver playing the pattern' });
+    // Checked by its column marker (syncd's pattern has no demo reference block) and drawn:
+    // every frame verified, none counted as an error.
+    const r = await waitFor(async () => { const v = await receiver.evaluate(() => ({ ...window.syncReceive, connection: undefined, stream: undefined })); return v.pairs >= 5 && v; }, { what: 'verified frames' });
+    assert.equal(r.markerErrors, 0, JSON.stringify(r));
+    assert.equal(r.checksumErrors, 0, JSON.stringify(r));
+    assert.match(await receiver.textContent('#checksum-errors'), /not checked/);
     // The link survives a reload (16 uses).
     await receiver.reload();
     await waitFor(async () => (await receiver.evaluate(() => window.syncReceive?.frames ?? 0)) >= 3, { what: 'frames after a reload' });
