@@ -300,11 +300,49 @@ export interface SyncConnectionEvents {
   close: SyncError | undefined;
 }
 
+/** A stage's figures in /stats (docs/protocol.md, "Stages"). */
+export interface StageStats { count: number; total_us?: number; mean_us?: number; max_us?: number; [field: string]: unknown }
+
+/** One stream in /stats `streams` (docs/protocol.md, "Stats"). */
+export interface StreamStats {
+  id: number;
+  name: string;
+  open: boolean;
+  width: number;
+  height: number;
+  format: PixelFormat | string;
+  nominal_fps: number;
+  slots: number;
+  slots_in_use: number;
+  frame_bytes: number;
+  frames_offered: number;
+  frames_accepted: number;
+  frames_unique: number;
+  /** Drops by reason (docs/protocol.md, "Accounting"). */
+  frames_dropped: Record<string, number>;
+  frames_dropped_total: number;
+  complete_seconds: number;
+  /** Complete seconds with fewer unique frames than low_rate_threshold (5/6 of nominal_fps). */
+  low_rate_seconds: number;
+  low_rate_threshold: number;
+  last_second_unique_fps: number;
+  min_second_unique_fps: number;
+  recent_seconds_unique_fps: number[];
+  last_publish_monotonic_ns: number;
+  stages: { ingest_gap: StageStats; receive: StageStats; decode: StageStats; hash: StageStats; publish: StageStats };
+  /** Per publisher (test, http, shm, camera, relay, whep...), its own figures. */
+  publishers: Record<string, Record<string, unknown>>;
+  /** A page publisher's own counters, from its stream.report (docs/protocol.md). */
+  source?: { offered: number; sent: number; in_flight: number; dropped_total: number; dropped: Record<string, number>; [field: string]: unknown };
+  [field: string]: unknown;
+}
+
 /** syncd's /stats document (docs/protocol.md, "Stats"): top-level sections; each holds counters
  * and nested objects described there. */
 export interface SyncdStats {
-  server: Record<string, unknown>;
-  streams?: Array<{ name: string; open: boolean; [field: string]: unknown }>;
+  /** The server's figures: counters by name (docs/protocol.md, "Stats"). */
+  server: { version: string; uptime_s: number; port: number; connections_open: number; [counter: string]: unknown };
+  streams: StreamStats[];
   [section: string]: unknown;
 }
 
@@ -314,6 +352,33 @@ export interface ConnectionCounters {
 }
 
 type Unsubscribe = (() => void) & { ready: Promise<unknown> };
+
+/**
+ * @internal The sending half of publishCanvas on the thread that owns the socket (the page's, or
+ * the publish Worker's: web/sync-worker.js imports it). Not for pages: use publishCanvas.
+ */
+export class StreamSender extends EventTarget {
+  constructor(conn: SyncConnection, options: { name: string; width: number; height: number; fps?: number; slots?: number; maxBufferedFrames?: number; firstSequence?: number });
+  readonly connection: SyncConnection;
+  readonly width: number;
+  readonly height: number;
+  readonly frameBytes: number;
+  readonly messageBytes: number;
+  maxBufferedFrames: number;
+  sequence: number;
+  streamId: number | null;
+  /** The stream is open on a connected socket. */
+  readonly ready: boolean;
+  /** The socket holds more than maxBufferedFrames (+ slack) frames not yet sent. */
+  congested(slackFrames?: number): boolean;
+  /** Opens (or re-opens) the stream; resolves with syncd's `stream.opened` reply. */
+  openStream(reopened?: boolean): Promise<{ type: 'stream.opened'; stream: number; [field: string]: unknown }>;
+  /** The frame's sequence, or why it was dropped. */
+  send(message: ArrayBuffer, captureUs: number, bottomUp?: boolean): number | 'not_open' | 'pre_send';
+  report(counters: Record<string, number>): void;
+  createTicket(o?: TicketOptions): Promise<Ticket>;
+  close(closeStream?: boolean): Promise<void>;
+}
 
 export class SyncConnection extends EventTarget {
   constructor(url?: string, options?: ConnectOptions);

@@ -37,3 +37,11 @@ test('docs/web.md examples type-check against web/sync.d.ts with --strict', asyn
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('every runtime export of web/sync.js is declared in web/sync.d.ts', async () => {
+  const mod = await import(path.join(repo, 'web/sync.js'));
+  const dts = await readFile(path.join(repo, 'web/sync.d.ts'), 'utf8');
+  const declared = new Set([...dts.matchAll(/^export (?:declare )?(?:abstract )?(?:async )?(?:function|class|const|let|var|interface|type|enum) ([A-Za-z0-9_$]+)/gm)].map((m) => m[1]));
+  const missing = Object.keys(mod).filter((name) => !declared.has(name));
+  assert.deepEqual(missing, [], `exported by sync.js, not declared in sync.d.ts: ${missing.join(', ')}`);
+});
