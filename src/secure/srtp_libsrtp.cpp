@@ -14,13 +14,8 @@ bool ensure_libsrtp_initialized() {
   return ok;
 }
 
-namespace {
-
-constexpr size_t kRtpHeaderBytes = 12;  // RFC 3550 5.1, fixed part
-constexpr size_t kRtcpHeaderBytes = 8;  // RFC 3550 6.4.1: header and sender SSRC
-
-SrtpStatus from_libsrtp(srtp_err_status_t status) {
-  switch (status) {
+SrtpStatus srtp_status_from_libsrtp(int status) {
+  switch (srtp_err_status_t(status)) {
     case srtp_err_status_ok:
       return SrtpStatus::kOk;
     case srtp_err_status_auth_fail:
@@ -37,6 +32,15 @@ SrtpStatus from_libsrtp(srtp_err_status_t status) {
     default:
       return SrtpStatus::kFailed;
   }
+}
+
+namespace {
+
+constexpr size_t kRtpHeaderBytes = 12;  // RFC 3550 5.1, fixed part
+constexpr size_t kRtcpHeaderBytes = 8;  // RFC 3550 6.4.1: header and sender SSRC
+
+SrtpStatus from_libsrtp(srtp_err_status_t status) {
+  return srtp_status_from_libsrtp(status);
 }
 
 }  // namespace

@@ -20,6 +20,8 @@ namespace syncd::secure {
 
 // Initializes libsrtp2 once per process (every user of it calls this first). Any thread.
 bool ensure_libsrtp_initialized();
+// A libsrtp2 status (srtp_err_status_t, as an int: its header stays out of this one) as ours.
+SrtpStatus srtp_status_from_libsrtp(int status);
 
 // libsrtp sessions indexed by epoch; the common part of sender and receiver.
 class LibSrtpEpochs {

@@ -15,21 +15,7 @@ constexpr size_t kCmRtpTrailerBytes = 10;
 constexpr size_t kCmRtcpTrailerBytes = 14;
 
 SrtpStatus from_libsrtp(srtp_err_status_t status) {
-  switch (status) {
-    case srtp_err_status_ok:
-      return SrtpStatus::kOk;
-    case srtp_err_status_auth_fail:
-    case srtp_err_status_cipher_fail:
-      return SrtpStatus::kAuthFailed;
-    case srtp_err_status_replay_fail:
-    case srtp_err_status_replay_old:
-      return SrtpStatus::kReplayed;
-    case srtp_err_status_bad_param:
-    case srtp_err_status_parse_err:
-      return SrtpStatus::kMalformed;
-    default:
-      return SrtpStatus::kFailed;
-  }
+  return srtp_status_from_libsrtp(status);
 }
 
 srtp_ctx_t_* make_cm_session(const SrtpCmMasterKey& key, bool outbound) {
