@@ -113,13 +113,8 @@ class PipeWireSession:
         self.env["DBUS_SESSION_BUS_ADDRESS"] = address.strip()
         self.timings["dbus"] = time.monotonic() - t0
 
-        self.spawn("pipewire", ["pipewire"])
-        self._wait(lambda: self._run(["pw-cli", "info", "0"]).returncode == 0, "pipewire")
-        self.timings["pipewire"] = time.monotonic() - t0
-
-        self.spawn("wireplumber", ["wireplumber"])
-        self._wait(self._wireplumber_ready, "wireplumber")
-        self.timings["wireplumber"] = time.monotonic() - t0
+        self.start_pipewire()
+        self.timings["pipewire+wireplumber"] = time.monotonic() - t0
 
         if self.export:
             self.saved_env = dict(os.environ)
@@ -161,6 +156,29 @@ class PipeWireSession:
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
+
+    def stop_pipewire(self):
+        """Ends pipewire and wireplumber (SIGTERM, as a service manager does on an update or a
+        log-out), leaving the bus and the runtime directory: clients see their connection
+        go."""
+        for name in ("wireplumber", "pipewire"):
+            p = self.procs.pop(name, None)
+            if p is None:
+                continue
+            p.terminate()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=5)
+
+    def start_pipewire(self):
+        """Starts pipewire and wireplumber again (after stop_pipewire()), ready when it
+        returns."""
+        self.spawn("pipewire", ["pipewire"])
+        self._wait(lambda: self._run(["pw-cli", "info", "0"]).returncode == 0, "pipewire")
+        self.spawn("wireplumber", ["wireplumber"])
+        self._wait(self._wireplumber_ready, "wireplumber")
 
     def spawn(self, name, argv, **kw):
         """Starts argv in the session's process group and environment, its output into the log

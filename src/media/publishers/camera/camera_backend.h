@@ -18,6 +18,24 @@
 
 namespace syncd::media {
 
+// What became of the frames a backend queued, as far as its consumer tells it. A PipeWire buffer
+// comes back to its producer once the consumer has dequeued and released it, so
+// queued == consumed + abandoned + the frames the consumer still holds (or has given back and
+// the producer has not seen yet: a buffer is seen back when it is next dequeued, so the figures
+// trail by at most the stream's buffer count).
+struct CameraDelivery {
+  uint64_t consumed = 0;   // buffers the consumer took and gave back
+  uint64_t abandoned = 0;  // buffers queued that were taken away unreturned (the consumer left)
+};
+
+// The backend's link to its server, for /stats: "open" (a device file: nothing to lose),
+// "connected", "connecting" (not yet, or again after a loss; retried with back-off).
+struct CameraBackendHealth {
+  const char* state = "open";
+  std::string error;  // why the last connection failed or was lost; empty once it is back
+  uint64_t reconnects = 0;
+};
+
 class CameraBackend {
  public:
   virtual ~CameraBackend() = default;
@@ -49,6 +67,14 @@ class CameraBackend {
   // time (FrameInfo::accept_ns, CLOCK_MONOTONIC) and sequence its producer's sequence number
   // (a PipeWire buffer carries both in its header). False when the sink failed (backend_error).
   virtual bool queue(uint64_t accept_ns, uint64_t sequence) = 0;
+  // Whether the sink's server is there now. False while a PipeWire backend has lost (or never
+  // had) its session and is reconnecting: frames are dropped as backend_down. Any thread.
+  virtual bool connected() const { return true; }
+  // The link's state, for /stats. Loop thread; never waits on the sink.
+  virtual CameraBackendHealth health() const { return {}; }
+  // What the consumer did with the frames queued, since open(). Any thread; nullopt when the
+  // sink cannot tell (a v4l2loopback write() is the last the producer hears of a frame).
+  virtual std::optional<CameraDelivery> delivery() const { return std::nullopt; }
   // The stream shown has ended: a sink whose consumers see a device per stream (a PipeWire node)
   // removes it; the next configure() brings it back. Loop thread; never blocks.
   virtual void end_stream() {}

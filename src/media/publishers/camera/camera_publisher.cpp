@@ -23,6 +23,8 @@ const char* camera_drop_name(CameraDrop reason) {
       return "backend_busy";
     case CameraDrop::kNoConsumer:
       return "no_consumer";
+    case CameraDrop::kBackendDown:
+      return "backend_down";
     case CameraDrop::kBackendError:
       return "backend_error";
     case CameraDrop::kNoBackend:
@@ -90,7 +92,14 @@ void CameraPublisher::on_stream_open(const Stream& stream) {
   // streams and leaves those to other publishers.
   if (is_encoded(stream.config().format)) return;
   shown_stream_id_ = stream.id();
-  streams_[stream.id()] = CameraCounters{};
+  CameraCounters& c = streams_[stream.id()] = CameraCounters{};
+  if (!backend_) return;
+  // What the backend heard back since the last stream was shown was that stream's: its node's
+  // last buffers come back (or go) after it closed.
+  c.delivery_base = backend_->delivery();
+  if (auto last = streams_.find(last_shown_stream_id_); last != streams_.end())
+    last->second.delivery_end = c.delivery_base;
+  last_shown_stream_id_ = stream.id();
 }
 
 void CameraPublisher::on_stream_close(const Stream& stream) {
@@ -176,7 +185,9 @@ CameraPublisher::Verdict CameraPublisher::convert(ConvertJob& job) {
   if (!w.failed) {
     const std::span<uint8_t> buffer = backend_->dequeue();
     if (buffer.empty()) {
-      verdict = backend_->has_consumer() ? Verdict::kBackendBusy : Verdict::kNoConsumer;
+      verdict = !backend_->connected()     ? Verdict::kBackendDown
+                : backend_->has_consumer() ? Verdict::kBackendBusy
+                                           : Verdict::kNoConsumer;
     } else if (!w.converter.convert(job.layout, job.slot->pixels,
                                     backend_->buffer_format().value_or(config_.format),
                                     buffer.data(), buffer.size())) {
@@ -212,6 +223,9 @@ void CameraPublisher::count_verdict(ConvertJob& job) {
     case Verdict::kNoConsumer:
       ++c.dropped[size_t(CameraDrop::kNoConsumer)];
       break;
+    case Verdict::kBackendDown:
+      ++c.dropped[size_t(CameraDrop::kBackendDown)];
+      break;
     case Verdict::kBackendError:
       ++c.dropped[size_t(CameraDrop::kBackendError)];
       break;
@@ -231,13 +245,32 @@ void CameraPublisher::write_stream_stats(uint32_t stream_id, nlohmann::json& out
   out["camera_name"] = config_.name;
   out["format"] = camera_format_name(config_.format);
   out["backend"] = backend_ ? std::string(backend_->kind()) : "none";
-  if (backend_) out["target"] = std::string(backend_->target());
+  if (backend_) {
+    out["target"] = std::string(backend_->target());
+    const CameraBackendHealth health = backend_->health();
+    out["state"] = health.state;
+    out["reconnects"] = health.reconnects;
+    if (!health.error.empty()) out["error"] = health.error;
+  } else {
+    out["state"] = "none";
+  }
   if (!backend_error_.empty()) out["error"] = backend_error_;
   out["shown"] = stream_id == shown_stream_id_;
   // offered == delivered + converting + sum(dropped)
   out["offered"] = c->offered;
   out["delivered"] = c->delivered;
   out["converting"] = c->converting;
+  // delivered == consumed + abandoned + with_consumer, when the backend can tell.
+  const std::optional<CameraDelivery> now =
+      c->delivery_end ? c->delivery_end : (backend_ ? backend_->delivery() : std::nullopt);
+  if (now && c->delivery_base) {
+    const uint64_t consumed = now->consumed - c->delivery_base->consumed;
+    const uint64_t abandoned = now->abandoned - c->delivery_base->abandoned;
+    out["consumed"] = consumed;
+    out["abandoned"] = abandoned;
+    out["with_consumer"] =
+        c->delivered >= consumed + abandoned ? c->delivered - consumed - abandoned : 0;
+  }
   nlohmann::json dropped = nlohmann::json::object();
   for (size_t r = 0; r < size_t(CameraDrop::kCount); ++r)
     dropped[camera_drop_name(CameraDrop(r))] = c->dropped[r];
@@ -260,6 +293,15 @@ void CameraPublisher::write_metrics(telemetry::PrometheusText& out,
   for (const Stream* s : streams)
     if (const CameraCounters* c = counters(s->id()))
       out.sample("syncd_camera_frames_delivered_total", label(s), c->delivered);
+  if (backend_) {
+    const CameraBackendHealth health = backend_->health();
+    out.family("syncd_camera_backend_connected", "gauge",
+               "1 while the camera's backend has its server (PipeWire), 0 while it reconnects.");
+    out.sample("syncd_camera_backend_connected", "", uint64_t{backend_->connected() ? 1u : 0u});
+    out.family("syncd_camera_backend_reconnects_total", "counter",
+               "Times the camera's backend connected again after losing its server.");
+    out.sample("syncd_camera_backend_reconnects_total", "", health.reconnects);
+  }
   out.family("syncd_camera_frames_dropped_total", "counter",
              "Frames offered to the camera that did not reach its backend, by reason.");
   for (const Stream* s : streams)

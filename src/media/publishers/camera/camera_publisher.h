@@ -8,7 +8,9 @@
 // loop, which unpins. The loop never waits: a frame the worker cannot take now is dropped and
 // counted by reason.
 //
-// Accounting, per stream shown: offered == delivered + converting + sum(dropped[reason]).
+// Accounting, per stream shown: offered == delivered + converting + sum(dropped[reason]). A
+// backend that hears back from its consumer (PipeWire) also splits what it delivered:
+// delivered == consumed + abandoned + with_consumer (camera_backend.h, CameraDelivery).
 //
 // Thread: the loop thread (see Publisher), apart from the conversion job on the worker.
 #pragma once
@@ -18,6 +20,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -42,6 +45,7 @@ enum class CameraDrop : uint8_t {
   kPinRefused,       // the stream's pool had no slot left to pin (FramePool::try_pin)
   kBackendBusy,      // the backend had no free buffer: its consumer holds them all
   kNoConsumer,       // nobody takes the camera's frames now (a PipeWire node not streamed from)
+  kBackendDown,      // the backend's server is gone (PipeWire restarting); it is reconnecting
   kBackendError,     // the backend refused the format or failed to take the frame
   kNoBackend,        // no backend could start (see the camera's error in /stats)
   kUnsupportedSize,  // odd width or height: no camera format can carry it
@@ -53,6 +57,10 @@ struct CameraCounters {
   uint64_t offered = 0;
   uint64_t delivered = 0;
   uint64_t converting = 0;  // with the worker now
+  // The backend's delivery figures when this stream was shown, and when it stopped being shown
+  // (nullopt while it is): this stream's share is the difference.
+  std::optional<CameraDelivery> delivery_base;
+  std::optional<CameraDelivery> delivery_end;
   std::array<uint64_t, size_t(CameraDrop::kCount)> dropped{};
   telemetry::StageStats loop;     // on_frame's own time on the loop
   telemetry::StageStats convert;  // the worker's conversion and queueing of one frame
@@ -94,7 +102,13 @@ class CameraPublisher final : public Publisher {
   static constexpr size_t kQueueDepth = 2;
 
  private:
-  enum class Verdict : uint8_t { kDelivered, kBackendBusy, kNoConsumer, kBackendError };
+  enum class Verdict : uint8_t {
+    kDelivered,
+    kBackendBusy,
+    kNoConsumer,
+    kBackendDown,
+    kBackendError
+  };
   struct ConvertJob {
     FrameSlot* slot;
     uint32_t stream_id;
@@ -123,6 +137,7 @@ class CameraPublisher final : public Publisher {
   std::string backend_error_;
   WorkerState worker_state_;  // the worker's (or the caller's, without a loop)
   uint32_t shown_stream_id_ = 0;
+  uint32_t last_shown_stream_id_ = 0;  // shown now, or last shown; 0 before the first
   std::unordered_map<uint32_t, CameraCounters> streams_;
   std::unique_ptr<core::WorkerHandoff<ConvertJob, kQueueDepth>> worker_;
 };

@@ -5,6 +5,7 @@
 #include <spa/pod/builder.h>
 #include <spa/utils/result.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -59,6 +60,27 @@ void state_changed_cb(void* data, pw_stream_state, pw_stream_state state, const 
   static_cast<PipeWireBackend*>(data)->on_state_changed(int(state), error);
 }
 
+void remove_buffer_cb(void* data, pw_buffer* buffer) {
+  static_cast<PipeWireBackend*>(data)->on_remove_buffer(buffer);
+}
+
+void core_error_cb(void* data, uint32_t id, int, int res, const char* message) {
+  static_cast<PipeWireBackend*>(data)->on_core_error(id, res, message);
+}
+
+void reconnect_timer_cb(void* data, uint64_t) {
+  static_cast<PipeWireBackend*>(data)->on_reconnect_timer();
+}
+
+// A buffer's user_data while it carries a frame to the consumer (queued, not yet seen back).
+char with_consumer_tag;
+void* const kWithConsumer = &with_consumer_tag;
+
+// Back-off of the reconnection attempts: cheap (a unix socket's connect), so soon and often
+// enough that a restarted PipeWire has its camera back within a second of being up.
+constexpr uint32_t kFirstReconnectMs = 100;
+constexpr uint32_t kMaxReconnectMs = 1000;
+
 // Buffers are queued by the camera's worker, outside the cycle; the cycle has nothing to do.
 void process_cb(void*) {}
 
@@ -66,8 +88,22 @@ const pw_stream_events kStreamEvents = {
     .version = PW_VERSION_STREAM_EVENTS,
     .state_changed = state_changed_cb,
     .param_changed = param_changed_cb,
+    .remove_buffer = remove_buffer_cb,
     .process = process_cb,
 };
+
+const pw_core_events kCoreEvents = {
+    .version = PW_VERSION_CORE_EVENTS,
+    .error = core_error_cb,
+};
+
+std::string no_session_error(int connect_errno) {
+  const char* runtime = std::getenv("PIPEWIRE_RUNTIME_DIR");
+  if (!runtime) runtime = std::getenv("XDG_RUNTIME_DIR");
+  return std::string("no PipeWire session (connecting to ") +
+         (runtime ? std::string(runtime) + "/pipewire-0" : "pipewire-0, no runtime dir set") +
+         ": " + std::strerror(connect_errno) + ")";
+}
 
 int end_stream_cb(spa_loop*, bool, uint32_t, const void*, size_t, void* data) {
   static_cast<PipeWireBackend*>(data)->end_on_pipewire_thread();
@@ -95,25 +131,120 @@ bool PipeWireBackend::open(std::string& error) {
     close();
     return false;
   }
-  if (pw_thread_loop_start(loop_) != 0) {
+  reconnect_timer_ = pw_loop_add_timer(pw_thread_loop_get_loop(loop_), reconnect_timer_cb, this);
+  if (!reconnect_timer_ || pw_thread_loop_start(loop_) != 0) {
     error = "cannot start PipeWire's thread";
     close();
     return false;
   }
   pw_thread_loop_lock(loop_);
-  core_ = pw_context_connect(context_, nullptr, 0);
-  const int connect_errno = errno;
+  std::string why;
+  if (!connect_locked(why)) {
+    // Not fatal: PipeWire may start after syncd (a session coming up). The camera is there
+    // once it does.
+    std::fprintf(stderr,
+                 "syncd: camera \"%s\": %s; trying again in the background, serving everything "
+                 "else\n",
+                 name_.c_str(), why.c_str());
+    loss_said_ = true;
+    schedule_reconnect_locked();
+  }
   pw_thread_loop_unlock(loop_);
+  return true;
+}
+
+bool PipeWireBackend::connect_locked(std::string& error) {
+  core_ = pw_context_connect(context_, nullptr, 0);
   if (!core_) {
-    const char* runtime = std::getenv("PIPEWIRE_RUNTIME_DIR");
-    if (!runtime) runtime = std::getenv("XDG_RUNTIME_DIR");
-    error = std::string("no PipeWire session (connecting to ") +
-            (runtime ? std::string(runtime) + "/pipewire-0" : "pipewire-0, no runtime dir set") +
-            ": " + std::strerror(connect_errno) + ")";
-    close();
+    error = no_session_error(errno);
+    set_health("connecting", error);
     return false;
   }
+  core_listener_ = new Listener;
+  pw_core_add_listener(core_, &core_listener_->hook, &kCoreEvents, this);
+  connected_ = true;
+  set_health("connected", {});
+  if (shown_ && !create_stream_locked(error)) {
+    std::fprintf(stderr, "syncd: camera \"%s\": %s\n", name_.c_str(), error.c_str());
+    set_health("connected", error);
+  }
   return true;
+}
+
+void PipeWireBackend::disconnect_locked() {
+  destroy_stream_locked();
+  if (core_listener_) spa_hook_remove(&core_listener_->hook);
+  delete core_listener_;
+  core_listener_ = nullptr;
+  if (core_) pw_core_disconnect(core_);
+  core_ = nullptr;
+  connected_ = false;
+}
+
+void PipeWireBackend::schedule_reconnect_locked() {
+  reconnect_delay_ms_ = reconnect_delay_ms_ == 0
+                            ? kFirstReconnectMs
+                            : std::min(reconnect_delay_ms_ * 2, kMaxReconnectMs);
+  timespec value{.tv_sec = time_t(reconnect_delay_ms_ / 1000),
+                 .tv_nsec = long(reconnect_delay_ms_ % 1000) * 1000000L};
+  pw_loop_update_timer(pw_thread_loop_get_loop(loop_), reconnect_timer_, &value, nullptr, false);
+}
+
+void PipeWireBackend::on_core_error(uint32_t id, int res, const char* message) {
+  if (id != PW_ID_CORE || res != -EPIPE) {
+    // An error about one object (the node refused, say): the stream's state says the rest.
+    std::fprintf(stderr, "syncd: camera \"%s\": PipeWire: %s\n", name_.c_str(),
+                 message ? message : spa_strerror(res));
+    return;
+  }
+  // The connection is gone: PipeWire stopped or restarted. Everything of the old core is dead;
+  // it is torn down on the timer, outside this callback of its own.
+  connected_ = false;
+  streaming_ = false;
+  negotiated_ = false;
+  const std::string why =
+      std::string("PipeWire connection lost") + (message ? std::string(": ") + message : "");
+  set_health("connecting", why);
+  if (!loss_said_) {
+    std::fprintf(stderr, "syncd: camera \"%s\": %s; reconnecting\n", name_.c_str(), why.c_str());
+    loss_said_ = true;
+  }
+  reconnect_delay_ms_ = 0;
+  schedule_reconnect_locked();
+}
+
+void PipeWireBackend::on_reconnect_timer() {
+  if (connected_) return;
+  disconnect_locked();
+  std::string error;
+  if (!connect_locked(error)) {
+    schedule_reconnect_locked();
+    return;
+  }
+  reconnect_delay_ms_ = 0;
+  loss_said_ = false;
+  {
+    std::lock_guard lock(health_mutex_);
+    ++health_.reconnects;
+  }
+  std::fprintf(stderr, "syncd: camera \"%s\": PipeWire connected again%s\n", name_.c_str(),
+               shown_ ? "; the node is back" : "");
+}
+
+void PipeWireBackend::set_health(const char* state, std::string error) {
+  std::lock_guard lock(health_mutex_);
+  health_.state = state;
+  health_.error = std::move(error);
+}
+
+CameraBackendHealth PipeWireBackend::health() const {
+  std::lock_guard lock(health_mutex_);
+  return health_;
+}
+
+std::optional<CameraDelivery> PipeWireBackend::delivery() const {
+  return CameraDelivery{.consumed = consumed_.load(std::memory_order_relaxed),
+                        .abandoned = abandoned_.load(std::memory_order_relaxed)};
 }
 
 void PipeWireBackend::set_frame_rate(double fps) {
@@ -136,8 +267,8 @@ void PipeWireBackend::set_frame_rate(double fps) {
 
 bool PipeWireBackend::configure(uint32_t width, uint32_t height, CameraFormat format,
                                 std::string& error) {
-  if (!core_) {
-    error = "PipeWire is not connected";
+  if (!loop_) {
+    error = "PipeWire's thread is not running";
     return false;
   }
   if (camera_frame_bytes(format, width, height) == 0) {
@@ -151,7 +282,9 @@ bool PipeWireBackend::configure(uint32_t width, uint32_t height, CameraFormat fo
   width_ = width;
   height_ = height;
   preferred_ = format;
-  const bool ok = create_stream_locked(error);
+  shown_ = true;
+  // Without PipeWire now, the node is made when it is back (connect_locked).
+  const bool ok = !connected_ || create_stream_locked(error);
   pw_thread_loop_unlock(loop_);
   return ok;
 }
@@ -210,8 +343,11 @@ bool PipeWireBackend::create_stream_locked(std::string& error) {
 void PipeWireBackend::destroy_stream_locked() {
   if (stream_) {
     if (in_flight_) pw_stream_queue_buffer(stream_, in_flight_);
+    // What the consumer gave back is consumed; what it still holds goes with the node.
+    if (connected_) take_returned_locked();
     pw_stream_destroy(stream_);  // the node leaves the graph
   }
+  spare_count_ = 0;
   stream_ = nullptr;
   delete listener_;
   listener_ = nullptr;
@@ -256,7 +392,21 @@ void PipeWireBackend::on_param_changed(uint32_t id, const spa_pod* param) {
 
 void PipeWireBackend::on_state_changed(int state, const char* error) {
   streaming_ = state == PW_STREAM_STATE_STREAMING;
-  if (error) std::fprintf(stderr, "syncd: camera \"%s\": PipeWire: %s\n", name_.c_str(), error);
+  // A lost connection is said once, by on_core_error; its stream's "connection error" would
+  // say it twice.
+  if (error && connected_)
+    std::fprintf(stderr, "syncd: camera \"%s\": PipeWire: %s\n", name_.c_str(), error);
+}
+
+void PipeWireBackend::on_remove_buffer(pw_buffer* buffer) {
+  // A consumer leaving or renegotiating takes the stream's buffers away, frames and all.
+  if (buffer->user_data == kWithConsumer) abandoned_.fetch_add(1, std::memory_order_relaxed);
+  buffer->user_data = nullptr;
+  auto* end = spare_.begin() + spare_count_;
+  if (auto* it = std::find(spare_.begin(), end, buffer); it != end) {
+    std::copy(it + 1, end, it);
+    --spare_count_;
+  }
 }
 
 std::span<uint8_t> PipeWireBackend::dequeue() {
@@ -265,7 +415,14 @@ std::span<uint8_t> PipeWireBackend::dequeue() {
   pw_thread_loop_lock(loop_);
   std::span<uint8_t> out;
   if (stream_ && streaming_ && negotiated_ && !in_flight_) {
-    if (pw_buffer* b = pw_stream_dequeue_buffer(stream_)) {
+    take_returned_locked();
+    if (spare_count_ > 0) {
+      // The one back longest, as pw_stream_dequeue_buffer() would give it. Not the newest:
+      // filled newest-first, every other frame went missing at pipewiresrc (0.3.65), which
+      // still reads the buffer it gave back last.
+      pw_buffer* b = spare_[0];
+      std::copy(spare_.begin() + 1, spare_.begin() + spare_count_, spare_.begin());
+      --spare_count_;
       spa_data& d = b->buffer->datas[0];
       if (d.data && d.maxsize >= frame_bytes_) {
         in_flight_ = b;
@@ -275,11 +432,23 @@ std::span<uint8_t> PipeWireBackend::dequeue() {
         // unmaps them under a conversion writing into one.
         return {static_cast<uint8_t*>(d.data), frame_bytes_};
       }
+      d.chunk->size = 0;  // too small for this format: back, empty, as release_unfilled()
       pw_stream_queue_buffer(stream_, b);
     }
   }
   pw_thread_loop_unlock(loop_);
   return out;
+}
+
+void PipeWireBackend::take_returned_locked() {
+  while (spare_count_ < spare_.size()) {
+    pw_buffer* b = pw_stream_dequeue_buffer(stream_);
+    if (!b) break;
+    // A buffer queued with a frame comes back once the consumer has taken it and let it go.
+    if (b->user_data == kWithConsumer) consumed_.fetch_add(1, std::memory_order_relaxed);
+    b->user_data = nullptr;
+    spare_[spare_count_++] = b;
+  }
 }
 
 void PipeWireBackend::release_unfilled() {
@@ -312,6 +481,7 @@ bool PipeWireBackend::queue(uint64_t accept_ns, uint64_t sequence) {
     d.chunk->offset = 0;
     d.chunk->size = uint32_t(frame_bytes_);
     d.chunk->stride = int32_t(stride_);
+    in_flight_->user_data = kWithConsumer;
     pw_stream_queue_buffer(stream_, in_flight_);
     in_flight_ = nullptr;
     // Queued outside the cycle, then triggered: the buffer waits in the stream's queue for the
@@ -331,15 +501,16 @@ void PipeWireBackend::end_stream() {
 
 void PipeWireBackend::end_on_pipewire_thread() {
   // Runs with the lock held, so no buffer is with the worker now.
+  shown_ = false;
   destroy_stream_locked();
 }
 
 void PipeWireBackend::close() {
   if (!loop_) return;
   pw_thread_loop_lock(loop_);
-  destroy_stream_locked();
-  if (core_) pw_core_disconnect(core_);
-  core_ = nullptr;
+  disconnect_locked();
+  if (reconnect_timer_) pw_loop_destroy_source(pw_thread_loop_get_loop(loop_), reconnect_timer_);
+  reconnect_timer_ = nullptr;
   pw_thread_loop_unlock(loop_);
   pw_thread_loop_stop(loop_);
   if (context_) pw_context_destroy(context_);
