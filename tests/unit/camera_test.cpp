@@ -272,6 +272,8 @@ class FakeBackend final : public CameraBackend {
   std::atomic<bool> hold{false};
   std::atomic<bool> held{false};  // queue() is waiting on hold
   std::atomic<bool> busy{false};
+  std::atomic<bool> up{true};  // connected(): false plays a PipeWire that went away
+  std::atomic<uint64_t> consumed{0};
   bool refuse_configure = false;
   std::atomic<int> configures{0};
   std::atomic<int> queued{0};
@@ -294,8 +296,12 @@ class FakeBackend final : public CameraBackend {
     return true;
   }
   std::span<uint8_t> dequeue() override {
-    if (busy) return {};
+    if (busy || !up) return {};
     return buffer_;
+  }
+  bool connected() const override { return up; }
+  std::optional<CameraDelivery> delivery() const override {
+    return CameraDelivery{.consumed = consumed, .abandoned = 0};
   }
   bool queue(uint64_t, uint64_t) override {
     queue_policy = sched_getscheduler(0);
@@ -588,3 +594,47 @@ TEST(V4l2Backend, OptInWritesToARealLoopbackDevice) {
 }
 
 }  // namespace
+
+TEST(CameraPublisher, FramesWhileTheBackendIsDownAreCountedAsSuchAndDeliveryIsPerStream) {
+  Loop loop;
+  auto backend = std::make_unique<FakeBackend>();
+  FakeBackend* fake = backend.get();
+  CameraPublisher camera(&loop.loop, CameraConfig{}, std::move(backend));
+  TestStream first(1, 64, 16, 4);
+  camera.on_stream_open(first.stream);
+  auto offer = [&](TestStream& s, uint64_t seq) {
+    ASSERT_TRUE(s.offer(camera, seq));
+    ASSERT_TRUE(loop.run_until([&] { return camera.counters(s.stream.id())->converting == 0; }));
+  };
+  offer(first, 1);
+  fake->consumed = 1;
+  fake->up = false;  // PipeWire went away
+  offer(first, 2);
+  offer(first, 3);
+  fake->up = true;
+  offer(first, 4);
+  fake->consumed = 2;
+  const CameraCounters& c = *camera.counters(1);
+  EXPECT_EQ(c.delivered, 2u);
+  EXPECT_EQ(c.dropped[size_t(CameraDrop::kBackendDown)], 2u);
+  EXPECT_EQ(c.dropped[size_t(CameraDrop::kNoConsumer)], 0u);
+  expect_accounted(c);
+  nlohmann::json stats;
+  camera.write_stream_stats(1, stats);
+  EXPECT_EQ(stats["dropped"]["backend_down"], 2);
+  EXPECT_EQ(stats["consumed"], 2);
+  EXPECT_EQ(stats["with_consumer"], 0);
+  // The first stream closes and a second is shown: what comes back between counts for the
+  // first; the second starts from there.
+  camera.on_stream_close(first.stream);
+  TestStream second(2, 64, 16, 4);
+  camera.on_stream_open(second.stream);
+  offer(second, 1);
+  fake->consumed = 3;
+  camera.write_stream_stats(1, stats);
+  EXPECT_EQ(stats["consumed"], 2);
+  camera.write_stream_stats(2, stats);
+  EXPECT_EQ(stats["consumed"], 1);
+  EXPECT_EQ(stats["delivered"], 1);
+  camera.stop();
+}
