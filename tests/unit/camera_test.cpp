@@ -593,8 +593,6 @@ TEST(V4l2Backend, OptInWritesToARealLoopbackDevice) {
   }
 }
 
-}  // namespace
-
 TEST(CameraPublisher, FramesWhileTheBackendIsDownAreCountedAsSuchAndDeliveryIsPerStream) {
   Loop loop;
   auto backend = std::make_unique<FakeBackend>();
@@ -638,3 +636,5 @@ TEST(CameraPublisher, FramesWhileTheBackendIsDownAreCountedAsSuchAndDeliveryIsPe
   EXPECT_EQ(stats["delivered"], 1);
   camera.stop();
 }
+
+}  // namespace
