@@ -4,33 +4,63 @@
 # run of each libFuzzer target. Installs what is missing first; safe to re-run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Each stage's wall time, printed as a table when the script ends (passed or not): the budget is
+# 40 minutes on a 2-core machine, and this shows where it goes.
+stage_names=()
+stage_seconds=()
+stage_started=$SECONDS
+stage() {
+  local now=$SECONDS
+  if ((${#stage_names[@]})); then stage_seconds+=($((now - stage_started))); fi
+  stage_names+=("$1")
+  stage_started=$now
+  echo "== $1"
+}
+stage_table() {
+  local status=$? i total=0
+  stage_seconds+=($((SECONDS - stage_started)))
+  echo "-- stage times"
+  for i in "${!stage_names[@]}"; do
+    printf '%-34s %5d s\n' "${stage_names[$i]}" "${stage_seconds[$i]}"
+    total=$((total + stage_seconds[i]))
+  done
+  printf '%-34s %5d s (%d min)\n' "total" "$total" $((total / 60))
+  return "$status"
+}
+trap stage_table EXIT
+
+stage "install dependencies"
 scripts/install-deps.sh
 
 jobs=$(nproc)
 fuzz_seconds=${SYNC_FUZZ_SECONDS:-20}
 
-echo "== release build and tests"
+stage "release build"
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$jobs"
 # playwright-core for the browser tests, and for test_camera_chromium (Chromium as the camera's
 # consumer) among the integration tests.
 (cd tests/browser && npm ci --no-audit --no-fund)
+stage "release tests"
 # Every test must pass the first time, except the timing-contract tests (label "timing": paced
 # 60 fps, audio continuity and RTT under video load), which measure a shared 2-core machine: one
 # of those that fails is run once more, and both runs stay in the log.
 ctest --test-dir build/release --output-on-failure -j1 -LE timing
 ctest --test-dir build/release --output-on-failure -j1 -L timing --repeat until-pass:2
 
-echo "== browser tests (Debian chromium + playwright-core; web/sync.js, pages, tickets, credit)"
+stage "browser tests"  # Debian chromium + playwright-core: web/sync.js, pages, tickets, credit
 (cd tests/browser && SYNCD=$PWD/../../build/release/src/daemon/syncd npm test)
 
-echo "== asan-ubsan build and tests"
+# -O1 -g1 (CMakePresets.json): ASan's advice, and half the compile time of -O2 -g here.
+stage "asan-ubsan build"
 cmake --preset asan-ubsan >/dev/null
 cmake --build --preset asan-ubsan -j"$jobs"
+stage "asan-ubsan tests"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir build/asan-ubsan --output-on-failure -j1 -LE qualification
 
-echo "== tsan build and tests of the threaded code"
+stage "tsan build and tests"  # the threaded code's
 tsan_targets=(headtrack_tests handoff_tests camera_tests transport_tests egress_tests relay_tests decode_tests whep_tests http_client_tests)
 [[ -f tests/unit/audio.cmake ]] && tsan_targets+=(audio_tests)
 cmake --preset tsan >/dev/null
@@ -39,7 +69,7 @@ for t in "${tsan_targets[@]}"; do
   TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/unit/"$t" --gtest_brief=1
 done
 
-echo "== fuzz smoke (${fuzz_seconds}s per target)"
+stage "fuzz build and smoke (${fuzz_seconds} s a target)"
 fuzz_targets=(ws_frame_decoder http_request http_authority control_message hid_descriptor hid_report
               audio_control frame_header shm_reader relay_wire rtp rtcp fec_decoder jitter_buffer
               congestion srtp_unprotect opus_decode dtls_routing h264_decode webrtc_sdp
