@@ -37,7 +37,7 @@ jobs=$(nproc)
 fuzz_seconds=${SYNC_FUZZ_SECONDS:-20}
 
 stage "release build"
-cmake --preset release >/dev/null
+cmake --preset release -DSYNC_WERROR=ON >/dev/null
 cmake --build --preset release -j"$jobs"
 # playwright-core for the browser tests, and for test_camera_chromium (Chromium as the camera's
 # consumer) among the integration tests.
@@ -54,7 +54,7 @@ stage "browser tests"  # Debian chromium + playwright-core: web/sync.js, pages, 
 
 # -O1 -g1 (CMakePresets.json): ASan's advice, and half the compile time of -O2 -g here.
 stage "asan-ubsan build"
-cmake --preset asan-ubsan >/dev/null
+cmake --preset asan-ubsan -DSYNC_WERROR=ON >/dev/null
 cmake --build --preset asan-ubsan -j"$jobs"
 stage "asan-ubsan tests"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -63,7 +63,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 stage "tsan build and tests"  # the threaded code's
 tsan_targets=(headtrack_tests handoff_tests camera_tests transport_tests egress_tests relay_tests decode_tests whep_tests http_client_tests)
 [[ -f tests/unit/audio.cmake ]] && tsan_targets+=(audio_tests)
-cmake --preset tsan >/dev/null
+cmake --preset tsan -DSYNC_WERROR=ON >/dev/null
 cmake --build --preset tsan -j"$jobs" --target "${tsan_targets[@]}"
 for t in "${tsan_targets[@]}"; do
   TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/unit/"$t" --gtest_brief=1
@@ -74,7 +74,7 @@ fuzz_targets=(ws_frame_decoder http_request http_authority control_message hid_d
               audio_control frame_header shm_reader relay_wire rtp rtcp fec_decoder jitter_buffer
               congestion srtp_unprotect opus_decode dtls_routing h264_decode webrtc_sdp
               webrtc_stun http_response decode_twin)
-cmake --preset fuzz >/dev/null
+cmake --preset fuzz -DSYNC_WERROR=ON >/dev/null
 cmake --build --preset fuzz -j"$jobs" --target "${fuzz_targets[@]/#/fuzz_}"
 # Two fuzzers at a time, one per core (each is single-threaded): the same time per target in half
 # the wall time. Each one's output is printed when it ends: its last lines, or all of its report

@@ -135,19 +135,21 @@ bool recognize_head_tracker(const ParsedDescriptor& parsed, TrackerLayout& out, 
       // Array properties: a collection (or the field itself) names the property; the field's
       // usages are its selectors.
       if (f.usages.empty() || !value_sized(f)) continue;
-      SelectorLocation* target = nullptr;
+      // The first such field names the property; later ones are ignored. (By reference, not a
+      // pointer that may be null: GCC 12's -Wstringop-overflow misread that form under TSan.)
+      auto take = [&f](SelectorLocation& target) {
+        if (target.present) return;
+        target.present = true;
+        target.value = location_of(f, 0);
+        target.selectors = f.usages;
+      };
       const uint32_t first = f.usages.front();
       if (first == ht_usage::kReportingNoEvents || first == ht_usage::kReportingAllEvents) {
-        target = &out.reporting_state;
+        take(out.reporting_state);
       } else if (first == ht_usage::kPowerFull || first == ht_usage::kPowerOff) {
-        target = &out.power_state;
+        take(out.power_state);
       } else if (first == ht_usage::kTransportAcl || first == ht_usage::kTransportIso) {
-        target = &out.transport;
-      }
-      if (target && !target->present) {
-        target->present = true;
-        target->value = location_of(f, 0);
-        target->selectors = f.usages;
+        take(out.transport);
       }
     }
     for (int id = 0; id < 256; ++id) {

@@ -15,3 +15,7 @@ add_executable(rtp_tests
 )
 target_link_libraries(rtp_tests PRIVATE sync_rtp GTest::gtest_main)
 add_test(NAME rtp_tests COMMAND rtp_tests)
+# The allocation test counts allocations with its own operator new over malloc: GCC 12 reads
+# the matching operator delete's free() as a mismatch (-Wmismatched-new-delete), wrongly.
+set_source_files_properties(${SYNC_ROOT}/tests/unit/rtp_allocation_test.cpp PROPERTIES
+                            COMPILE_OPTIONS -Wno-mismatched-new-delete)

@@ -177,8 +177,16 @@ void ShmRegion::on_acquire(FrameSlot& slot) {
   // A slot released without being published (a refused frame) is still odd: leave it so.
   if ((seq & 1u) == 0) __atomic_store_n(&meta->seq, seq + 1, __ATOMIC_RELAXED);
   // Readers that loaded the even value before this store must see the change once any pixel
-  // write lands: order the seqlock store before every later store.
+  // write lands: order the seqlock store before every later store. (TSan does not model fences
+  // and says so; the readers are other processes, outside its view anyway.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wtsan"
+#endif
   __atomic_thread_fence(__ATOMIC_RELEASE);
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 }
 
 void ShmRegion::publish(const FrameSlot& slot, uint64_t publish_time_ns) {
