@@ -149,7 +149,7 @@ class Camera(unittest.TestCase):
         proc = subprocess.run([SYNCD, "--port", "0", "--publisher", "camera",
                                "--camera-format", "bgrx"], capture_output=True, text=True,
                               timeout=10)
-        self.assertEqual(proc.returncode, 105)  # CLI11's validation failure
+        self.assertEqual(proc.returncode, 2)  # a usage error (README.md, "Exit status")
         self.assertIn("camera-format", proc.stderr)
 
 
