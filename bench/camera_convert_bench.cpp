@@ -1,11 +1,15 @@
-// Cost of the camera's colour conversion per frame (libyuv, src/media/publishers/camera),
-// against a memcpy of the same source frame measured in the same run, interleaved frame by
-// frame so both see the same machine. Then the camera publisher itself: frames offered on a
-// loop, converted on its worker into a backend that discards them, with the loop's own time per
-// frame (which must stay near zero: it only pins and hands off) and the worker's.
+// Cost of the camera's colour conversion per frame (libyuv, src/media/publishers/camera), for
+// every stream format (RGBA, BGRA, I420, NV12) into every camera format (YUY2, I420, NV12),
+// against a memcpy of the same source frame measured in the same run, interleaved frame by frame
+// so both see the same machine. Then the camera publisher itself: frames offered on a loop,
+// converted on its worker into a backend that discards them, with the loop's own time per frame
+// (which must stay near zero: it only pins and hands off) and the worker's.
 //
-// Prints one JSON object: median and p99 in microseconds of each conversion and of the memcpy,
-// the ratio of the medians, and the publisher's stage means.
+// Prints one JSON object on stdout: per source format the memcpy's median and p99 in
+// microseconds; per pair the conversion's median and p99, its ratio (of the medians) to the
+// memcpy of its own source frame and to the memcpy of the RGBA frame (8.3 MB at 1080p, the
+// baseline of docs/benchmarks.md); and the publisher's stage means. The same figures as a table
+// on stderr.
 // Usage: camera_convert_bench [frames] [width height]
 #include <uv.h>
 
@@ -13,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,11 +41,14 @@ void fill(uint8_t* p, size_t bytes, int frame) {
 }
 
 struct Arm {
-  const char* name;
   PixelFormat source;
   CameraFormat target;
   std::vector<uint64_t> ns;
 };
+
+constexpr PixelFormat kSources[] = {PixelFormat::kRgba8, PixelFormat::kBgra8, PixelFormat::kI420,
+                                    PixelFormat::kNv12};
+constexpr CameraFormat kTargets[] = {CameraFormat::kYuy2, CameraFormat::kI420, CameraFormat::kNv12};
 
 // Takes every frame and drops it: what is timed is the conversion and the hand-off.
 class DiscardBackend final : public CameraBackend {
@@ -66,46 +74,42 @@ int main(int argc, char** argv) {
   const int frames = argc > 1 ? std::atoi(argv[1]) : 300;
   const uint32_t width = argc > 3 ? uint32_t(std::atoi(argv[2])) : 1920;
   const uint32_t height = argc > 3 ? uint32_t(std::atoi(argv[3])) : 1080;
-  FrameLayout rgba, bgra, nv12, i420;
-  if (frames < 1 || !frame_layout(PixelFormat::kRgba8, width, height, rgba) ||
-      !frame_layout(PixelFormat::kBgra8, width, height, bgra) ||
-      !frame_layout(PixelFormat::kNv12, width, height, nv12) ||
-      !frame_layout(PixelFormat::kI420, width, height, i420)) {
+  FrameLayout layouts[std::size(kSources)];
+  bool sized = frames > 0;
+  for (size_t i = 0; i < std::size(kSources); ++i)
+    sized = sized && frame_layout(kSources[i], width, height, layouts[i]);
+  if (!sized) {
     std::fprintf(stderr, "camera_convert_bench: frames > 0 and an even size, please\n");
     return 2;
   }
-  std::vector<uint8_t> rgb_src(rgba.bytes), yuv_src(nv12.bytes), copy_target(rgba.bytes);
+  const FrameLayout& rgba = layouts[0];
+  // One source frame per format (RGBA and BGRA are the same bytes read two ways, as are I420
+  // and NV12), refilled each frame; each memcpy copies its own source frame.
+  std::vector<uint8_t> rgb_src(rgba.bytes), yuv_src(layouts[2].bytes), copy_target(rgba.bytes);
   std::vector<uint8_t> out(camera_frame_bytes(CameraFormat::kYuy2, width, height));
   FrameConverter converter;
   converter.prepare(width, height);
 
-  Arm arms[] = {
-      {"rgba_to_i420", PixelFormat::kRgba8, CameraFormat::kI420, {}},
-      {"rgba_to_nv12", PixelFormat::kRgba8, CameraFormat::kNv12, {}},
-      {"rgba_to_yuy2", PixelFormat::kRgba8, CameraFormat::kYuy2, {}},
-      {"bgra_to_i420", PixelFormat::kBgra8, CameraFormat::kI420, {}},
-      {"nv12_to_nv12", PixelFormat::kNv12, CameraFormat::kNv12, {}},
-      {"nv12_to_i420", PixelFormat::kNv12, CameraFormat::kI420, {}},
-      {"nv12_to_yuy2", PixelFormat::kNv12, CameraFormat::kYuy2, {}},
-  };
-  std::vector<uint64_t> copies;
+  std::vector<Arm> arms;
+  for (PixelFormat source : kSources)
+    for (CameraFormat target : kTargets) arms.push_back({source, target, {}});
+  std::vector<uint64_t> copies[std::size(kSources)];
   for (int f = 0; f < frames; ++f) {
     fill(rgb_src.data(), rgb_src.size(), f);
     fill(yuv_src.data(), yuv_src.size(), f);
-    // The baseline: one pass over the RGBA source frame.
-    uint64_t t0 = syncd::core::monotonic_ns();
-    std::memcpy(copy_target.data(), rgb_src.data(), rgb_src.size());
-    copies.push_back(syncd::core::monotonic_ns() - t0);
-    for (Arm& arm : arms) {
-      const bool rgb = arm.source == PixelFormat::kRgba8 || arm.source == PixelFormat::kBgra8;
-      const FrameLayout& layout = arm.source == PixelFormat::kRgba8   ? rgba
-                                  : arm.source == PixelFormat::kBgra8 ? bgra
-                                                                      : nv12;
-      t0 = syncd::core::monotonic_ns();
-      if (!converter.convert(layout, rgb ? rgb_src.data() : yuv_src.data(), arm.target, out.data(),
-                             out.size()))
-        return 1;
-      arm.ns.push_back(syncd::core::monotonic_ns() - t0);
+    for (size_t i = 0; i < std::size(kSources); ++i) {
+      const bool rgb = i < 2;
+      const uint8_t* src = rgb ? rgb_src.data() : yuv_src.data();
+      // The baseline: one pass over this source frame, just before its conversions.
+      uint64_t t0 = syncd::core::monotonic_ns();
+      std::memcpy(copy_target.data(), src, layouts[i].bytes);
+      copies[i].push_back(syncd::core::monotonic_ns() - t0);
+      for (Arm& arm : arms) {
+        if (arm.source != kSources[i]) continue;
+        t0 = syncd::core::monotonic_ns();
+        if (!converter.convert(layouts[i], src, arm.target, out.data(), out.size())) return 1;
+        arm.ns.push_back(syncd::core::monotonic_ns() - t0);
+      }
     }
   }
 
@@ -138,15 +142,37 @@ int main(int argc, char** argv) {
     return s.count() ? double(s.total_ns()) / double(s.count()) / 1e3 : 0.0;
   };
 
-  const double cp50 = percentile_us(copies, 0.5);
-  std::printf("{\"frames\":%d,\"width\":%u,\"height\":%u,\"source_frame_bytes\":%zu,", frames,
-              width, height, rgba.bytes);
-  std::printf("\"memcpy_us\":{\"median\":%.1f,\"p99\":%.1f},", cp50, percentile_us(copies, 0.99));
-  for (const Arm& arm : arms) {
-    const double m = percentile_us(arm.ns, 0.5);
-    std::printf("\"%s\":{\"median_us\":%.1f,\"p99_us\":%.1f,\"vs_memcpy\":%.2f},", arm.name, m,
-                percentile_us(arm.ns, 0.99), m / cp50);
+  std::printf("{\"frames\":%d,\"width\":%u,\"height\":%u,\"memcpy_us\":{", frames, width, height);
+  double copy_median[std::size(kSources)];
+  for (size_t i = 0; i < std::size(kSources); ++i) {
+    copy_median[i] = percentile_us(copies[i], 0.5);
+    std::printf("%s\"%s\":{\"bytes\":%zu,\"median\":%.1f,\"p99\":%.1f}", i ? "," : "",
+                pixel_format_name(kSources[i]), layouts[i].bytes, copy_median[i],
+                percentile_us(copies[i], 0.99));
   }
+  std::printf("},\"conversions\":[");
+  std::fprintf(stderr,
+               "| conversion | median | p99 | vs memcpy of its source | vs memcpy of RGBA |\n");
+  std::fprintf(stderr, "|---|---|---|---|---|\n");
+  for (size_t i = 0; i < std::size(kSources); ++i)
+    std::fprintf(stderr, "| memcpy of the %s frame | %.0f us | %.0f us | 1.00x | %.2fx |\n",
+                 pixel_format_name(kSources[i]), copy_median[i], percentile_us(copies[i], 0.99),
+                 copy_median[i] / copy_median[0]);
+  for (size_t a = 0; a < arms.size(); ++a) {
+    const Arm& arm = arms[a];
+    const size_t s = size_t(std::find(std::begin(kSources), std::end(kSources), arm.source) -
+                            std::begin(kSources));
+    const double m = percentile_us(arm.ns, 0.5), p99 = percentile_us(arm.ns, 0.99);
+    std::printf(
+        "%s{\"source\":\"%s\",\"camera\":\"%s\",\"median_us\":%.1f,\"p99_us\":%.1f,"
+        "\"vs_memcpy_source\":%.2f,\"vs_memcpy_rgba\":%.2f}",
+        a ? "," : "", pixel_format_name(arm.source), camera_format_name(arm.target), m, p99,
+        m / copy_median[s], m / copy_median[0]);
+    std::fprintf(stderr, "| %s -> %s | %.0f us | %.0f us | %.2fx | %.2fx |\n",
+                 pixel_format_name(arm.source), camera_format_name(arm.target), m, p99,
+                 m / copy_median[s], m / copy_median[0]);
+  }
+  std::printf("],");
   std::printf(
       "\"publisher_rgba_to_yuy2\":{\"delivered\":%llu,\"dropped\":%llu,\"loop_us_mean\":%.2f,"
       "\"loop_us_max\":%.2f,\"loop_cpu_us_median\":%.2f,\"loop_cpu_us_p99\":%.2f,\"worker_convert_"

@@ -42,6 +42,7 @@ struct CommandLine {
   uint32_t idle_timeout_s = 0;
   size_t read_window_kb = 0;
   std::string camera_format;
+  CLI::Option* camera_format_option = nullptr;  // its count(): whether it was given
   size_t max_pool_mb = 0;
   size_t max_pool_mb_per_connection = 0;  // 0: half of max_pool_mb
   size_t read_turn_kb = 0;
@@ -92,9 +93,12 @@ void add_options(CLI::App& app, server::ServerConfig& cfg, CommandLine& c) {
                  "PipeWire node (docs/camera.md)");
   app.add_option("--camera-name", cfg.camera.name, "Camera publisher: the name consumers list")
       ->capture_default_str();
-  app.add_option("--camera-format", c.camera_format, "Camera publisher: yuy2|i420|nv12")
-      ->check(CLI::IsMember({"yuy2", "i420", "nv12"}))
-      ->capture_default_str();
+  c.camera_format_option =
+      app.add_option("--camera-format", c.camera_format,
+                     "Camera publisher: yuy2|i420|nv12 (a PipeWire node offers all three; without "
+                     "this option, the cheapest for the stream's pixels first)")
+          ->check(CLI::IsMember({"yuy2", "i420", "nv12"}))
+          ->capture_default_str();
   app.add_option("--source", c.source, "Built-in producer: pattern[:WIDTHxHEIGHT@FPS]");
   app.add_option("--allow-origin", c.origins,
                  "Extra browser Origin allowed to open /ws (repeatable; loopback always is)");
@@ -330,6 +334,7 @@ std::optional<std::string> finish(CommandLine& c, server::ServerConfig& cfg) {
     cfg.audio = audio;
   }
   media::parse_camera_format(c.camera_format, cfg.camera.format);  // CLI11 checked the name
+  cfg.camera.format_given = c.camera_format_option && c.camera_format_option->count() > 0;
   cfg.publishers = split_commas(c.publishers);
   for (const std::string& p : cfg.publishers)
     if (!media::find_publisher(p))

@@ -1,30 +1,44 @@
 // The camera publisher's core (src/media/publishers/camera): colour conversion with known
-// pixels, NV12/I420 pass-through, the v4l2loopback backend with a regular file standing in for
-// the device, and the publisher's hand-off and drop accounting with a backend that can be made
-// slow, busy or failing. The last test writes to a real v4l2loopback device and is opt-in: it
-// skips when none exists.
+// pixels, NV12/I420 pass-through, the one-pass conversions against libyuv's whole-frame ones
+// (byte for byte), the PipeWire node's EnumFormat params and their colour properties, the
+// v4l2loopback backend with a regular file standing in for the device, and the publisher's hand-off
+// and drop accounting with a backend that can be made slow, busy or failing. The last test writes
+// to a real v4l2loopback device and is opt-in: it skips when none exists.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <libyuv/convert.h>
+#include <libyuv/convert_from.h>
+#include <libyuv/convert_from_argb.h>
+#include <libyuv/planar_functions.h>
 #include <sched.h>
+#include <spa/param/format-utils.h>
+#include <spa/param/video/format-utils.h>
+#include <spa/pod/builder.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "media/frame_header.h"
 #include "media/publishers/camera/camera_publisher.h"
+#include "media/publishers/camera/pipewire_format.h"
 #include "media/publishers/camera/v4l2_backend.h"
 #include "media/stream.h"
+
+#pragma GCC diagnostic ignored "-Wpedantic"  // spa's pod builders are GNU statement expressions
 
 namespace {
 
@@ -186,6 +200,13 @@ TEST(CameraConvert, PlanarSourcesPassThroughExactly) {
 
 TEST(CameraConvert, RefusesWhatDoesNotFit) {
   FrameConverter converter;
+  {
+    // Nothing prepared yet: every size differs from the prepared one.
+    const FrameLayout layout = layout_of(PixelFormat::kRgba8, 64, 16);
+    std::vector<uint8_t> src(layout.bytes), out(64 * 16 * 2);
+    EXPECT_FALSE(
+        converter.convert(layout, src.data(), CameraFormat::kI420, out.data(), out.size()));
+  }
   EXPECT_FALSE(converter.prepare(63, 16));  // odd width
   EXPECT_FALSE(converter.prepare(64, 0));
   EXPECT_EQ(camera_frame_bytes(CameraFormat::kYuy2, 64, 15), 0u);
@@ -205,6 +226,233 @@ TEST(CameraConvert, RefusesWhatDoesNotFit) {
   EXPECT_TRUE(parse_camera_format("nv12", f));
   EXPECT_EQ(f, CameraFormat::kNv12);
   EXPECT_FALSE(parse_camera_format("bgrx", f));
+}
+
+// What the conversions produced before they went one pass at a time: libyuv over the whole
+// frame, RGBA and NV12 to YUY2 in two passes through an I420 frame. The one-pass conversions
+// must give the same bytes.
+void whole_frame_reference(PixelFormat source, const uint8_t* p, CameraFormat format, uint8_t* out,
+                           int w, int h) {
+  const int half = w / 2, stride = w * 4;
+  uint8_t* y = out;
+  uint8_t* u = out + size_t(w) * h;
+  uint8_t* v = u + size_t(w) * h / 4;
+  std::vector<uint8_t> i420(size_t(w) * h * 3 / 2);
+  uint8_t* ty = i420.data();
+  uint8_t* tu = ty + size_t(w) * h;
+  uint8_t* tv = tu + size_t(w) * h / 4;
+  const bool rgba = source == PixelFormat::kRgba8;
+  switch (source) {
+    case PixelFormat::kRgba8:
+    case PixelFormat::kBgra8:
+      if (format == CameraFormat::kI420) {
+        rgba ? libyuv::ABGRToI420(p, stride, y, w, u, half, v, half, w, h)
+             : libyuv::ARGBToI420(p, stride, y, w, u, half, v, half, w, h);
+      } else if (format == CameraFormat::kNv12) {
+        rgba ? libyuv::ABGRToNV12(p, stride, y, w, u, w, w, h)
+             : libyuv::ARGBToNV12(p, stride, y, w, u, w, w, h);
+      } else if (rgba) {
+        libyuv::ABGRToI420(p, stride, ty, w, tu, half, tv, half, w, h);
+        libyuv::I420ToYUY2(ty, w, tu, half, tv, half, out, w * 2, w, h);
+      } else {
+        libyuv::ARGBToYUY2(p, stride, out, w * 2, w, h);
+      }
+      break;
+    case PixelFormat::kI420: {
+      const uint8_t* su = p + size_t(w) * h;
+      const uint8_t* sv = su + size_t(w) * h / 4;
+      if (format == CameraFormat::kI420) std::memcpy(out, p, i420.size());
+      if (format == CameraFormat::kNv12)
+        libyuv::I420ToNV12(p, w, su, half, sv, half, y, w, u, w, w, h);
+      if (format == CameraFormat::kYuy2)
+        libyuv::I420ToYUY2(p, w, su, half, sv, half, out, w * 2, w, h);
+      break;
+    }
+    case PixelFormat::kNv12: {
+      const uint8_t* uv = p + size_t(w) * h;
+      if (format == CameraFormat::kNv12) std::memcpy(out, p, i420.size());
+      if (format == CameraFormat::kI420)
+        libyuv::NV12ToI420(p, w, uv, w, y, w, u, half, v, half, w, h);
+      if (format == CameraFormat::kYuy2) {
+        libyuv::SplitUVPlane(uv, w, tu, half, tv, half, half, h / 2);
+        libyuv::I420ToYUY2(p, w, tu, half, tv, half, out, w * 2, w, h);
+      }
+      break;
+    }
+    default:
+      FAIL() << "no reference for " << pixel_format_name(source);
+  }
+}
+
+TEST(CameraConvert, OnePassMatchesTheWholeFrameConversionsByteForByte) {
+  // Random pixels, so every chunk differs; sizes whose width is a multiple of the converter's
+  // 192-column chunk, one with a narrow last chunk (1282 = 6 * 192 + 130), one narrower than a
+  // chunk, the smallest frame, and a tall one (bands go on into the last rows).
+  std::mt19937 rng(31);
+  for (const auto& [w, h] : {std::pair{1920u, 8u}, std::pair{1282u, 6u}, std::pair{34u, 4u},
+                             std::pair{2u, 2u}, std::pair{384u, 96u}}) {
+    FrameConverter converter;
+    ASSERT_TRUE(converter.prepare(w, h));
+    for (PixelFormat source :
+         {PixelFormat::kRgba8, PixelFormat::kBgra8, PixelFormat::kI420, PixelFormat::kNv12}) {
+      const FrameLayout layout = layout_of(source, w, h);
+      std::vector<uint8_t> src(layout.bytes);
+      for (uint8_t& b : src) b = uint8_t(rng());
+      for (CameraFormat format : kAllFormats) {
+        SCOPED_TRACE(std::to_string(w) + "x" + std::to_string(h) + " " + pixel_format_name(source) +
+                     " to " + camera_format_name(format));
+        const size_t bytes = camera_frame_bytes(format, w, h);
+        std::vector<uint8_t> want(bytes), got(bytes + 16, 0xa5);
+        whole_frame_reference(source, src.data(), format, want.data(), int(w), int(h));
+        ASSERT_TRUE(converter.convert(layout, src.data(), format, got.data(), got.size()));
+        ASSERT_TRUE(std::equal(want.begin(), want.end(), got.begin()));
+        // Nothing written past the frame.
+        EXPECT_EQ(std::vector<uint8_t>(got.begin() + long(bytes), got.end()),
+                  std::vector<uint8_t>(16, 0xa5));
+      }
+    }
+  }
+}
+
+TEST(CameraConvert, OnePassYuy2KeepsTheTwoPassChromaSiting) {
+  // Rows of different colours: RGBA to YUY2 gives both rows of a pair their 2x2 blocks' chroma
+  // (through I420, as the two passes did), BGRA gives each row its own (libyuv's ARGBToYUY2, as
+  // before). Red over blue: a pair's chroma is the average, or each row's.
+  constexpr uint32_t w = 4, h = 2;
+  FrameConverter converter;
+  ASSERT_TRUE(converter.prepare(w, h));
+  for (PixelFormat source : {PixelFormat::kRgba8, PixelFormat::kBgra8}) {
+    const bool rgba = source == PixelFormat::kRgba8;
+    std::vector<uint8_t> src(w * h * 4);
+    for (uint32_t i = 0; i < w * h; ++i) {
+      const bool red = i < w;  // row 0 red, row 1 blue
+      src[i * 4 + (rgba ? 0 : 2)] = red ? 255 : 0;
+      src[i * 4 + 1] = 0;
+      src[i * 4 + (rgba ? 2 : 0)] = red ? 0 : 255;
+      src[i * 4 + 3] = 255;
+    }
+    std::vector<uint8_t> out(camera_frame_bytes(CameraFormat::kYuy2, w, h));
+    ASSERT_TRUE(converter.convert(layout_of(source, w, h), src.data(), CameraFormat::kYuy2,
+                                  out.data(), out.size()));
+    const Yuv top = sample(CameraFormat::kYuy2, out, w, h, 0, 0);
+    const Yuv bottom = sample(CameraFormat::kYuy2, out, w, h, 0, 1);
+    EXPECT_NEAR(top.y, 81, kTolerance);     // red
+    EXPECT_NEAR(bottom.y, 41, kTolerance);  // blue
+    if (rgba) {
+      EXPECT_EQ(top.u, bottom.u);
+      EXPECT_EQ(top.v, bottom.v);
+      EXPECT_NEAR(top.u, (90 + 240) / 2, kTolerance);
+      EXPECT_NEAR(top.v, (240 + 110) / 2, kTolerance);
+    } else {
+      EXPECT_NEAR(top.u, 90, kTolerance);
+      EXPECT_NEAR(top.v, 240, kTolerance);
+      EXPECT_NEAR(bottom.u, 240, kTolerance);
+      EXPECT_NEAR(bottom.v, 110, kTolerance);
+    }
+  }
+}
+
+TEST(CameraFormat, CheapestIsACopyForYuvAndI420ForRgb) {
+  EXPECT_EQ(cheapest_camera_format(PixelFormat::kI420), CameraFormat::kI420);
+  EXPECT_EQ(cheapest_camera_format(PixelFormat::kNv12), CameraFormat::kNv12);
+  EXPECT_EQ(cheapest_camera_format(PixelFormat::kRgba8), CameraFormat::kI420);
+  EXPECT_EQ(cheapest_camera_format(PixelFormat::kBgra8), CameraFormat::kI420);
+  // A decoded twin (what the camera shows of an h264 stream) is I420.
+  EXPECT_EQ(cheapest_camera_format(PixelFormat::kH264), CameraFormat::kI420);
+}
+
+TEST(PipeWireFormat, EnumFormatCarriesFormatSizeRateAndColour) {
+  alignas(8) uint8_t storage[1024];
+  spa_pod_builder builder = SPA_POD_BUILDER_INIT(storage, sizeof storage);
+  const spa_pod* params[3];
+  const CameraFormat formats[3] = {CameraFormat::kNv12, CameraFormat::kI420, CameraFormat::kYuy2};
+  // Three in one builder, as the backend builds them (its storage is 1024 bytes).
+  for (int i = 0; i < 3; ++i) {
+    params[i] = build_camera_enum_format(builder, formats[i], 1280, 720, 30000, 1001);
+    ASSERT_NE(params[i], nullptr);
+  }
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(camera_format_name(formats[i]));
+    EXPECT_TRUE(spa_pod_is_object_type(params[i], SPA_TYPE_OBJECT_Format));
+    EXPECT_EQ(SPA_POD_OBJECT_ID(reinterpret_cast<const spa_pod_object*>(params[i])),
+              uint32_t(SPA_PARAM_EnumFormat));
+    // Read back with spa's own parser, as consumers (Chromium's ParseFormat, pipewiresrc) do.
+    spa_video_info_raw info{};
+    ASSERT_GE(spa_format_video_raw_parse(params[i], &info), 0);
+    EXPECT_EQ(info.format, spa_video_format_of(formats[i]));
+    EXPECT_EQ(info.size.width, 1280u);
+    EXPECT_EQ(info.size.height, 720u);
+    EXPECT_EQ(info.framerate.num, 30000u);
+    EXPECT_EQ(info.framerate.denom, 1001u);
+    EXPECT_EQ(info.color_range, SPA_VIDEO_COLOR_RANGE_16_235);
+    EXPECT_EQ(info.color_matrix, SPA_VIDEO_COLOR_MATRIX_BT601);
+    EXPECT_EQ(info.transfer_function, SPA_VIDEO_TRANSFER_SRGB);
+    EXPECT_EQ(info.color_primaries, SPA_VIDEO_COLOR_PRIMARIES_BT709);
+    // Every value fixed: Chromium reads only SPA_CHOICE_None values.
+    const spa_pod_prop* prop;
+    SPA_POD_OBJECT_FOREACH(reinterpret_cast<const spa_pod_object*>(params[i]), prop) {
+      uint32_t n_values = 0, choice = 0;
+      spa_pod_get_values(&prop->value, &n_values, &choice);
+      EXPECT_EQ(choice, uint32_t(SPA_CHOICE_None)) << "key " << prop->key;
+      EXPECT_EQ(prop->flags, 0u) << "key " << prop->key;  // none mandatory
+    }
+    CameraFormatParam parsed;
+    ASSERT_TRUE(parse_camera_format_param(params[i], parsed));
+    EXPECT_EQ(parsed.format, formats[i]);
+    EXPECT_EQ(parsed.width, 1280u);
+    EXPECT_EQ(parsed.height, 720u);
+    EXPECT_EQ(parsed.fps_num, 30000u);
+    EXPECT_EQ(parsed.fps_den, 1001u);
+    EXPECT_EQ(parsed.colorimetry, camera_colorimetry());
+  }
+  // What the converter makes, in GStreamer's numbers: colorimetry "2:4:7:1".
+  const CameraColorimetry c = camera_colorimetry();
+  EXPECT_EQ(std::to_string(c.range) + ":" + std::to_string(c.matrix) + ":" +
+                std::to_string(c.transfer) + ":" + std::to_string(c.primaries),
+            "2:4:7:1");
+}
+
+TEST(PipeWireFormat, BuilderOutOfRoomAndForeignParams) {
+  // Too small a builder: nullptr, never a truncated param.
+  alignas(8) uint8_t small[64];
+  spa_pod_builder tight = SPA_POD_BUILDER_INIT(small, sizeof small);
+  EXPECT_EQ(build_camera_enum_format(tight, CameraFormat::kI420, 640, 360, 30, 1), nullptr);
+
+  alignas(8) uint8_t storage[512];
+  spa_pod_builder builder = SPA_POD_BUILDER_INIT(storage, sizeof storage);
+  CameraFormatParam parsed;
+  EXPECT_FALSE(parse_camera_format_param(nullptr, parsed));
+  // A format the camera does not make (what a consumer asking for BGRx would hold).
+  spa_rectangle size{640, 360};
+  const auto* bgrx = static_cast<const spa_pod*>(spa_pod_builder_add_object(
+      &builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_Format, SPA_FORMAT_mediaType,
+      SPA_POD_Id(SPA_MEDIA_TYPE_video), SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw),
+      SPA_FORMAT_VIDEO_format, SPA_POD_Id(SPA_VIDEO_FORMAT_BGRx), SPA_FORMAT_VIDEO_size,
+      SPA_POD_Rectangle(&size)));
+  EXPECT_FALSE(parse_camera_format_param(bgrx, parsed));
+  // Not video.
+  const auto* audio = static_cast<const spa_pod*>(
+      spa_pod_builder_add_object(&builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_Format,
+                                 SPA_FORMAT_mediaType, SPA_POD_Id(SPA_MEDIA_TYPE_audio),
+                                 SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw)));
+  EXPECT_FALSE(parse_camera_format_param(audio, parsed));
+  // A consumer's Format without colour (pipewiresrc's, for one): zeros, the format still read.
+  const auto* plain = static_cast<const spa_pod*>(spa_pod_builder_add_object(
+      &builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_Format, SPA_FORMAT_mediaType,
+      SPA_POD_Id(SPA_MEDIA_TYPE_video), SPA_FORMAT_mediaSubtype, SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw),
+      SPA_FORMAT_VIDEO_format, SPA_POD_Id(SPA_VIDEO_FORMAT_YUY2), SPA_FORMAT_VIDEO_size,
+      SPA_POD_Rectangle(&size)));
+  ASSERT_TRUE(parse_camera_format_param(plain, parsed));
+  EXPECT_EQ(parsed.format, CameraFormat::kYuy2);
+  EXPECT_EQ(parsed.width, 640u);
+  EXPECT_EQ(parsed.fps_den, 0u);
+  EXPECT_EQ(parsed.colorimetry, CameraColorimetry{});
+  CameraFormat f;
+  EXPECT_FALSE(camera_format_of_spa(SPA_VIDEO_FORMAT_BGRx, f));
+  for (CameraFormat format : kAllFormats) {
+    ASSERT_TRUE(camera_format_of_spa(spa_video_format_of(format), f));
+    EXPECT_EQ(f, format);
+  }
 }
 
 // A regular file in the test's temporary directory, removed at the end.

@@ -1,18 +1,22 @@
 // What the system camera hands to its consumers: YUY2, I420 or NV12, tightly packed, BT.601
 // limited range (what libyuv's RGB conversions produce and what V4L2's SMPTE170M names), and
-// the conversion of a stream's frames into it (docs/camera.md).
+// the conversion of a stream's frames into it (docs/camera.md). How a PipeWire node says so to
+// its consumers: pipewire_format.h.
 //
 // RGBA and BGRA frames are converted with libyuv; NV12 and I420 frames are copied or have their
 // chroma planes repacked, never converted. Mind libyuv's names: they give the order of a 32-bit
 // word's bytes from the most significant, so libyuv "ARGB" is B,G,R,A in memory (our BGRA) and
 // "ABGR" is R,G,B,A in memory (our RGBA).
 //
-// Pure. A FrameConverter belongs to one thread at a time (the camera's worker).
+// Every conversion is one pass over the source: an RGB frame is converted a band of two rows by
+// a few hundred columns at a time, through a buffer that stays in the first-level cache where a
+// step needs one (RGBA to YUY2 goes through 4:2:0 chroma), never through a frame-sized scratch.
+//
+// Pure: any thread. A FrameConverter belongs to one thread at a time (the camera's worker).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string_view>
 
 #include "media/pixel_format.h"
@@ -34,22 +38,31 @@ bool parse_camera_format(std::string_view name, CameraFormat& out);
 // two columns, and the 4:2:0 ones between two rows too).
 size_t camera_frame_bytes(CameraFormat format, uint32_t width, uint32_t height);
 
+// The camera format a frame of `source` costs least to convert into, by camera_convert_bench at
+// 1920x1080 (docs/benchmarks.md, "System camera: conversion"; ratios to a memcpy of an RGBA
+// frame): I420 and NV12 frames are copied as they are (0.36x, where repacking into another
+// format is 0.36-0.42x). RGBA and BGRA go to I420: 0.67x, where NV12 is 0.68-0.71x (the same
+// libyuv conversion, then the chroma interleaved in the first-level cache) and YUY2 0.8-0.95x (a
+// third more bytes written). I420 also wins a near tie because it is what Chromium's capture
+// passes on: it converts any other format to I420 itself. A PipeWire node offers this format
+// first; a consumer may still negotiate any. Any thread.
+CameraFormat cheapest_camera_format(PixelFormat source);
+
 class FrameConverter {
  public:
-  // Makes room for a width x height frame: the scratch that two-step conversions go through
-  // (RGBA or NV12 to YUY2 pass through I420). Control plane; false when the size does not suit.
+  // Takes the size of the frames to come. Nothing is allocated: the conversions need no frame-
+  // sized scratch. False when the size does not suit a camera. The converter's thread.
   bool prepare(uint32_t width, uint32_t height);
 
   // Converts one frame of the source layout into out (camera_frame_bytes(format, ...) bytes).
   // False, with out untouched, when the source format is unknown, its size differs from the
-  // prepared one, or out is too small. Never allocates.
+  // prepared one, or out is too small. Never allocates. The converter's thread.
   bool convert(const FrameLayout& source, const uint8_t* pixels, CameraFormat format, uint8_t* out,
                size_t out_bytes);
 
  private:
-  uint32_t width_ = 0;
+  uint32_t width_ = 0;  // 0 until prepare() succeeds
   uint32_t height_ = 0;
-  std::unique_ptr<uint8_t[]> scratch_;  // one I420 frame
 };
 
 }  // namespace syncd::media

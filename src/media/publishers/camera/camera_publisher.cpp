@@ -164,6 +164,14 @@ void CameraPublisher::convert_on_worker(ConvertJob& job, void* self) {
   job.verdict = static_cast<CameraPublisher*>(self)->convert(job);
 }
 
+CameraFormat CameraPublisher::preferred_format(PixelFormat source) const {
+  // A v4l2loopback device has one format, the one configured: --camera-format's. A PipeWire
+  // node offers all three and its consumer picks; the first offered is the one to pick when
+  // the consumer has no preference.
+  if (config_.format_given || !backend_ || backend_->kind() != "pipewire") return config_.format;
+  return cheapest_camera_format(source);
+}
+
 CameraPublisher::Verdict CameraPublisher::convert(ConvertJob& job) {
   const uint64_t start_ns = core::monotonic_ns();
   WorkerState& w = worker_state_;
@@ -178,7 +186,7 @@ CameraPublisher::Verdict CameraPublisher::convert(ConvertJob& job) {
     w.stream_id = job.stream_id;
     backend_->set_frame_rate(job.fps);
     w.failed = !w.converter.prepare(width, height) ||
-               !backend_->configure(width, height, config_.format, error);
+               !backend_->configure(width, height, preferred_format(job.layout.format), error);
     if (w.failed)
       std::fprintf(stderr, "syncd: camera \"%s\": %s\n", config_.name.c_str(), error.c_str());
   }

@@ -37,6 +37,9 @@ struct CameraConfig {
   std::string device;  // --camera-device /dev/videoN: the v4l2loopback backend; none: PipeWire
   std::string name = "Sync Camera";           // --camera-name: what consumers list
   CameraFormat format = CameraFormat::kYuy2;  // --camera-format
+  // Whether --camera-format was given. Without it a PipeWire node offers first the format
+  // cheapest to make from the stream's pixels (cheapest_camera_format); with it, that one.
+  bool format_given = false;
 };
 
 // Why a frame offered to the camera did not reach its backend.
@@ -130,6 +133,7 @@ class CameraPublisher final : public Publisher {
   static void convert_on_worker(ConvertJob& job, void* self);
   static void verdict_on_loop(ConvertJob& job, void* self);
   Verdict convert(ConvertJob& job);
+  CameraFormat preferred_format(PixelFormat source) const;
   void count_verdict(ConvertJob& job);
 
   CameraConfig config_;

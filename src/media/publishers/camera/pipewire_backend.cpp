@@ -11,40 +11,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include "media/publishers/camera/pipewire_format.h"
+
 #pragma GCC diagnostic ignored "-Wpedantic"  // spa's pod builders are GNU statement expressions
 
 namespace syncd::media {
-namespace {
-
-uint32_t spa_video_format(CameraFormat format) {
-  switch (format) {
-    case CameraFormat::kYuy2:
-      return SPA_VIDEO_FORMAT_YUY2;
-    case CameraFormat::kNv12:
-      return SPA_VIDEO_FORMAT_NV12;
-    case CameraFormat::kI420:
-      break;
-  }
-  return SPA_VIDEO_FORMAT_I420;
-}
-
-bool camera_format_of(uint32_t spa_format, CameraFormat& out) {
-  switch (spa_format) {
-    case SPA_VIDEO_FORMAT_I420:
-      out = CameraFormat::kI420;
-      return true;
-    case SPA_VIDEO_FORMAT_NV12:
-      out = CameraFormat::kNv12;
-      return true;
-    case SPA_VIDEO_FORMAT_YUY2:
-      out = CameraFormat::kYuy2;
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
 
 struct PipeWireBackend::Listener {
   spa_hook hook{};
@@ -305,28 +276,21 @@ bool PipeWireBackend::create_stream_locked(std::string& error) {
 
   uint8_t storage[1024];
   spa_pod_builder builder = SPA_POD_BUILDER_INIT(storage, sizeof storage);
-  spa_rectangle size{width_, height_};
-  spa_fraction rate{fps_num_, fps_den_};
-  // One EnumFormat per format, each with a fixed format, size and rate, the preferred one first.
-  // Not one param with a choice of formats: Chromium's PipeWire capture (WebRTC's
-  // pipewire_session.cc, ParseFormat) takes only a fixed video format per EnumFormat, ignores a
-  // param with SPA_CHOICE_Enum, and drops a camera with no format it could parse (seen: "Found
-  // Camera: Sync Camera", then getUserMedia's NotFoundError). GStreamer's pipewiresrc takes both.
-  const uint32_t preferred = spa_video_format(preferred_);
-  const uint32_t formats[3] = {SPA_VIDEO_FORMAT_I420, SPA_VIDEO_FORMAT_NV12, SPA_VIDEO_FORMAT_YUY2};
+  // One EnumFormat per format, each with a fixed format, size and rate, the preferred one first
+  // (pipewire_format.h, which also says what the YUV means). Not one param with a choice of
+  // formats: Chromium's PipeWire capture (WebRTC's pipewire_session.cc, ParseFormat) takes only a
+  // fixed video format per EnumFormat, ignores a param with SPA_CHOICE_Enum, and drops a camera
+  // with no format it could parse (seen: "Found Camera: Sync Camera", then getUserMedia's
+  // NotFoundError). GStreamer's pipewiresrc takes both.
+  const CameraFormat formats[3] = {CameraFormat::kI420, CameraFormat::kNv12, CameraFormat::kYuy2};
   const spa_pod* params[3];
   uint32_t n_params = 0;
-  auto add_format = [&](uint32_t format) {
-    params[n_params++] = static_cast<const spa_pod*>(spa_pod_builder_add_object(
-        &builder, SPA_TYPE_OBJECT_Format, SPA_PARAM_EnumFormat, SPA_FORMAT_mediaType,
-        SPA_POD_Id(SPA_MEDIA_TYPE_video), SPA_FORMAT_mediaSubtype,
-        SPA_POD_Id(SPA_MEDIA_SUBTYPE_raw), SPA_FORMAT_VIDEO_format, SPA_POD_Id(format),
-        SPA_FORMAT_VIDEO_size, SPA_POD_Rectangle(&size), SPA_FORMAT_VIDEO_framerate,
-        SPA_POD_Fraction(&rate)));
-  };
-  add_format(preferred);
-  for (uint32_t format : formats)
-    if (format != preferred) add_format(format);
+  params[n_params++] =
+      build_camera_enum_format(builder, preferred_, width_, height_, fps_num_, fps_den_);
+  for (CameraFormat format : formats)
+    if (format != preferred_)
+      params[n_params++] =
+          build_camera_enum_format(builder, format, width_, height_, fps_num_, fps_den_);
   // The worker drives the graph: a frame queued is followed by pw_stream_trigger_process().
   const int rc = pw_stream_connect(
       stream_, PW_DIRECTION_OUTPUT, PW_ID_ANY,
@@ -365,7 +329,7 @@ void PipeWireBackend::on_param_changed(uint32_t id, const spa_pod* param) {
   }
   spa_video_info_raw info{};
   CameraFormat format;
-  if (spa_format_video_raw_parse(param, &info) < 0 || !camera_format_of(info.format, format) ||
+  if (spa_format_video_raw_parse(param, &info) < 0 || !camera_format_of_spa(info.format, format) ||
       info.size.width != width_ || info.size.height != height_) {
     negotiated_ = false;
     return;
