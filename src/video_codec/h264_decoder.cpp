@@ -2,6 +2,8 @@
 
 #include <libyuv.h>
 
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -133,6 +135,30 @@ bool H264Decoder::open(const DecoderConfig& config) {
   return true;
 }
 
+namespace {
+
+// Full range (0-255) to limited (luma 16-235, chroma 16-240 around 128), one table per kind of
+// plane. libyuv has no plane-range conversion in Debian's version; a table is one load a byte.
+struct RangeTables {
+  std::array<uint8_t, 256> luma{}, chroma{};
+  RangeTables() {
+    for (int v = 0; v < 256; ++v) {
+      luma[size_t(v)] = uint8_t(16 + (v * 219 + 127) / 255);
+      chroma[size_t(v)] = uint8_t(std::lround(128 + (v - 128) * 224.0 / 255.0));
+    }
+  }
+};
+
+void limit_plane(uint8_t* plane, uint32_t stride, uint32_t width, uint32_t height,
+                 const std::array<uint8_t, 256>& table) {
+  for (uint32_t y = 0; y < height; ++y) {
+    uint8_t* row = plane + size_t{y} * stride;
+    for (uint32_t x = 0; x < width; ++x) row[x] = table[row[x]];
+  }
+}
+
+}  // namespace
+
 DecodeStatus H264Decoder::copy_picture(const OutputPicture& out) {
   State& s = *state_;
   if (!s.frame_held) return DecodeStatus::kNoPicture;
@@ -157,6 +183,20 @@ DecodeStatus H264Decoder::copy_picture(const OutputPicture& out) {
     libyuv::I420ToNV12(f.data[0], f.linesize[0], f.data[1], f.linesize[1], f.data[2], f.linesize[2],
                        out.planes[0], static_cast<int>(out.strides[0]), out.planes[1],
                        static_cast<int>(out.strides[1]), w, h);
+  }
+  if (f.color_range == AVCOL_RANGE_JPEG || f.format == AV_PIX_FMT_YUVJ420P) {
+    // Consumers read syncd's I420 as limited range (the camera says so to PipeWire): black at
+    // 0 would be below black, and a column marker's 0/255 outside its reader's window.
+    static const RangeTables tables;
+    const uint32_t cw = (out.width + 1) / 2, ch = (out.height + 1) / 2;
+    limit_plane(out.planes[0], out.strides[0], out.width, out.height, tables.luma);
+    if (out.format == PixelFormat::kI420) {
+      limit_plane(out.planes[1], out.strides[1], cw, ch, tables.chroma);
+      limit_plane(out.planes[2], out.strides[2], cw, ch, tables.chroma);
+    } else {
+      limit_plane(out.planes[1], out.strides[1], 2 * cw, ch, tables.chroma);
+    }
+    ++s.counters.full_range_pictures;
   }
   return DecodeStatus::kPicture;
 }

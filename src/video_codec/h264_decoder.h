@@ -79,6 +79,9 @@ struct DecoderCounters {
   uint64_t unsupported_format = 0;
   uint64_t bad_output = 0;
   uint64_t size_changed_held = 0;
+  // Pictures of a full-range stream (JPEG range: a WebCodecs encoder's, from a canvas) brought
+  // to the limited range that syncd's I420 and NV12 mean (BT.601, 16-235).
+  uint64_t full_range_pictures = 0;
 };
 
 class H264Decoder {
