@@ -99,11 +99,12 @@ class Child:
     fill up, which would stall the very loop being measured.
     """
 
-    def __init__(self, name, argv):
+    def __init__(self, name, argv, env=None, cwd=None):
         self.name = name
         self.argv = argv
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, text=True, bufsize=1)
+                                     stdin=subprocess.DEVNULL, text=True, bufsize=1, env=env,
+                                     cwd=cwd)
         self.stdout_lines = []
         self.stderr_lines = []
         self._line_ready = threading.Condition()

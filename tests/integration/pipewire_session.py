@@ -535,6 +535,8 @@ def main():
                             "frames the camera converted from RGB; offset: the producer's "
                             "sequence that syncd's camera puts in the buffer header (no check "
                             "of the pixels)")
+    count.add_argument("--events", metavar="CSV",
+                       help="also write sequence,stamp_ns,read_ns per frame read (CLOCK_MONOTONIC)")
     args = parser.parse_args()
     if args.command == "probe":
         print(json.dumps(probe(), indent=1))
@@ -556,9 +558,15 @@ def main():
             from camera_marker import read_gst_marker as decode
         elif args.marker == "offset":
             decode = read_buffer_offset
-        print(json.dumps(count_frames(args.target, args.seconds, args.caps,
-                                      stall_after=args.stall_after,
-                                      stall_seconds=args.stall_seconds, decode=decode)))
+        events = [] if args.events else None
+        result = count_frames(args.target, args.seconds, args.caps, stall_after=args.stall_after,
+                              stall_seconds=args.stall_seconds, decode=decode, events=events)
+        if args.events:
+            with open(args.events, "w") as f:
+                f.write("sequence,stamp_ns,read_ns\n")
+                for sequence, stamp_ns, read_ns in events:
+                    f.write(f"{sequence},{stamp_ns if stamp_ns is not None else ''},{read_ns}\n")
+        print(json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -593,10 +593,14 @@ def summary_markdown(report):
     lines = [f"# Qualification report {report.get('report_dir', '')}", "",
              f"Command: `{report.get('command', '')}`", ""]
     relay = {k: a for k, a in report["arms"].items() if a.get("kind") == "relay"}
-    arms = {k: a for k, a in report["arms"].items() if a.get("kind") != "relay"}
+    chain = {k: a for k, a in report["arms"].items() if a.get("kind") == "chain"}
+    arms = {k: a for k, a in report["arms"].items() if a.get("kind") not in ("relay", "chain")}
     if relay:
         import relay_analysis
         lines += relay_analysis.summary_rows(relay) + [""]
+    if chain:
+        import chain_arm
+        lines += chain_arm.summary_rows(chain) + [""]
     if arms:
         lines += _local_arm_rows(arms, report)
     lines.append("")
@@ -694,7 +698,13 @@ def analyze(report_dir, plots=True):
         if not (report_dir / name / "arm.json").exists():
             report["not_run"][name] = (run.get("results") or {}).get(name, "no data")
             continue
-        if (load_json(report_dir / name / "arm.json") or {}).get("kind") == "relay":
+        kind = (load_json(report_dir / name / "arm.json") or {}).get("kind")
+        if kind == "chain":
+            import chain_arm
+            result = chain_arm.analyze_chain_arm(report_dir / name)
+            if plots:
+                result["plots"] = chain_arm.plot_chain_arm(result, report_dir)
+        elif kind == "relay":
             import relay_analysis
             result = relay_analysis.analyze_relay_arm(report_dir / name)
             if plots:

@@ -19,6 +19,10 @@ Arms (docs/qualification.md):
                   way
   relay-cap-shaper / relay-cap-policer  raw frames from a 30 Mbit/s start through a 10 Mbit/s
                   cap from 15 s to 45 s, a shaper (100-ms queue) or a policer (32-KB bucket)
+  chain           the seed's whole chain: a Chromium page's canvas (H.264, WebCodecs) -> syncd
+                  --relay-to -> sync-impair (1 %, 20 +/- 5 ms) -> syncd --relay-listen
+                  --publisher camera -> PipeWire -> pipewiresrc; glass to glass per frame
+                  (tools/qualify/chain_arm.py)
   relay-abr       raw RGBA frames encoded by the sending syncd, decoded by the receiving one,
                   through a path capped at 20 Mbit/s, then 4 from 20 s, then 20 from 40 s: the
                   adaptive bitrate's run, 70 s
@@ -85,6 +89,8 @@ ARMS = {
     "relay-cap-shaper": (60, 0, "relay"),
     "relay-cap-policer": (60, 0, "relay"),
     "relay-abr": (70, 0, "relay"),
+    # A page's canvas to a camera over a WAN (tools/qualify/chain_arm.py).
+    "chain": (60, 0, "chain"),
 }
 CAMERA_NAME = "Sync Camera Qualification"
 
@@ -564,6 +570,10 @@ def main(argv):
             if reader_kind == "relay":
                 import relay_arm
                 relay_arm.run_relay_arm(name, seconds, args, paths, caps, out,
+                                        sys.modules[__name__])
+            elif reader_kind == "chain":
+                import chain_arm
+                chain_arm.run_chain_arm(name, seconds, args, paths, caps, out,
                                         sys.modules[__name__])
             else:
                 run_arm(name, seconds, readers, reader_kind, args, paths, caps, out)

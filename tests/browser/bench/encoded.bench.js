@@ -42,7 +42,8 @@ import { readFileSync, readdirSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { startSyncd, launch, sleep, stats, browserTestsDir } from '../lib/harness.js';
+import { startSyncd, sleep, stats, browserTestsDir } from '../lib/harness.js';
+import { openBrowser, openPage, pageSnap, clockOffset } from '../lib/bench_page.js';
 
 const SECONDS = Number(process.env.SYNC_BENCH_SECONDS ?? 20);
 const SECONDS_1080_H264 = Number(process.env.SYNC_BENCH_SECONDS_1080_H264 ?? 60);
@@ -55,7 +56,6 @@ const ARMS = (process.env.SYNC_BENCH_ARMS ?? 'sizes,three').split(',');
 const READBACK = process.env.SYNC_BENCH_READBACK ?? 'auto';
 const READER = path.resolve(browserTestsDir, process.env.SYNC_SHM_READER ?? '/tmp/sync-shm-reader');
 const AUDIO_READER = path.resolve(browserTestsDir, process.env.SYNC_AUDIO_READER ?? '/tmp/sync-audio-reader');
-const PAGE = readFileSync(path.join(browserTestsDir, 'bench/encoded-page.html'));
 const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
 const load = () => os.loadavg().map((x) => +x.toFixed(2));
 const hasShm = PUBLISHERS.split(',').includes('shm');
@@ -128,41 +128,6 @@ function cpuSampler(syncdPid, exclude) {
 }
 
 // ---- the page
-
-async function openBrowser(syncd) {
-  // The bench page is routed in at syncd's origin; a routed page has no IP address space, so
-  // Local Network Access checks would block its loopback WebSocket: off.
-  const browser = await launch(syncd, { extraArgs: ['--disable-features=LocalNetworkAccessChecks'] });
-  await browser.context.route((url) => url.origin === syncd.base && url.pathname === '/bench/encoded-page.html',
-    (route) => route.fulfill({ status: 200, body: PAGE, headers: { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' } }));
-  return browser;
-}
-
-async function openPage(browser, syncd, query) {
-  const page = await browser.newPage(`${syncd.base}/bench/encoded-page.html?${new URLSearchParams(query)}`);
-  await page.waitForFunction(() => window.bench?.ready || window.bench?.error, null, { timeout: 30000 });
-  const err = await page.evaluate(() => window.bench.error);
-  if (err) throw new Error(`${query.stream}: ${err}\n${browser.logs.join('\n')}`);
-  return page;
-}
-
-const pageSnap = (page) => page.evaluate(() => {
-  const b = window.bench;
-  return { p: b.publisher.stats(), drawn: b.drawn, drawMsTotal: b.drawMsTotal, captureMsTotal: b.captureMsTotal, captureMsMax: b.captureMsMax, late: b.late };
-});
-
-// offset = page clock (µs) - this process's CLOCK_MONOTONIC (µs), from the narrowest of n round trips.
-async function clockOffset(page, n = 20) {
-  let best = null;
-  for (let i = 0; i < n; ++i) {
-    const m0 = process.hrtime.bigint();
-    const p = await page.evaluate(() => window.bench.nowUs());
-    const m1 = process.hrtime.bigint();
-    const width = Number(m1 - m0) / 1000;
-    if (!best || width < best.width) best = { width, offset: p - (Number(m0) + Number(m1)) / 2000 };
-  }
-  return { offsetUs: best.offset, errorMs: best.width / 2000 };
-}
 
 function startReader(ring, seconds, events) {
   const proc = spawn(READER, ['--path', ring, '--seconds', String(seconds), '--events', events, '--quiet', '--open-wait', '10'], { stdio: ['ignore', 'pipe', 'pipe'] });
