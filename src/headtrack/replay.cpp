@@ -6,17 +6,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/text.h"
 #include "headtrack/hid_descriptor.h"
 
 namespace syncd::headtrack {
 namespace {
 
+// A line without its spaces, tabs and CR (a file saved on Windows) at either end.
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
+  return core::trim(s, " \t\r");
 }
 
 }  // namespace

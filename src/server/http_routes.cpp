@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "core/clock.h"
+#include "core/text.h"
 #include "media/stream_registry.h"
 #include "net/http/authority.h"
 #include "net/ws/frame_encoder.h"
@@ -19,20 +20,8 @@ namespace syncd::server {
 
 namespace {
 
-bool ieq(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+using core::trim;
+constexpr auto ieq = core::equals_ignore_case;
 
 // True when a comma-separated header value holds token (case-insensitive).
 bool has_token(std::string_view value, std::string_view token) {

@@ -5,6 +5,8 @@
 #include <system_error>
 #include <utility>
 
+#include "core/text.h"
+
 namespace syncd::webrtc {
 namespace {
 
@@ -20,22 +22,13 @@ constexpr std::string_view kSecureRtpProtocol = "UDP/TLS/RTP/SAVPF";
 // RFC 6184 section 8.1: without profile-level-id, Baseline level 1.0.
 constexpr std::string_view kDefaultProfileLevelId = "420010";
 
-char lower(char c) {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool equals_ignore_case(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (lower(a[i]) != lower(b[i])) return false;
-  return true;
-}
+using core::equals_ignore_case;
 
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
 bool is_hex(char c) {
-  return is_digit(c) || (lower(c) >= 'a' && lower(c) <= 'f');
+  return is_digit(c) || (core::ascii_lower(c) >= 'a' && core::ascii_lower(c) <= 'f');
 }
 
 template <typename T>
@@ -59,10 +52,9 @@ void split_once(std::string_view text, char separator, std::string_view& head,
   tail = at == std::string_view::npos ? std::string_view{} : text.substr(at + 1);
 }
 
+// SDP separates with single spaces (RFC 8866 section 5); tabs are not whitespace there.
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
-  return s;
+  return core::trim(s, " ");
 }
 
 bool is_ice_chars(std::string_view s, size_t min_size) {
@@ -307,7 +299,7 @@ void read_h264_fmtp(std::string_view fmtp, bool& mode1, std::string& profile_lev
             profile_level_id.clear();
             break;
           }
-          profile_level_id += lower(c);
+          profile_level_id += core::ascii_lower(c);
         }
       }
     }

@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "core/text.h"
+
 namespace syncd::http {
 
 namespace {
@@ -19,22 +21,8 @@ bool is_upper(char c) {
   return c >= 'A' && c <= 'Z';
 }
 
-char to_lower(char c) {
-  return is_upper(c) ? char(c - 'A' + 'a') : c;
-}
-
-bool ieq(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (to_lower(a[i]) != to_lower(b[i])) return false;
-  return true;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+using core::trim;
+constexpr auto ieq = core::equals_ignore_case;
 
 // 1-5 digits, at most 65535; -1 when not.
 int parse_port(std::string_view text) {
