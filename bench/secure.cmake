@@ -5,4 +5,4 @@ if(NOT DEFINED SYNC_ROOT)
 endif()
 
 add_executable(secure_bench ${SYNC_ROOT}/bench/secure_bench.cpp)
-target_link_libraries(secure_bench PRIVATE sync_secure benchmark::benchmark)
+target_link_libraries(secure_bench PRIVATE sync_secure sync_secure_reference benchmark::benchmark)

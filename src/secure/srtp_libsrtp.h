@@ -2,7 +2,8 @@
 // libsrtp2 2.5 instead of our RFC 7714 framing over OpenSSL's EVP. Kept as the reference the
 // unit tests cross-check against packet for packet, and as the benchmark's comparison: Debian
 // builds libsrtp2 on NSS, whose PK11_Encrypt makes and frees a PKCS#11 context per packet
-// (malloc, mutexes), so it runs at under half of OpenSSL's speed (docs/benchmarks.md).
+// (malloc, mutexes), so it runs at under half of OpenSSL's speed (docs/benchmarks.md). Not in
+// the daemon: its own library, sync_secure_reference, linked by the tests and benchmarks.
 //
 // Threads: any thread; not thread-safe; one sender and one receiver per session.
 #pragma once
@@ -12,16 +13,12 @@
 #include <cstdint>
 #include <optional>
 
+#include "secure/libsrtp.h"
 #include "secure/srtp_session.h"
 
 struct srtp_ctx_t_;
 
 namespace syncd::secure {
-
-// Initializes libsrtp2 once per process (every user of it calls this first). Any thread.
-bool ensure_libsrtp_initialized();
-// A libsrtp2 status (srtp_err_status_t, as an int: its header stays out of this one) as ours.
-SrtpStatus srtp_status_from_libsrtp(int status);
 
 // libsrtp sessions indexed by epoch; the common part of sender and receiver.
 class LibSrtpEpochs {

@@ -4,7 +4,7 @@
 
 #include <climits>
 
-#include "secure/srtp_libsrtp.h"
+#include "secure/libsrtp.h"
 
 namespace syncd::secure {
 namespace {
