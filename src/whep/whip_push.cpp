@@ -274,8 +274,9 @@ void WhepService::stop_whip() {
     uv_timer_stop(&w.timer);
     uv_close(reinterpret_cast<uv_handle_t*>(&w.timer), nullptr);
   }
-  // syncd is stopping: one blocking DELETE, bounded, so the SFU frees the resource now rather
-  // than when its consent check fails.
+  // syncd is stopping: one DELETE, so the SFU frees the resource now rather than when its
+  // consent check fails. On libuv's pool like every other request: the loop goes on closing
+  // connections meanwhile, and its run ends once the DELETE has (bounded by kDeleteTimeoutMs).
   if (w.state == WhipState::kLive && !w.location.empty()) {
     http::ClientRequest request;
     request.method = "DELETE";
@@ -285,8 +286,9 @@ void WhepService::stop_whip() {
     request.timeout_ms = kDeleteTimeoutMs;
     request.verify_tls = w.target.verify_tls;
     ++w.deletes;
-    const http::ClientResponse r = http::fetch_blocking(request);
-    if (!r.ok()) std::fprintf(stderr, "syncd: WHIP DELETE: %s\n", r.error.c_str());
+    http::fetch_async(loop_, std::move(request), [](http::ClientResponse r) {
+      if (!r.ok()) std::fprintf(stderr, "syncd: WHIP DELETE: %s\n", r.error.c_str());
+    });
   }
   w.state = WhipState::kStopped;
 }
