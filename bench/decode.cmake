@@ -5,6 +5,6 @@ if(NOT DEFINED SYNC_ROOT)
 endif()
 
 add_executable(decode_twin_bench ${SYNC_ROOT}/bench/decode_twin_bench.cpp)
-target_include_directories(decode_twin_bench PRIVATE ${LIBYUV_INCLUDE} ${SYNC_ROOT}/tests/unit)
+target_include_directories(decode_twin_bench PRIVATE ${LIBYUV_INCLUDE} ${SYNC_ROOT}/tests/unit/support)
 target_link_libraries(decode_twin_bench PRIVATE sync_decode sync_video_codec ${LIBYUV_LIB}
                                                 benchmark::benchmark)

@@ -5,7 +5,7 @@ if(NOT DEFINED SYNC_ROOT)
 endif()
 
 add_executable(headtrack_bench ${SYNC_ROOT}/bench/headtrack_bench.cpp)
-target_include_directories(headtrack_bench PRIVATE ${SYNC_ROOT}/tests/unit)
+target_include_directories(headtrack_bench PRIVATE ${SYNC_ROOT}/tests/unit/headtrack)
 target_compile_definitions(headtrack_bench PRIVATE SYNC_ROOT_DIR="${SYNC_ROOT}")
 target_link_libraries(headtrack_bench PRIVATE sync_headtrack)
 

@@ -5,5 +5,5 @@ if(NOT DEFINED SYNC_ROOT)
 endif()
 
 add_executable(video_codec_bench ${SYNC_ROOT}/bench/video_codec_bench.cpp)
-target_include_directories(video_codec_bench PRIVATE ${LIBYUV_INCLUDE} ${SYNC_ROOT}/tests/unit)
+target_include_directories(video_codec_bench PRIVATE ${LIBYUV_INCLUDE} ${SYNC_ROOT}/tests/unit/support)
 target_link_libraries(video_codec_bench PRIVATE sync_video_codec sync_media ${LIBYUV_LIB} benchmark::benchmark)

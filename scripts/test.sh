@@ -62,7 +62,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 
 stage "tsan build and tests"  # the threaded code's
 tsan_targets=(headtrack_tests handoff_tests camera_tests transport_tests egress_tests relay_tests decode_tests whep_tests http_client_tests)
-[[ -f tests/unit/audio.cmake ]] && tsan_targets+=(audio_tests)
+[[ -f tests/unit/audio/tests.cmake ]] && tsan_targets+=(audio_tests)
 cmake --preset tsan -DSYNC_WERROR=ON >/dev/null
 cmake --build --preset tsan -j"$jobs" --target "${tsan_targets[@]}"
 for t in "${tsan_targets[@]}"; do

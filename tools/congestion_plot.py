@@ -3,7 +3,7 @@
 and pacing"): the link's capacity, the sender's target, the receiver's delay-based estimate
 (REMB) and the loss-based estimate against time, and the bottleneck's queue delay below.
 
-The CSV comes from the unit test's cap-drop run (tests/unit/congestion_sim_test.cpp):
+The CSV comes from the unit test's cap-drop run (tests/unit/congestion/congestion_sim_test.cpp):
 
     CONGESTION_SIM_CSV=/tmp/cap-drop.csv build/rel/tests/unit/congestion_tests \
         --gtest_filter='CongestionSim.CapDropsFrom20To4AndReturns'

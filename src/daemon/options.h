@@ -1,6 +1,6 @@
 // syncd's command line: every option, its default and its help text, turned into the daemon's
 // configuration or into a refusal that says why. Kept apart from main() so that the unit tests
-// (tests/unit/daemon_options_test.cpp) can parse any command line without starting a server.
+// (tests/unit/daemon/daemon_options_test.cpp) can parse any command line without starting a server.
 //
 // Pure: parse_options opens no socket and no file, reads no clock, prints nothing and never exits;
 // main() prints what it returns and picks the exit status (ExitStatus, README.md "Exit status").

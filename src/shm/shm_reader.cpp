@@ -63,7 +63,7 @@ uint64_t now_ns() {
 
 // The layout a frame of this format and size must have (docs/protocol.md, "Pixel formats"):
 // planes packed back to back, no row padding. Computed here rather than taken from syncd's media
-// library because this library depends on nothing of syncd; tests/unit/shm_ring_test.cpp checks
+// library because this library depends on nothing of syncd; tests/unit/shm/shm_ring_test.cpp checks
 // that the two agree. False for an unknown format or a size that does not suit it.
 bool expected_layout(uint32_t format, uint32_t width, uint32_t height, sync_shm_layout& out) {
   out = sync_shm_layout{};

@@ -1,6 +1,6 @@
 """syncd's exit status end to end (README.md, "Exit status"): 0 for --help, 2 for any command line
 it refuses, whichever check refuses it, 1 when the command line was accepted but syncd could not
-start. The parsing itself is unit-tested (tests/unit/daemon_options_test.cpp); this checks what
+start. The parsing itself is unit-tested (tests/unit/daemon/daemon_options_test.cpp); this checks what
 main() prints and returns."""
 import os
 import subprocess

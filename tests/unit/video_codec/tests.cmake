@@ -5,10 +5,10 @@ if(NOT DEFINED SYNC_ROOT)
 endif()
 
 add_executable(video_codec_tests
-  ${SYNC_ROOT}/tests/unit/video_codec_decoder_test.cpp
-  ${SYNC_ROOT}/tests/unit/video_codec_encoder_test.cpp
-  ${SYNC_ROOT}/tests/unit/video_codec_marker_test.cpp
+  ${SYNC_ROOT}/tests/unit/video_codec/video_codec_decoder_test.cpp
+  ${SYNC_ROOT}/tests/unit/video_codec/video_codec_encoder_test.cpp
+  ${SYNC_ROOT}/tests/unit/video_codec/video_codec_marker_test.cpp
 )
-target_include_directories(video_codec_tests PRIVATE ${LIBYUV_INCLUDE} ${SYNC_ROOT}/tests/unit)
+target_include_directories(video_codec_tests PRIVATE ${LIBYUV_INCLUDE} ${SYNC_ROOT}/tests/unit/support)
 target_link_libraries(video_codec_tests PRIVATE sync_video_codec sync_media ${LIBYUV_LIB} GTest::gtest_main)
 add_test(NAME video_codec_tests COMMAND video_codec_tests)

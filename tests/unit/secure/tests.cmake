@@ -5,10 +5,10 @@ if(NOT DEFINED SYNC_ROOT)
 endif()
 
 add_executable(secure_tests
-  ${SYNC_ROOT}/tests/unit/secure_certificate_test.cpp
-  ${SYNC_ROOT}/tests/unit/secure_dtls_test.cpp
-  ${SYNC_ROOT}/tests/unit/secure_srtp_test.cpp
-  ${SYNC_ROOT}/tests/unit/secure_key_schedule_test.cpp
+  ${SYNC_ROOT}/tests/unit/secure/secure_certificate_test.cpp
+  ${SYNC_ROOT}/tests/unit/secure/secure_dtls_test.cpp
+  ${SYNC_ROOT}/tests/unit/secure/secure_srtp_test.cpp
+  ${SYNC_ROOT}/tests/unit/secure/secure_key_schedule_test.cpp
 )
 target_link_libraries(secure_tests PRIVATE sync_secure sync_secure_reference GTest::gtest_main)
 add_test(NAME secure_tests COMMAND secure_tests)

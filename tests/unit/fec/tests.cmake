@@ -4,9 +4,9 @@ if(NOT DEFINED SYNC_ROOT)
 endif()
 
 add_executable(fec_tests
-  ${SYNC_ROOT}/tests/unit/fec_codec_test.cpp
-  ${SYNC_ROOT}/tests/unit/fec_payload_test.cpp
-  ${SYNC_ROOT}/tests/unit/fec_policy_test.cpp
+  ${SYNC_ROOT}/tests/unit/fec/fec_codec_test.cpp
+  ${SYNC_ROOT}/tests/unit/fec/fec_payload_test.cpp
+  ${SYNC_ROOT}/tests/unit/fec/fec_policy_test.cpp
 )
 target_link_libraries(fec_tests PRIVATE sync_fec GTest::gtest_main)
 add_test(NAME fec_tests COMMAND fec_tests)
