@@ -5,10 +5,21 @@
 // number that tests/integration/camera_marker.py draws: 16 columns of 8 pixels, bit i in
 // column i, white for 1 and black for 0, and a black guard column after them.
 //
+// With --sample "x,y;x,y;...", the page also reads the colour at those points of the frame
+// (each the average of a --patch by --patch square centred on it, default 8) from a canvas the
+// whole frame is drawn into, on --sample-frames frames (default 3) after the count (or after
+// the warm-up with --seconds 0, which skips the marker count: frames without a marker):
+// `samples` is [[R, G, B], ...] in the points' order, from the last of those frames,
+// `sample_yuv` the frame's own [Y, U, V] there (I420 or NV12, before Chromium's conversion),
+// `sample_range` the largest difference of any value between those frames, and `sample_info`
+// the frame's size, format and colour space (docs/camera.md, "Colour").
+//
 // Run by tests/integration/test_camera_chromium.py inside a private PipeWire session with
 // xdg-desktop-portal on its bus; prints one JSON object on stdout:
 //   node lib/camera_consumer.js --camera "Sync Camera" --width 640 --height 360 --fps 30 \
 //     --seconds 10 --row 180 --warmup 1
+//   node lib/camera_consumer.js --camera "Sync Camera" --width 640 --height 360 --fps 10 \
+//     --seconds 0 --sample "35,180;106,180" --patch 8
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -63,7 +74,95 @@ function decodeLuma(y) {
   return seq;
 }
 
-window.runCamera = async ({ camera, width, height, fps, seconds, row, warmup, readback }) => {
+// The average colour of a patch x patch square centred on each point of the frame shown now:
+// the whole frame drawn into a canvas of its size (as a page that shows or records it would
+// draw it), then getImageData of each square. Also the frame's own Y, U and V over the same
+// squares (a VideoFrame of it, when I420 or NV12: what the camera delivered, before Chromium's
+// conversion to RGB), its format and colour space, and the canvas's colour space.
+async function samplePoints(video, points, patch) {
+  const w = video.videoWidth, h = video.videoHeight;
+  const canvas = new OffscreenCanvas(w, h);
+  const ctx = canvas.getContext('2d', { willReadFrequently: true });
+  ctx.drawImage(video, 0, 0, w, h);
+  const half = Math.floor(patch / 2);
+  const squares = points.map(([x, y]) => [Math.min(Math.max(x - half, 0), w - patch),
+                                          Math.min(Math.max(y - half, 0), h - patch)]);
+  const round2 = (v) => Math.round(v * 100) / 100;
+  const rgb = squares.map(([x0, y0]) => {
+    const px = ctx.getImageData(x0, y0, patch, patch).data;
+    const sum = [0, 0, 0];
+    for (let i = 0; i < px.length; i += 4) for (let c = 0; c < 3; c++) sum[c] += px[i + c];
+    return sum.map((v) => round2(v / (patch * patch)));
+  });
+  const info = { size: w + 'x' + h, canvas_color_space: ctx.getContextAttributes().colorSpace };
+  let yuv = null;
+  try {
+    const frame = new VideoFrame(video);
+    try {
+      info.format = frame.format;
+      info.color_space = frame.colorSpace.toJSON();
+      if (frame.format === 'I420' || frame.format === 'NV12') {
+        const buf = new Uint8Array(frame.allocationSize());
+        const [yp, up, vp] = await frame.copyTo(buf);
+        const nv12 = frame.format === 'NV12';
+        // Chroma sample (cx, cy) of the plane: U, or V (NV12: interleaved in one plane).
+        const chroma = (cx, cy, v) => nv12 ? buf[up.offset + cy * up.stride + 2 * cx + v]
+          : buf[(v ? vp : up).offset + cy * (v ? vp : up).stride + cx];
+        yuv = squares.map(([x0, y0]) => {
+          let sy = 0, su = 0, sv = 0, n = 0;
+          for (let y = y0; y < y0 + patch; y++)
+            for (let x = x0; x < x0 + patch; x++) sy += buf[yp.offset + y * yp.stride + x];
+          for (let cy = y0 >> 1; cy <= (y0 + patch - 1) >> 1; cy++)
+            for (let cx = x0 >> 1; cx <= (x0 + patch - 1) >> 1; cx++, n++) {
+              su += chroma(cx, cy, 0);
+              sv += chroma(cx, cy, 1);
+            }
+          return [round2(sy / (patch * patch)), round2(su / n), round2(sv / n)];
+        });
+      }
+    } finally {
+      frame.close();
+    }
+  } catch (e) {
+    info.video_frame_error = String(e);
+  }
+  return { rgb, yuv, info };
+}
+
+// The colour samples (--sample), on sampleFrames frames shown one after another, after the
+// warm-up when nothing was counted before it: out.samples from the last frame, out.sample_range
+// the largest difference of one value between those frames, out.sample_yuv the frame's own
+// [Y, U, V] over the same squares (null unless I420 or NV12), out.sample_info the frame's size,
+// format and colour space and the canvas's colour space.
+async function sampleFramesNow(video, out, { seconds, warmup, sample, patch, sampleFrames }) {
+  const nextFrame = () => Promise.race([
+    new Promise((r) => video.requestVideoFrameCallback((now) => r(now))),
+    new Promise((r) => setTimeout(() => r(null), 20000))]);
+  if (seconds <= 0) {
+    const first = await nextFrame();
+    if (first === null) { out.sample_error = 'no frame'; return; }
+    await new Promise((r) => setTimeout(r, warmup * 1000));
+  }
+  const taken = [];
+  for (let i = 0; i < sampleFrames; i++) {
+    if (await nextFrame() === null) { out.sample_error = 'no frame'; return; }
+    const s = await samplePoints(video, sample, patch);
+    taken.push(s.rgb);
+    out.sample_info = s.info;
+    out.sample_yuv = s.yuv;
+  }
+  out.samples = taken[taken.length - 1];
+  let range = 0;
+  for (let p = 0; p < sample.length; p++)
+    for (let c = 0; c < 3; c++) {
+      const v = taken.map((t) => t[p][c]);
+      range = Math.max(range, Math.max(...v) - Math.min(...v));
+    }
+  out.sample_range = Math.round(range * 100) / 100;
+}
+
+window.runCamera = async ({ camera, width, height, fps, seconds, row, warmup, readback, sample,
+                            patch, sampleFrames }) => {
   const out = { devices: [], label: null, settings: null, frames: 0, unique: 0, corrupt: 0,
                 repeats: 0, gaps: 0, missed_callbacks: 0, first_sequence: null,
                 unique_per_second: [], sizes: {}, gap_samples: [], readback };
@@ -115,7 +214,7 @@ window.runCamera = async ({ camera, width, height, fps, seconds, row, warmup, re
   out.unique_per_second = new Array(bins).fill(0);
   let start = null, last = null, lastPresented = null;
   let watchdog;
-  await new Promise((resolve) => {
+  if (seconds > 0) await new Promise((resolve) => {
     // A stream that stops showing frames ends the count too, reported, instead of hanging.
     watchdog = setTimeout(() => { out.timed_out = true; resolve(); }, (warmup + seconds + 20) * 1000);
     const onFrame = async (now, md) => {
@@ -159,6 +258,7 @@ window.runCamera = async ({ camera, width, height, fps, seconds, row, warmup, re
   });
   clearTimeout(watchdog);
   out.unique_fps = Math.round((out.unique / seconds) * 100) / 100;
+  if (sample) await sampleFramesNow(video, out, { seconds, warmup, sample, patch, sampleFrames });
   track.stop();
   return out;
 };
@@ -171,10 +271,18 @@ async function main() {
     fps: { type: 'string', default: '30' }, seconds: { type: 'string', default: '10' },
     row: { type: 'string', default: '0' }, warmup: { type: 'string', default: '1' },
     readback: { type: 'string', default: 'canvas' },
+    sample: { type: 'string' }, patch: { type: 'string', default: '8' },
+    'sample-frames': { type: 'string', default: '3' },
   } });
   const args = { camera: values.camera, width: Number(values.width), height: Number(values.height),
                  fps: Number(values.fps), seconds: Number(values.seconds), row: Number(values.row),
-                 warmup: Number(values.warmup), readback: values.readback };
+                 warmup: Number(values.warmup), readback: values.readback,
+                 // "x,y;x,y;...": the points whose colour --sample reads, in frame pixels.
+                 sample: values.sample
+                   ? values.sample.split(';').map((p) => p.split(',').map(Number)) : null,
+                 patch: Number(values.patch), sampleFrames: Number(values['sample-frames']) };
+  if (args.sample && args.sample.some((p) => p.length !== 2 || p.some((v) => !Number.isInteger(v))))
+    throw new Error(`--sample: x,y;x,y;... in whole pixels, not ${values.sample}`);
   if (!process.env.DISPLAY) throw new Error('no DISPLAY: run under Xvfb');
   const profile = await mkdtemp(path.join(tmpdir(), 'sync-chromium-camera-'));
   const launched = Date.now();
