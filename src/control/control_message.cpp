@@ -116,7 +116,13 @@ ParseResult parse_object(const json& j) {
   if (type == "ticket.create") {
     TicketCreate t;
     uint64_t stream = 0, uses = 1, ttl = 60;
-    if (!read_uint(j, "stream", 1, UINT32_MAX, true, stream, why)) return bad(type, why);
+    if (auto named = j.find("stream"); named != j.end() && named->is_string()) {
+      t.stream_name = named->get<std::string>();
+      if (t.stream_name.empty() || t.stream_name.size() > 64)
+        return bad(type, "'stream' must be a stream id or a name of 1-64 characters");
+    } else if (!read_uint(j, "stream", 1, UINT32_MAX, true, stream, why)) {
+      return bad(type, why);
+    }
     if (!read_uint(j, "uses", 1, 16, false, uses, why)) return bad(type, why);
     if (!read_uint(j, "ttl_s", 1, 3600, false, ttl, why)) return bad(type, why);
     t.stream = uint32_t(stream);

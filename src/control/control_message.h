@@ -75,7 +75,8 @@ struct AudioInfo {};
 
 // A ticket for receivers of one of this connection's streams (docs/protocol.md, "Tickets").
 struct TicketCreate {
-  uint32_t stream = 0;
+  uint32_t stream = 0;      // by id, or
+  std::string stream_name;  // by name (the newest open stream called so): what WHEP URLs use
   uint32_t uses = 1;
   uint32_t ttl_s = 60;
 };

@@ -122,6 +122,9 @@ class Connection final : public ws::DecoderSink, private WriterListener {
   // (docs/security.md, "Tickets"). Set at the upgrade.
   bool own_page_or_native() const { return own_page_or_native_; }
   void set_own_page_or_native(bool v) { own_page_or_native_ = v; }
+  // A page whose Origin the operator listed with --allow-origin (docs/security.md).
+  bool listed_origin() const { return listed_origin_; }
+  void set_listed_origin(bool v) { listed_origin_ = v; }
 
  private:
   enum class Phase { kHttp, kWebSocket, kStreaming, kClosing };
@@ -163,6 +166,7 @@ class Connection final : public ws::DecoderSink, private WriterListener {
   bool paused_for_turn_ = false;
   bool hello_done_ = false;
   bool own_page_or_native_ = false;
+  bool listed_origin_ = false;
   uint64_t created_ns_ = 0;
   uint64_t last_receive_ns_ = 0;
   uint64_t last_ping_ns_ = 0;

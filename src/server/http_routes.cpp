@@ -374,6 +374,9 @@ void HttpRoutes::websocket(Connection& c, const http::Request& request, char* re
                            (origin.size() == scheme.size() + host.size() &&
                             origin.substr(0, scheme.size()) == scheme &&
                             ieq(origin.substr(scheme.size()), host)));
+  const auto& listed = s_.config.allowed_origins;
+  c.set_listed_origin(request.has_header("origin") &&
+                      std::find(listed.begin(), listed.end(), origin) != listed.end());
   const std::string accept = ws::accept_key(key);
   if (accept.empty()) {  // SHA-1 refused by the crypto provider configuration
     c.send_http(500, "text/plain", "cannot compute Sec-WebSocket-Accept\n");

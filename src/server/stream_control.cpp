@@ -104,14 +104,21 @@ void StreamControl::register_control(ControlRouter& router) {
   router.add<control::TicketCreate>("tickets", [this](Connection& c, const ControlMessage& m) {
     const auto& t = std::get<control::TicketCreate>(m);
     // A page's stream is ticketed by that page only. Streams syncd itself sources (the pattern,
-    // a relay's received stream) are ticketed by syncd's own pages (the dashboard) and native
-    // clients, never by another origin's page.
+    // a relay's received stream, a decoded twin) have no page to ask: they are ticketed by
+    // syncd's own pages (the dashboard), native clients, and pages whose origin the operator
+    // listed with --allow-origin (a WHEP viewer page elsewhere; docs/security.md), never by
+    // another origin's page.
     const auto may_ticket = [&c](const media::Stream& stream) {
-      return stream.owner() == c.id() ||
-             (media::owned_by_syncd(stream.owner()) && c.own_page_or_native());
+      return stream.owner() == c.id() || (media::owned_by_syncd(stream.owner()) &&
+                                          (c.own_page_or_native() || c.listed_origin()));
     };
-    media::Stream* s = stream_for(registry_, c, t.stream, may_ticket,
-                                  "only the stream's source hands out tickets");
+    uint32_t id = t.stream;
+    if (!t.stream_name.empty()) {
+      const media::Stream* named = registry_.find(t.stream_name);
+      id = named ? named->id() : 0;
+    }
+    media::Stream* s =
+        stream_for(registry_, c, id, may_ticket, "only the stream's source hands out tickets");
     if (!s) return;
     TicketRefusal refusal;
     const std::string token =

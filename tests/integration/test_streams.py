@@ -139,12 +139,12 @@ class HttpStreams(unittest.TestCase):
             self.assertEqual(syncd.stop(), 0)
 
     def test_syncd_sourced_streams_are_ticketed_by_its_own_pages_and_native_clients(self):
-        async def ticket_from(syncd, origin):
+        async def ticket_from(syncd, origin, by_name=False):
             headers = {"Origin": origin} if origin else {}
             ws = await websockets.connect(syncd.url, extra_headers=headers)
             await ws.send(json.dumps({"type": "hello", "protocol": 1}))
             await ws.recv()
-            sid = syncd.stream_stats("pattern")["id"]
+            sid = "pattern" if by_name else syncd.stream_stats("pattern")["id"]
             await ws.send(json.dumps({"type": "ticket.create", "stream": sid, "uses": 2}))
             reply = json.loads(await ws.recv())
             if reply.get("type") == "ticket":
@@ -165,6 +165,30 @@ class HttpStreams(unittest.TestCase):
             # A page on another loopback origin may act, but not ticket syncd's own streams.
             dev = asyncio.run(ticket_from(syncd, "http://localhost:5173"))
             self.assertEqual(dev.get("code"), "not_stream_owner", dev)
+            self.assertEqual(syncd.stop(), 0)
+        # A page the operator listed with --allow-origin (a WHEP viewer elsewhere) may, by the
+        # stream's id or by its name, as a WHEP URL names it.
+        viewer = "https://viewer.example"
+        with Syncd("--source", "pattern:64x32@30", "--allow-origin", viewer) as syncd:
+            syncd.wait_for(lambda: syncd.stream_stats("pattern"))
+            listed = asyncio.run(ticket_from(syncd, viewer))
+            self.assertEqual((listed["type"], listed["status"]), ("ticket", 200), listed)
+            named = asyncio.run(ticket_from(syncd, viewer, by_name=True))
+            self.assertEqual((named["type"], named["name"], named["status"]),
+                             ("ticket", "pattern", 200), named)
+            self.assertEqual(named["stream"], syncd.stream_stats("pattern")["id"])
+            # Another origin does not get as far as asking: its upgrade is refused (403).
+            with self.assertRaises(websockets.exceptions.InvalidStatusCode):
+                asyncio.run(ticket_from(syncd, "https://other.example"))
+
+            async def by_name(name):
+                async with websockets.connect(syncd.url) as ws:
+                    await ws.send(json.dumps({"type": "hello", "protocol": 1}))
+                    await ws.recv()
+                    await ws.send(json.dumps({"type": "ticket.create", "stream": name}))
+                    return json.loads(await ws.recv())
+            self.assertEqual(asyncio.run(by_name("nosuch"))["code"], "unknown_stream")
+            self.assertEqual(asyncio.run(by_name(""))["code"], "bad_message")
             self.assertEqual(syncd.stop(), 0)
 
     def test_frames_credit_and_newest_wins(self):
