@@ -286,8 +286,14 @@ void AudioService::on_timer(uv_timer_t* timer) {
   }
 }
 
-void AudioService::connection_closed(uint64_t connection_id) {
-  if (!attached_ || reader_->id != connection_id) return;
+void AudioService::register_absent(ControlRouter& router) {
+  const char* why = "syncd runs without --audio-source";
+  router.refuse<control::AudioRead>(control::error_code::kAudioUnavailable, why);
+  router.refuse<control::AudioInfo>(control::error_code::kAudioUnavailable, why);
+}
+
+void AudioService::connection_closed(Connection& c) {
+  if (!attached_ || reader_->id != c.id()) return;
   // libuv ran every write callback of the handle before its close callback.
   attached_ = false;
   reader_->waiting = false;

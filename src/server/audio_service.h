@@ -30,6 +30,7 @@
 #include "audio/naud.h"
 #include "control/control_message.h"
 #include "net/ws/frame_encoder.h"
+#include "server/service.h"
 #include "telemetry/prometheus.h"
 #include "telemetry/stage_stats.h"
 
@@ -38,14 +39,14 @@ namespace syncd::server {
 class Connection;
 class ControlRouter;
 
-class AudioService {
+class AudioService final : public Service {
  public:
   // Largest NAUD payload in one reply; a reader asking for more gets it over several reads.
   static constexpr size_t kMaxPacketBytes = 4u << 20;
   static constexpr uint32_t kMaxWaitMs = 10'000;
 
   AudioService(uv_loop_t* loop, audio::AudioSourceConfig config);
-  ~AudioService();
+  ~AudioService() override;
   AudioService(const AudioService&) = delete;
   AudioService& operator=(const AudioService&) = delete;
 
@@ -63,8 +64,11 @@ class AudioService {
   uint32_t channels() const { return config_.channels; }
   // Receiver (--audio-source relay:N): the ring the relay thread writes, or nullptr.
   audio::CaptureRing* ring_for_relay_writer();
+  std::string_view name() const override { return "audio"; }
   // Stops the backend (joins its threads) and closes the timer handle. Idempotent.
-  void stop();
+  void stop() override;
+  // audio.info and audio.read's refusal when syncd runs without --audio-source.
+  static void register_absent(ControlRouter& router);
 
   // audio.read from `connection`. Returns nullptr when a reply is sent now or later, else an
   // error code (control::error_code) with `message` set; the caller sends the error.
@@ -72,12 +76,12 @@ class AudioService {
   // The audio.info reply (JSON text).
   std::string info_json() const;
   // From the connection's close callback, after every write callback of it has run.
-  void connection_closed(uint64_t connection_id);
+  void connection_closed(Connection& c) override;
   // Routes audio.read and audio.info to this service.
-  void register_control(ControlRouter& router);
+  void register_control(ControlRouter& router) override;
 
-  void write_stats(nlohmann::json& out) const;
-  void write_metrics(telemetry::PrometheusText& out) const;
+  void write_stats(nlohmann::json& out) const override;
+  void write_metrics(telemetry::PrometheusText& out) const override;
 
  private:
   struct Reader {

@@ -55,6 +55,18 @@ void PoseService::stop() {
   subscribers_.clear();
 }
 
+void PoseService::register_absent(ControlRouter& router) {
+  router.add<control::Subscribe>("", [](Connection& c, const control::ControlMessage& m) {
+    if (std::get<control::Subscribe>(m).topic == "pose") {
+      c.send_error(control::error_code::kTopicUnavailable, "syncd runs without --headtracker");
+    } else {
+      c.send_error(control::error_code::kUnknownTopic, "the only topic is \"pose\"");
+    }
+  });
+  router.refuse<control::PoseRecenter>(control::error_code::kTopicUnavailable,
+                                       "syncd runs without --headtracker");
+}
+
 void PoseService::register_control(ControlRouter& router) {
   router.add<control::Subscribe>("pose", [this](Connection& c, const control::ControlMessage& m) {
     const auto& sub = std::get<control::Subscribe>(m);

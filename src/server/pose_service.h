@@ -18,6 +18,7 @@
 
 #include "headtrack/orientation.h"
 #include "headtrack/tracker_reader.h"
+#include "server/service.h"
 #include "telemetry/prometheus.h"
 
 namespace syncd::server {
@@ -25,25 +26,28 @@ namespace syncd::server {
 class Connection;
 class ControlRouter;
 
-class PoseService {
+class PoseService final : public Service {
  public:
   // source: "auto", "/dev/hidrawN" or "replay:FILE".
   PoseService(uv_loop_t* loop, std::string source);
-  ~PoseService();
+  ~PoseService() override;
   PoseService(const PoseService&) = delete;
   PoseService& operator=(const PoseService&) = delete;
 
   bool start(std::string& error);
+  std::string_view name() const override { return "pose"; }
   // Stops the reader thread (the device is restored) and closes the poll handle.
-  void stop();
+  void stop() override;
 
   // Routes subscribe (topic "pose") and pose.recenter to this service.
-  void register_control(ControlRouter& router);
+  void register_control(ControlRouter& router) override;
+  // subscribe and pose.recenter's refusals when syncd runs without --headtracker.
+  static void register_absent(ControlRouter& router);
   // From the connection's close callback.
-  void connection_closed(Connection& c) { subscribers_.erase(&c); }
+  void connection_closed(Connection& c) override { subscribers_.erase(&c); }
 
-  void write_stats(nlohmann::json& out) const;
-  void write_metrics(telemetry::PrometheusText& out) const;
+  void write_stats(nlohmann::json& out) const override;
+  void write_metrics(telemetry::PrometheusText& out) const override;
 
  private:
   static void on_readable(uv_poll_t* handle, int status, int events);

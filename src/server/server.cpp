@@ -108,42 +108,43 @@ Server::~Server() {
 void Server::register_control() {
   stream_control_.register_control(control_);
   receivers_->register_control(control_);
-  if (audio_) {
-    audio_->register_control(control_);
-  } else {
-    const char* why = "syncd runs without --audio-source";
-    control_.refuse<control::AudioRead>(control::error_code::kAudioUnavailable, why);
-    control_.refuse<control::AudioInfo>(control::error_code::kAudioUnavailable, why);
+  const std::vector<ServiceEntry>& table = service_table();
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (by_entry_[i]) {
+      by_entry_[i]->register_control(control_);
+      by_entry_[i]->register_routes(http_routes_);
+    } else if (table[i].register_absent) {
+      table[i].register_absent(control_);
+    }
   }
-  if (pose_) {
-    pose_->register_control(control_);
-  } else {
-    control_.add<control::Subscribe>("", [](Connection& c, const control::ControlMessage& m) {
-      if (std::get<control::Subscribe>(m).topic == "pose") {
-        c.send_error(control::error_code::kTopicUnavailable, "syncd runs without --headtracker");
-      } else {
-        c.send_error(control::error_code::kUnknownTopic, "the only topic is \"pose\"");
-      }
-    });
-    control_.refuse<control::PoseRecenter>(control::error_code::kTopicUnavailable,
-                                           "syncd runs without --headtracker");
+}
+
+bool Server::start_services() {
+  const ServiceContext context{&loop_, &registry_, &config_, &services_};
+  for (const ServiceEntry& entry : service_table()) {
+    std::string fatal;
+    std::unique_ptr<Service> service = entry.start(context, fatal);
+    if (!fatal.empty()) {
+      std::fprintf(stderr, "syncd: %s\n", fatal.c_str());
+      stop_services();
+      return false;
+    }
+    by_entry_.push_back(service.get());
+    if (service) services_.push_back(std::move(service));
   }
+  return true;
+}
+
+void Server::stop_services() {
+  for (auto it = services_.rbegin(); it != services_.rend(); ++it) (*it)->stop();
 }
 
 int Server::start() {
   started_ns_ = core::monotonic_ns();
   config_.max_connections = fit_connections_to_descriptors(config_.max_connections);
-  // First, so that a bad --headtracker (an unreadable replay file) fails before anything is
-  // open. A missing device is not a failure: the reader keeps looking.
-  if (!config_.headtracker.empty()) {
-    pose_ = std::make_unique<PoseService>(&loop_, config_.headtracker);
-    std::string error;
-    if (!pose_->start(error)) {
-      std::fprintf(stderr, "syncd: head tracker: %s\n", error.c_str());
-      pose_.reset();
-      return UV_EINVAL;
-    }
-  }
+  // First, so that a service the operator asked for and cannot have (a head tracker's
+  // unreadable replay file, the relay's port taken) stops syncd before anything is open.
+  if (!start_services()) return UV_EINVAL;
   uv_tcp_init(&loop_, &listener_);
   listener_.data = this;
   sockaddr_storage addr{};
@@ -155,6 +156,7 @@ int Server::start() {
   if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 511, &on_connection);
   if (rc < 0) {
     uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
+    stop_services();
     uv_run(&loop_, UV_RUN_NOWAIT);
     return rc;
   }
@@ -203,68 +205,10 @@ int Server::start() {
       uv_timer_start(&pattern_timer_, &on_pattern_timer, 1, 0);
     }
   }
-  if (config_.audio) {
-    audio_ = std::make_unique<AudioService>(&loop_, *config_.audio);
-    std::string error;
-    if (!audio_->start(error)) {
-      std::fprintf(stderr, "syncd: audio source refused: %s\n", error.c_str());
-      audio_.reset();
-    }
-  }
-  if (config_.relay) {
-    // A relay that cannot start (its port taken, its identity file refused) is a failure to
-    // start: the operator asked for it by name.
-    // Audio first: the relay sends the capture (its thread becomes the ring's reader) or writes
-    // what it receives into a relay-written ring (docs/wan.md, "Audio").
-    std::string error;
-    relay::RelayConfig rc = *config_.relay;
-    if (audio_ && rc.sender && rc.audio_channels != "none")
-      rc.audio_ring = audio_->lend_ring_to_relay();
-    if (audio_ && !rc.sender) rc.audio_ring = audio_->ring_for_relay_writer();
-    relay_ = relay::Relay::start(rc, registry_, &loop_, error);
-    if (!relay_) {
-      std::fprintf(stderr, "syncd: relay: %s\n", error.c_str());
-      return UV_EINVAL;
-    }
-  }
-  if (config_.whep) {
-    whep::WhepConfig wc = *config_.whep;
-    wc.host = config_.host;
-    // Audio for browsers (docs/whep.md, "Audio"): two channels of the audio source, checked now
-    // so a wrong index stops syncd at start rather than silencing every viewer later.
-    if (audio_) {
-      whep::WhepAudioChannels channels;
-      std::string why;
-      if (!whep::parse_whep_audio_channels(wc.audio_channels, audio_->channels(), channels, why)) {
-        std::fprintf(stderr, "syncd: --whep-audio-channels: %s\n", why.c_str());
-        return UV_EINVAL;
-      }
-      if (channels.enabled) {
-        wc.open_audio_tap = [audio = audio_.get(), channels]() {
-          std::string why;
-          std::shared_ptr<audio::AudioTap> tap =
-              audio->open_tap(channels.left, channels.right, why);
-          if (!tap) std::fprintf(stderr, "syncd: WHEP without audio: %s\n", why.c_str());
-          return tap;
-        };
-      }
-    } else if (!config_.audio && !wc.audio_channels.empty() && wc.audio_channels != "none") {
-      std::fprintf(stderr, "syncd: --whep-audio-channels needs an --audio-source\n");
-      return UV_EINVAL;
-    }
-    whep_ = std::make_unique<whep::WhepService>(wc, registry_, &loop_);
-    http_routes_.set_whep(whep_.get());
-    std::string why;
-    if (!whep_->start(why)) {
-      std::fprintf(stderr, "syncd: %s\n", why.c_str());
-      return UV_EINVAL;
-    }
-  }
   register_control();
   std::printf("syncd listening on %s:%u\n", ip, unsigned(bound_port_));
   // After the first line, which tools read for the port.
-  if (relay_ && !config_.relay->sender)
-    std::printf("syncd relay listening on udp port %u\n", unsigned(relay_->local_port()));
+  for (const auto& service : services_) service->announce();
   std::fflush(stdout);
   return 0;
 }
@@ -355,8 +299,7 @@ void Server::on_prepare(uv_prepare_t* prepare) {
 
 void Server::connection_closed(Connection& c) {
   receivers_->remove(c);
-  if (audio_) audio_->connection_closed(c.id());
-  if (pose_) pose_->connection_closed(c);
+  for (const auto& service : services_) service->connection_closed(c);
   registry_.close_owned_by(c.id());
   tickets_.drop_owner(c.id());
   std::erase(paused_, &c);
@@ -388,13 +331,10 @@ void Server::stop() {
   if (listening_) uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
   listening_ = false;
   if (pattern_) pattern_->stop();
-  // The relay's thread first: it hands back the frames it held to the relay publisher, which
-  // the registry still owns.
-  if (relay_) relay_->stop();
-  if (whep_) whep_->stop();
+  // The services first, the last started first: the relay's thread hands back the frames it
+  // held to the relay publisher, which the registry still owns.
+  stop_services();
   registry_.stop_publishers();  // worker threads end; the frames they held are released
-  if (audio_) audio_->stop();
-  if (pose_) pose_->stop();
   // Copy: connections remove themselves from the list as they close.
   std::vector<Connection*> open(connections_.begin(), connections_.end());
   for (Connection* c : open) c->shutdown_for_exit();
@@ -529,11 +469,8 @@ std::string Server::stats_json() {
                    {"frames_produced", pattern_->frames_produced()},
                    {"ticks_skipped", pattern_->frames_skipped()}};
   }
-  if (pose_) pose_->write_stats(j);
-  if (relay_) relay_->write_stats(j);
-  if (whep_) whep_->write_stats(j["whep"]);
+  for (const auto& service : services_) service->write_stats(j);
   registry_.write_stats(j);
-  if (audio_) audio_->write_stats(j);
   return j.dump();
 }
 
@@ -601,11 +538,8 @@ std::string Server::metrics_text() {
   out.sample("syncd_frames_rejected_total", "reason=\"unknown_stream\"",
              c.frames_rejected_unknown_stream);
   out.sample("syncd_frames_rejected_total", "reason=\"bad_header\"", c.frames_rejected_bad_header);
-  if (pose_) pose_->write_metrics(out);
-  if (relay_) relay_->write_metrics(out);
-  if (whep_) whep_->write_metrics(out);
+  for (const auto& service : services_) service->write_metrics(out);
   registry_.write_metrics(out);
-  if (audio_) audio_->write_metrics(out);
   return out.text();
 }
 

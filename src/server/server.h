@@ -23,8 +23,8 @@
 #include "server/connection.h"
 #include "server/control_router.h"
 #include "server/http_routes.h"
-#include "server/pose_service.h"
 #include "server/server_config.h"
+#include "server/service.h"
 #include "server/socket_writer.h"
 #include "server/stream_control.h"
 #include "server/stream_receivers.h"
@@ -32,8 +32,6 @@
 #include "telemetry/stage_stats.h"
 
 namespace syncd::server {
-
-class AudioService;
 
 class Server final : private ConnectionHost {
  public:
@@ -83,6 +81,11 @@ class Server final : private ConnectionHost {
 
   Connection* find_connection(uint64_t id);  // an open connection, or nullptr
   void register_control();
+  // Starts the services of service_table() the configuration asks for; false (after stopping
+  // those started, having said why) when one the operator asked for cannot start.
+  bool start_services();
+  // Stops the services, the last started first. Idempotent as each service's stop() is.
+  void stop_services();
   static void on_connection(uv_stream_t* listener, int status);
   static void on_signal(uv_signal_t* handle, int signum);
   static void on_tick(uv_timer_t* timer);
@@ -128,10 +131,10 @@ class Server final : private ConnectionHost {
   HttpRoutes http_routes_;
   StreamControl stream_control_;
   std::unique_ptr<media::PatternSource> pattern_;
-  std::unique_ptr<AudioService> audio_;
-  std::unique_ptr<PoseService> pose_;
-  std::unique_ptr<relay::Relay> relay_;  // --relay-to / --relay-listen
-  std::unique_ptr<whep::WhepService> whep_;
+  // The services that run (service.h), in start order; by_entry_[i] is service_table()[i]'s,
+  // or null.
+  std::vector<std::unique_ptr<Service>> services_;
+  std::vector<Service*> by_entry_;
   std::unique_ptr<uint8_t[]> discard_;
 };
 
