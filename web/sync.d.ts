@@ -54,7 +54,10 @@ export type ClientErrorCode =
   | 'aborted'
   /** close() was called before syncd welcomed the connection. */
   | 'closed'
-  /** The control connection went down (pending requests reject with it). */
+  /** The control connection went down (pending requests reject with it); or receive(): the
+   * stream's connection went away while the stream had not closed (syncd stopped, the connection
+   * was cut; `details.reason` says how it looked: ReceiveDisconnectReason). Retryable: a
+   * FrameStream resumes with resume() while its ticket has a use left. */
   | 'disconnected'
   /** A request while not connected. */
   | 'not_connected'
@@ -65,9 +68,11 @@ export type ClientErrorCode =
   | 'not_found'
   /** receive(): another HTTP status (`status` holds it). */
   | 'http_error'
-  /** receive(): the stream's connection failed, or a cross-origin page without CORS. */
+  /** receive(): the request for the stream failed (nothing answers at syncd's address), or a
+   * cross-origin page without CORS. */
   | 'network'
-  /** receive(): the stream ended inside a record (the publisher or syncd went away mid-frame). */
+  /** @deprecated No longer given: receive() reports a body that ends inside a record as
+   * 'disconnected' (details.reason 'truncated'). Kept so that code comparing with it compiles. */
   | 'truncated'
   | 'bad_record' | 'bad_reply' | 'bad_frame_header' | 'bad_audio_packet' | 'not_open' | 'no_context'
   /** Frame.drawTo of a 4:2:0 frame without WebCodecs. */
@@ -455,7 +460,9 @@ export interface PublishOptions {
   force2d?: boolean;
   /** No timer: call capture() right after drawing (needed unless preserveDrawingBuffer). */
   manual?: boolean;
-  /** Auto-mode clock: 'raf' (default; a timer while hidden) or 'timer'. */
+  /** Auto-mode clock: 'raf' (default: requestAnimationFrame, and a timer while the page is hidden
+   * or while rAF gives fewer than 0.9 of `fps`, as in a visible page another one covers; see
+   * PublisherStats.clock) or 'timer' (always a timer). */
   clock?: 'raf' | 'timer';
   /** Drop when bufferedAmount exceeds this many frames (default 2). */
   maxBufferedFrames?: number;
@@ -488,6 +495,11 @@ export interface PublisherStats {
   lastSequence: number;
   readbackMsMax: number;
   readbackMsTotal: number;
+  /** Times the timer took the captures over from a requestAnimationFrame that fell behind the
+   * nominal rate in a visible page (e.g. covered by another page, which throttles its rAF). */
+  clockFallbacks: number;
+  /** What drives the captures now (CanvasPublisherBase.activeClock). */
+  clock: CaptureClockSource | null;
   stream: string;
   streamId: number | null;
   codec: 'raw';
@@ -538,6 +550,9 @@ export interface EncodedPublisherCounters {
   encoded: number;
   encodeMsTotal: number;
   encodeMsMax: number;
+  /** Times the timer took the captures over from a requestAnimationFrame that fell behind (as
+   * PublisherStats.clockFallbacks). */
+  clockFallbacks: number;
 }
 
 export interface EncodedPublisherStats extends EncodedPublisherCounters {
@@ -553,11 +568,19 @@ export interface EncodedPublisherStats extends EncodedPublisherCounters {
   sender: 'page' | null;
   width: number;
   height: number;
+  /** What drives the captures now (CanvasPublisherBase.activeClock). */
+  clock: CaptureClockSource | null;
 }
+
+/** What drives a publisher's captures: 'raf' (requestAnimationFrame), 'timer' (option clock
+ * 'timer', a hidden page, or a rAF that fell behind the nominal rate), 'manual' (capture()). */
+export type CaptureClockSource = 'raf' | 'timer' | 'manual';
 
 interface CanvasPublisherBase extends EventTarget {
   readonly name: string;
   readonly streamId: number | null;
+  /** What drives the captures now; null before the clock started. */
+  readonly activeClock: CaptureClockSource | null;
   capture(): boolean;
   createTicket(o?: TicketOptions): Promise<Ticket>;
   stop(o?: { close?: boolean }): Promise<void>;
@@ -659,8 +682,20 @@ export interface Frame {
   drawTo(canvas: HTMLCanvasElement | OffscreenCanvas): void;
 }
 
+/** How a receive that ended with 'disconnected' saw its connection go (SyncError.details.reason):
+ * 'read_failed' (the connection broke: reset), 'truncated' (the body ended inside a record),
+ * 'syncd_unreachable' (it ended after a record and syncd did not answer), 'stream_open' (it
+ * ended after a record while the stream was still open: the connection was cut). */
+export type ReceiveDisconnectReason = 'read_failed' | 'truncated' | 'syncd_unreachable' | 'stream_open';
+
+/** SyncError.details of a receive's 'disconnected' error. */
+export interface ReceiveDisconnectDetails { reason: ReceiveDisconnectReason; receiver: number | string | null; frames: number }
+
+/** Frames of one stream from `GET /streams/{name}`. Iterating finishes (a clean end) only when the
+ * stream closed; a connection that went away rejects with SyncError 'disconnected'. */
 export interface FrameStream extends AsyncIterable<Frame> {
   readonly name: string;
+  readonly ticket: string;
   /** From X-Sync-Receiver, once open. */
   receiver: number | string | null;
   open(): Promise<Response>;
@@ -669,10 +704,15 @@ export interface FrameStream extends AsyncIterable<Frame> {
    * `timestamp` = capture time in µs); the reader closes each. SyncError 'unsupported_format' without WebCodecs. */
   videoFrames(): ReadableStream<VideoFrame>;
   close(): void;
-  /** frames counts records; the h264 counters appear once an h264 record arrived: pictures
+  /** A new receive of the same stream with the same ticket and options (closing this one if it
+   * is open), e.g. after 'disconnected': it spends one more use of the ticket (`forbidden` when
+   * none is left); frames go on from what syncd has now; counters carry on (`resumes`). */
+  resume(): FrameStream;
+  /** frames counts records (across resumes: `resumes` is how many receives came before this
+   * one); the h264 counters appear once an h264 record arrived: pictures
    * decoded, deltas dropped while waiting for a key frame, decoder errors, and units whose
    * picture took longer than decodeTimeoutMs. */
-  stats(): { frames: number; bytes: number; droppedBefore: number; creditsGranted: number; reads: number; creditFailures: number; receiver: number | string | null; decoded?: number; awaitingKey?: number; decodeErrors?: number; decodeTimeouts?: number };
+  stats(): { frames: number; bytes: number; droppedBefore: number; creditsGranted: number; reads: number; creditFailures: number; resumes: number; receiver: number | string | null; decoded?: number; awaitingKey?: number; decodeErrors?: number; decodeTimeouts?: number };
 }
 
 export function receive(name: string, ticket: string, options?: ReceiveOptions): FrameStream;

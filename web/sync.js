@@ -1468,8 +1468,10 @@ function softwareGl(gl) {
 // through a same-origin blob that imports the module.
 function startPublishWorker() {
   if (typeof Worker !== 'function') return null;
-  const url = new URL('./sync-worker.js', import.meta.url);
   try {
+    // Inside the try: a bundle in a classic-script format has no import.meta.url to resolve
+    // against (the page then sends, as without a Worker).
+    const url = new URL('./sync-worker.js', import.meta.url);
     if (globalThis.location && url.origin === globalThis.location.origin) return new Worker(url, { type: 'module' });
     const shim = URL.createObjectURL(new Blob([`import ${JSON.stringify(url.href)};`], { type: 'text/javascript' }));
     const worker = new Worker(shim, { type: 'module' });
@@ -1492,7 +1494,8 @@ function startPublishWorker() {
  *
  * options: stream (name), fps (capture rate in auto mode, default 30), width/height (default the
  * canvas size; the stream's geometry), connection, manual (true: no timer, call
- * handle.capture() right after drawing), clock ('raf' default, or 'timer'), slots (syncd pool
+ * handle.capture() right after drawing), clock ('raf' default: rAF, with a timer while the page
+ * is hidden or rAF falls behind fps; or 'timer'; see CaptureClock), slots (syncd pool
  * slots), signal, codec ('raw' default, 'h264', 'auto').
  * Raw only: context (the canvas's own context, if it was created elsewhere), maxBufferedFrames
  * (drop threshold in frames of bufferedAmount, default 2), readbackBuffers (default 3), worker
@@ -1522,32 +1525,120 @@ export async function publishCanvas(canvas, options = {}) {
   return p;
 }
 
+// The capture clock of auto mode. requestAnimationFrame captures in step with the page's
+// rendering, but a page can be visible and still get few rAF callbacks: Chromium throttles rAF in
+// a page covered by another (measured here: a second page opened in the same browser took the
+// first page's rAF from 60 to 1-1.5 callbacks/s within 3 s while its visibilityState stayed
+// 'visible'), so a publisher that waited for rAF ran at 1 frame/s and its hidden-page fallback
+// never started. So a timer watches too: every CLOCK_WATCH_MS it counts the captures rAF gave
+// over the last window (CLOCK_WINDOW_MS, or 10 periods at a low rate), and when they fall under
+// CLOCK_BEHIND of the nominal rate the timer drives the captures (counted in clockFallbacks).
+// rAF gets them back once it ticks at 0.95 of the nominal rate again over a window that doubles
+// after each fallback (2 s, 4 s, ... 32 s), so a rAF that keeps failing does not flap. A hidden
+// page gets no rAF at all: the timer drives it, as it always did (not counted: rAF is off there,
+// not behind). A page whose own rendering runs below the rate asked for gets the timer too (its
+// rAF is behind as well): it then captures its last picture again between renders.
+const CLOCK_WINDOW_MS = 1000;
+const CLOCK_WATCH_MS = 250;
+const CLOCK_BEHIND = 0.9;
+const CLOCK_RETRY_MAX_MS = 32000;
+
+const pageHidden = () => !!(globalThis.document && globalThis.document.hidden);
+
 // What both publishers share: the capture clock (auto mode) and counting a drop by its reason.
 class CaptureClock extends Emitter {
-  _schedule() {
-    const period = 1000 / this.fps;
-    const tick = (t) => {
-      if (this._stopped) return;
-      const now = t ?? performance.now();
-      if (now >= this._nextDue) {
-        // Keep the long-run rate at fps even when ticks jitter, without bursting after a stall.
-        this._nextDue = Math.max(this._nextDue + period, now - period / 2);
-        this.capture();
-      }
-      this._arm(tick, period);
-    };
-    this._nextDue = performance.now();
-    this._arm(tick, period);
+  /** What drives the captures now: 'raf', 'timer' (clock 'timer', a hidden page, or rAF fell
+   * behind the nominal rate), 'manual' (capture() calls), or null before the clock started. */
+  get activeClock() {
+    return this.manual ? 'manual' : this._clk?.source ?? null;
   }
 
-  _arm(tick, period) {
-    // clock 'raf' (default): rAF while the page is visible (captures in step with rendering), a
-    // timer otherwise. clock 'timer': always a timer (rAF is paced by compositor frames).
-    if (this.clock !== 'timer' && typeof requestAnimationFrame === 'function' && !(globalThis.document && document.hidden)) {
-      this._raf = requestAnimationFrame(tick);
-    } else {
-      this._timer = setTimeout(() => tick(performance.now()), Math.max(1, period / 2));
+  _schedule() {
+    const period = 1000 / this.fps;
+    const useRaf = this.clock !== 'timer' && typeof requestAnimationFrame === 'function';
+    const now = performance.now();
+    const c = this._clk = {
+      period, useRaf, source: useRaf && !pageHidden() ? 'raf' : 'timer', fallback: false, hidden: pageHidden(),
+      // At least 10 periods a window, so that one capture more or less at its edges cannot
+      // decide it at a low rate.
+      windowMs: Math.max(CLOCK_WINDOW_MS, 10 * period), since: now, captures: 0, rafTicks: 0,
+    };
+    c.retryMs = c.windowMs;
+    this._nextDue = now;
+    const onFrame = (t) => {
+      this._raf = null;
+      if (this._stopped) return;
+      ++c.rafTicks;
+      if (c.source === 'raf') this._tick(t);
+      armFrame();
+    };
+    // While rAF does not drive the captures it still runs (and is counted) so that the timer
+    // can see it recover.
+    const armFrame = () => {
+      if (useRaf && this._raf === null && !pageHidden()) this._raf = requestAnimationFrame(onFrame);
+    };
+    const onTimer = () => {
+      this._timer = null;
+      if (this._stopped) return;
+      const t = performance.now();
+      this._watchClock(t);
+      if (c.source === 'timer') this._tick(t);
+      armFrame();
+      this._timer = setTimeout(onTimer, c.source === 'timer' ? Math.max(1, period / 2) : CLOCK_WATCH_MS);
+    };
+    armFrame();
+    this._timer = setTimeout(onTimer, c.source === 'timer' ? 0 : CLOCK_WATCH_MS);
+  }
+
+  _tick(now) {
+    const c = this._clk;
+    if (now < this._nextDue) return;
+    // Keep the long-run rate at fps even when ticks jitter, without bursting after a stall.
+    this._nextDue = Math.max(this._nextDue + c.period, now - c.period / 2);
+    ++c.captures;
+    this.capture();
+  }
+
+  // Which clock drives the captures, judged by the timer (see CLOCK_WINDOW_MS above).
+  _watchClock(now) {
+    const c = this._clk;
+    if (!c.useRaf) return;
+    const restart = () => {
+      c.since = now;
+      c.captures = 0;
+      c.rafTicks = 0;
+    };
+    if (pageHidden()) {
+      c.hidden = true;
+      c.source = 'timer';
+      restart();
+      return;
     }
+    if (c.hidden) {
+      // Visible again: rAF resumes (unless it had fallen behind before), judged afresh.
+      c.hidden = false;
+      if (!c.fallback) c.source = 'raf';
+      restart();
+      return;
+    }
+    const elapsed = now - c.since;
+    if (!c.fallback) {
+      if (elapsed < c.windowMs) return;
+      if (c.captures + 1 < CLOCK_BEHIND * this.fps * elapsed / 1000) {
+        c.fallback = true;
+        c.source = 'timer';
+        c.retryMs = Math.min(CLOCK_RETRY_MAX_MS, c.retryMs * 2);
+        ++this.counters.clockFallbacks;
+      }
+      restart();
+      return;
+    }
+    if (elapsed < c.retryMs) return;
+    if (c.rafTicks >= 0.95 * this.fps * elapsed / 1000) {
+      c.fallback = false;
+      c.source = 'raf';
+    }
+    restart();
   }
 
   _drop(reason) {
@@ -1586,6 +1677,7 @@ class CanvasPublisher extends CaptureClock {
       lastSequence: 0,
       readbackMsMax: 0,
       readbackMsTotal: 0,
+      clockFallbacks: 0, // times rAF fell behind the nominal rate in a visible page (CaptureClock)
     };
     this._stopped = false;
     this._timer = null;
@@ -1829,7 +1921,7 @@ class CanvasPublisher extends CaptureClock {
 
   /** Counters plus rates; offered = sent + droppedTotal + inFlight. */
   stats() {
-    return { ...this.counters, dropped: { ...this.counters.dropped }, stream: this.name, streamId: this.streamId, codec: this.codec, encoder: null, readback: this.readback, sender: this.sender, width: this.width, height: this.height };
+    return { ...this.counters, dropped: { ...this.counters.dropped }, stream: this.name, streamId: this.streamId, codec: this.codec, encoder: null, readback: this.readback, sender: this.sender, width: this.width, height: this.height, clock: this.activeClock };
   }
 
   /** A ticket for this stream (see SyncConnection.createTicket). */
@@ -1987,6 +2079,7 @@ class EncodedCanvasPublisher extends CaptureClock {
       encoded: 0,
       encodeMsTotal: 0,
       encodeMsMax: 0,
+      clockFallbacks: 0, // times rAF fell behind the nominal rate in a visible page (CaptureClock)
     };
     this._stopped = false;
     this._timer = null;
@@ -2316,7 +2409,7 @@ class EncodedCanvasPublisher extends CaptureClock {
       ...c, dropped: { ...c.dropped }, stream: this.name, streamId: this.streamId, codec: this.codec,
       encoder: { ...this.encoder, avc: { ...this.encoder.avc } }, bitrate: this.encoder.bitrate,
       encodeMsMean: c.encoded ? c.encodeMsTotal / c.encoded : 0, encodeQueueSize: this._videoEncoder?.encodeQueueSize ?? 0,
-      readback: this.readback, sender: this.sender, width: this.width, height: this.height,
+      readback: this.readback, sender: this.sender, width: this.width, height: this.height, clock: this.activeClock,
     };
   }
 
@@ -2386,6 +2479,11 @@ class EncodedCanvasPublisher extends CaptureClock {
  * VideoDecoder, from the first key frame on) and each Frame carries the picture as `videoFrame`,
  * a VideoFrame the caller owns and must close(); with `decode: false` the frames are the access
  * units themselves (`pixels`, Annex B) and `videoFrame` is null.
+ *
+ * The iterator finishes (a clean end) only when the stream closed. A receive whose connection
+ * went away (syncd stopped, the connection cut) rejects with a SyncError 'disconnected'
+ * (`details.reason`: 'read_failed', 'truncated', 'syncd_unreachable' or 'stream_open'), after
+ * which `resume()` receives again with the same ticket, if it has a use left.
  *
  * options: credit (initial, default 2), connection, base (syncd URL, default the connection's or
  * the page's origin), signal (AbortSignal), autoCredit (default true), decode (h264: default
@@ -2541,10 +2639,16 @@ function swapRB(pixels, key) {
   return out;
 }
 
+// How long a receive whose body ended between two records waits for syncd to say whether the
+// stream closed (FrameStream._lostConnection). A syncd that was killed refuses at once; this bounds
+// a hung one.
+const END_PROBE_MS = 5000;
+
 class FrameStream {
-  constructor(name, ticket, o) {
+  constructor(name, ticket, o, resumed = null) {
     this.name = name;
     this.ticket = ticket;
+    this._options = o;
     this.credit = o.credit ?? 2;
     this.connection = o.connection ?? defaultConnection;
     this.base = httpBase(o.base ?? this.connection?.httpBase ?? globalThis.location?.origin ?? 'http://127.0.0.1:54997');
@@ -2556,7 +2660,8 @@ class FrameStream {
       if (o.signal.aborted) this._abort.abort(o.signal.reason);
       else o.signal.addEventListener('abort', () => this._abort.abort(o.signal.reason), { once: true });
     }
-    this.counters = { frames: 0, bytes: 0, droppedBefore: 0, creditsGranted: 0, reads: 0, creditFailures: 0 };
+    // A resumed receive counts on from the one it resumes (resumes: how many came before).
+    this.counters = resumed ? { ...resumed, resumes: resumed.resumes + 1 } : { frames: 0, bytes: 0, droppedBefore: 0, creditsGranted: 0, reads: 0, creditFailures: 0, resumes: 0 };
     this.decode = o.decode ?? true;
     this.decodeTimeoutMs = o.decodeTimeoutMs ?? 500;
     this._decoder = null; // an AccessUnitDecoder once an h264 record arrives
@@ -2637,6 +2742,19 @@ class FrameStream {
     if (this._iter) this._iter.return?.();
   }
 
+  /**
+   * A new receive of the same stream with the same ticket and options, for after this one
+   * ended with `disconnected` (or was closed): a new `GET /streams/{name}`, which spends one
+   * more use of the ticket, so it needs a ticket made with `uses` to spare (a spent one gets
+   * `forbidden`). Frames go on from what syncd has now (the new records' droppedBefore starts
+   * at 0); an h264 stream is decoded again from its next key frame. Counters carry on, with
+   * `resumes` counting. This one is closed first if it is still open.
+   */
+  resume() {
+    this.close();
+    return new FrameStream(this.name, this.ticket, this._options, this.counters);
+  }
+
   stats() {
     return { ...this.counters, receiver: this.receiver };
   }
@@ -2673,6 +2791,38 @@ class FrameStream {
       .catch(() => { ++this.counters.creditFailures; });
   }
 
+  _disconnected(reason, message, cause) {
+    return new SyncError('disconnected', message, { details: { reason, receiver: this.receiver, frames: this.counters.frames }, cause });
+  }
+
+  // The body ended after a complete record. syncd ends it there when the stream closed, but the
+  // body is close-delimited (no Content-Length, no chunks: docs/protocol.md), so a connection that
+  // went away between two records (syncd killed, a proxy or the network cutting it) ends the very
+  // same way. syncd is asked, once: no answer means it went away, a stream of this name still
+  // open means the connection did; either is a 'disconnected' error (returned), and a stream no
+  // longer open is the clean end (null). A syncd that answers /stats with an error, or a document
+  // without streams, cannot tell, and the end stays clean as before.
+  async _lostConnection() {
+    const probe = new AbortController();
+    const timer = setTimeout(() => probe.abort(), END_PROBE_MS);
+    const onAbort = () => probe.abort();
+    this._abort.signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      const r = await fetch(`${this.base}/stats`, { cache: 'no-store', signal: probe.signal });
+      if (!r.ok) return null;
+      const stats = await r.json();
+      if (!Array.isArray(stats?.streams)) return null;
+      if (!stats.streams.some((x) => x.name === this.name && x.open)) return null;
+      return this._disconnected('stream_open', `the stream's connection ended while ${this.name} is still open`);
+    } catch (e) {
+      if (this._abort.signal.aborted) throw new SyncError('aborted', 'receive aborted', { cause: e });
+      return this._disconnected('syncd_unreachable', `the stream's connection ended and syncd does not answer at ${this.base}`, e);
+    } finally {
+      clearTimeout(timer);
+      this._abort.signal.removeEventListener('abort', onAbort);
+    }
+  }
+
   async *_frames() {
     const res = await this.open();
     const reader = res.body.getReader({ mode: 'byob' });
@@ -2688,13 +2838,15 @@ class FrameStream {
           r = await reader.read(new Uint8Array(buf, filled, n - filled));
         } catch (e) {
           if (this._abort.signal.aborted) throw new SyncError('aborted', 'receive aborted', { cause: e });
-          throw new SyncError('network', `stream read failed: ${e?.message ?? e}`, { cause: e });
+          // The connection broke (reset, or ended where HTTP says it cannot): gone, not closed.
+          throw this._disconnected('read_failed', `stream read failed: ${e?.message ?? e}`, e);
         }
         ++this.counters.reads;
         if (r.value) buf = r.value.buffer;
         if (r.done) {
           if (filled === 0) return { buf, done: true };
-          throw new SyncError('truncated', `stream ended inside a record (${filled} of ${n} bytes)`);
+          // syncd ends a closed stream's response after a complete record, never inside one.
+          throw this._disconnected('truncated', `the stream's connection ended inside a record (${filled} of ${n} bytes)`);
         }
         filled += r.value.byteLength;
       }
@@ -2705,6 +2857,8 @@ class FrameStream {
         const hr = await readExactly(header, RECORD_HEADER_BYTES);
         header = hr.buf;
         if (hr.done) {
+          const lost = await this._lostConnection();
+          if (lost) throw lost;
           // The stream ended: pictures the decoder still holds are the last frames.
           if (this._decoder) {
             await this._decoder.flush();
@@ -2716,7 +2870,7 @@ class FrameStream {
         if (pixels.byteLength < h.payloadBytes) pixels = new ArrayBuffer(h.payloadBytes);
         const pr = await readExactly(pixels, h.payloadBytes);
         pixels = pr.buf;
-        if (pr.done) throw new SyncError('truncated', 'stream ended after a record header');
+        if (pr.done) throw this._disconnected('truncated', "the stream's connection ended after a record header");
         ++this.counters.frames;
         this.counters.bytes += RECORD_HEADER_BYTES + h.payloadBytes;
         this.counters.droppedBefore += h.droppedBefore;
@@ -2753,10 +2907,11 @@ const EMPTY_BYTES = new Uint8Array(0);
 class AccessUnitDecoder {
   constructor(counters) {
     this.counters = counters;
-    counters.decoded = 0;
-    counters.awaitingKey = 0;
-    counters.decodeErrors = 0;
-    counters.decodeTimeouts = 0;
+    // A resumed receive's decoder counts on from the last one's.
+    counters.decoded ??= 0;
+    counters.awaitingKey ??= 0;
+    counters.decodeErrors ??= 0;
+    counters.decodeTimeouts ??= 0;
     this.decoder = null;
     this.codec = null;
     this.needKey = true;

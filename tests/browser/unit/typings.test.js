@@ -14,6 +14,7 @@ const repo = path.resolve(here, '../../..');
 test('docs/web.md examples type-check against web/sync.d.ts with --strict', async () => {
   const doc = await readFile(path.join(repo, 'docs/web.md'), 'utf8');
   const blocks = [...doc.matchAll(/```js\n([\s\S]*?)```/g)].map((m) => m[1]);
+  const pkg = JSON.parse(await readFile(path.join(repo, 'web/package.json'), 'utf8'));
   assert.ok(blocks.length >= 2, `examples found: ${blocks.length}`);
   const dir = await mkdtemp(path.join(tmpdir(), 'sync-typings-'));
   try {
@@ -21,7 +22,9 @@ test('docs/web.md examples type-check against web/sync.d.ts with --strict', asyn
     for (const [i, body] of blocks.entries()) {
       // Each example is a module of a page: the canvases it names are the page's.
       const src = `declare const canvas: HTMLCanvasElement;\ndeclare const outCanvas: HTMLCanvasElement;\n` +
-        body.replaceAll("'/web/sync.js'", JSON.stringify(path.join(repo, 'web/sync.js'))) + '\nexport {};\n';
+        body.replaceAll("'/web/sync.js'", JSON.stringify(path.join(repo, 'web/sync.js')))
+          // The package's name (web/package.json) is the same module.
+          .replaceAll(`'${pkg.name}'`, JSON.stringify(path.join(repo, 'web/sync.js'))) + '\nexport {};\n';
       const file = path.join(dir, `example${i}.ts`);
       await writeFile(file, src);
       files.push(file);
