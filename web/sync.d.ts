@@ -62,15 +62,28 @@ export type ClientErrorCode =
   /** A request while not connected. */
   | 'not_connected'
   | 'connect_failed'
-  /** receive(): HTTP 403, the ticket is missing, unknown, expired, spent, or for another stream. */
+  /** receive() or watch(): HTTP 403, the ticket is missing, unknown, expired, spent, or for
+   * another stream, or the page's Origin is not allowed. */
   | 'forbidden'
-  /** receive(): HTTP 404, no such stream (it closed, or never opened). */
+  /** receive() or watch(): HTTP 404, no such stream (it closed, or never opened; for watch() also
+   * syncd run with --no-whep). */
   | 'not_found'
   /** receive(): another HTTP status (`status` holds it). */
   | 'http_error'
-  /** receive(): the request for the stream failed (nothing answers at syncd's address), or a
-   * cross-origin page without CORS. */
+  /** receive() or watch(): the request for the stream failed (nothing answers at syncd's
+   * address), or a cross-origin page without CORS. */
   | 'network'
+  /** watch(): HTTP 503, syncd serves all the WHEP viewers it can (16 sessions, or 4 streams
+   * watched); `retryAfter` holds the Retry-After seconds. Retryable. */
+  | 'busy'
+  /** watch(): HTTP 400, syncd cannot answer this browser's offer (`details.body` says why, e.g.
+   * `bad offer: no_h264`: no H.264 packetization-mode 1). */
+  | 'bad_offer'
+  /** watch(): no RTCPeerConnection, syncd's answer not taken, or ICE/DTLS did not connect within
+   * `timeoutMs` (usually syncd's --host is not an address this browser reaches). Also an
+   * `ended` session's error when the connection failed later. Not retryable: the path needs a
+   * change. */
+  | 'webrtc_failed'
   /** @deprecated No longer given: receive() reports a body that ends inside a record as
    * 'disconnected' (details.reason 'truncated'). Kept so that code comparing with it compiles. */
   | 'truncated'
@@ -101,8 +114,10 @@ export class SyncError extends Error {
   /** Whether trying the same thing again later may succeed (RETRYABLE_CODES has the code). */
   readonly retryable: boolean;
   code: SyncErrorCode;
-  /** HTTP status, for errors of the HTTP stream. */
+  /** HTTP status, for errors of the HTTP stream and of WHEP. */
   status?: number;
+  /** 'busy': the seconds syncd's Retry-After asked for. */
+  retryAfter?: number;
   /** The server's error message object, when it came from syncd. */
   details?: unknown;
 }
@@ -171,7 +186,7 @@ export const messages: Readonly<{
   hello(client?: string): { type: 'hello'; protocol: 1; client: string };
   streamOpen(c: { name: string; width: number; height: number; format?: StreamFormat; fps?: number; slots?: number; feedback?: boolean }): object;
   streamClose(stream: number): { type: 'stream.close'; stream: number };
-  ticketCreate(stream: number, o?: { uses?: number; ttl_s?: number }): { type: 'ticket.create'; stream: number; uses?: number; ttl_s?: number };
+  ticketCreate(stream: number | string, o?: { uses?: number; ttl_s?: number }): { type: 'ticket.create'; stream: number | string; uses?: number; ttl_s?: number };
   credit(receiver: number | string, frames?: number): { type: 'credit'; receiver: number | string; frames: number };
   streamReport(stream: number, c: { offered: number; sent: number; inFlight?: number; dropped?: Record<string, number> }): { type: 'stream.report'; stream: number; offered: number; sent: number; in_flight: number; dropped: Record<string, number> };
   stats(): { type: 'stats' };
@@ -409,7 +424,9 @@ export class SyncConnection extends EventTarget {
   counters(): ConnectionCounters;
   openStream(c: { name: string; width: number; height: number; format?: StreamFormat; fps?: number; slots?: number; /** syncd sends this stream's stream.keyframe / stream.bitrate (h264 sources). */ feedback?: boolean }): Promise<StreamOpened>;
   closeStream(stream: number): Promise<{ type: 'stream.closed'; stream: number }>;
-  createTicket(stream: number | CanvasPublisher, o?: TicketOptions): Promise<Ticket>;
+  /** `stream`: its id, its name (the newest open stream so called: what a WHEP URL carries), or a
+   * publisher. */
+  createTicket(stream: number | string | CanvasPublisher, o?: TicketOptions): Promise<Ticket>;
   grantCredit(receiver: number | string, frames?: number): boolean;
   subscribe(topic: 'pose', callback: (e: PoseEvent | PoseStatusEvent) => void): Unsubscribe;
   recenterPose(): boolean;
@@ -631,7 +648,7 @@ export type CanvasPublisher = RawCanvasPublisher | EncodedCanvasPublisher;
 export function publishCanvas(canvas: HTMLCanvasElement | OffscreenCanvas, options: PublishOptions & { codec: 'h264' }): Promise<EncodedCanvasPublisher>;
 export function publishCanvas(canvas: HTMLCanvasElement | OffscreenCanvas, options?: PublishOptions & { codec?: 'raw' }): Promise<RawCanvasPublisher>;
 export function publishCanvas(canvas: HTMLCanvasElement | OffscreenCanvas, options?: PublishOptions): Promise<CanvasPublisher>;
-export function createTicket(stream: number | CanvasPublisher, options?: TicketOptions & { connection?: SyncConnection }): Promise<Ticket>;
+export function createTicket(stream: number | string | CanvasPublisher, options?: TicketOptions & { connection?: SyncConnection }): Promise<Ticket>;
 export function subscribe(topic: 'pose', callback: (e: PoseEvent | PoseStatusEvent) => void, options?: { connection?: SyncConnection }): Unsubscribe;
 export function readAudio(options?: { maxFrames?: number; minFrames?: number; timeoutMs?: number; connection?: SyncConnection }): Promise<AudioPacket>;
 
@@ -716,3 +733,81 @@ export interface FrameStream extends AsyncIterable<Frame> {
 }
 
 export function receive(name: string, ticket: string, options?: ReceiveOptions): FrameStream;
+
+/** watch() options. */
+export interface WatchOptions {
+  /** A ticket for the stream (its bearer token); without one, watch() asks `connection` for one
+   * by the stream's name (`{"type":"ticket.create","stream":NAME,"uses":1}`). */
+  ticket?: string;
+  /** The connection that makes the ticket (default the default connection; without one, watch()
+   * opens its own to `base` and closes it once the ticket is spent). */
+  connection?: SyncConnection;
+  /** syncd's URL (`http://host:port`, `host:port`); default the connection's, else the page's origin. */
+  base?: string;
+  /** Offer to receive audio too (default true): syncd answers it with stereo Opus when it has an
+   * `--audio-source`, else rejects the audio m-line and the video plays alone. */
+  audio?: boolean;
+  /** How long ICE and DTLS may take before watch() rejects with 'webrtc_failed' (default 10000). */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  /** Call `video.play()` once connected (default true); a refusal (autoplay of unmuted media)
+   * is the session's `playError` and `play-error` event, not a rejection. */
+  play?: boolean;
+  /** Passed to `new RTCPeerConnection()`. */
+  rtcConfiguration?: RTCConfiguration;
+  /** An RTCPeerConnection implementation (default the browser's; for tests). */
+  RTCPeerConnection?: typeof RTCPeerConnection;
+}
+
+/** How a WHEP session ended: stop(), the peer connection failed later (error 'webrtc_failed'),
+ * or closed; `deleteStatus` is the DELETE's HTTP status (200), null if none went or it failed. */
+export interface WhepEnded { reason: 'stopped' | 'failed' | 'closed'; error: SyncError | null; deleteStatus: number | null }
+
+export interface WhepStats {
+  state: 'connecting' | 'connected' | 'ended';
+  connectionState: RTCPeerConnectionState;
+  /** From the POST to the peer connection's 'connected'. */
+  connectMs: number | null;
+  video: { packetsReceived: number; packetsLost: number; bytesReceived: number; framesReceived: number; framesDecoded: number; framesDropped: number; keyFramesDecoded: number; frameWidth: number; frameHeight: number; framesPerSecond: number; nackCount: number; pliCount: number; jitterBufferDelayMs: number | null } | null;
+  audio: { packetsReceived: number; packetsLost: number; bytesReceived: number; concealedSamples: number; totalSamplesReceived: number; audioLevel: number | null } | null;
+  srtpCipher: string | null;
+  roundTripTimeMs: number | null;
+}
+
+export interface WhepSessionEvents { ended: WhepEnded; 'play-error': unknown }
+
+/** A stream playing in a `<video>` over WHEP (watch()). */
+export class WhepSession extends EventTarget {
+  readonly stream: string;
+  /** The WHEP endpoint posted to. */
+  readonly url: string;
+  /** The session resource, absolute (the answer's Location resolved against `url`); null once ended. */
+  location: string | null;
+  readonly pc: RTCPeerConnection;
+  readonly video: HTMLVideoElement | null;
+  /** Whether syncd answered the audio m-line (it has an --audio-source). */
+  audio: boolean;
+  state: 'connecting' | 'connected' | 'ended';
+  /** video.play()'s refusal, if it refused. */
+  playError: unknown;
+  /** Settles when the session ends, however it ends (never rejects). */
+  readonly ended: Promise<WhepEnded>;
+  on<K extends keyof WhepSessionEvents>(type: K, fn: (detail: WhepSessionEvents[K]) => void): () => void;
+  once<K extends keyof WhepSessionEvents>(type: K, fn: (detail: WhepSessionEvents[K]) => void): () => void;
+  off<K extends keyof WhepSessionEvents>(type: K, fn: (detail: WhepSessionEvents[K]) => void): void;
+  /** DELETEs the session resource (syncd ends it) and closes the peer connection. */
+  stop(): Promise<WhepEnded>;
+  stats(): Promise<WhepStats>;
+}
+
+/** `http(s)://host:port/whep/NAME` from a syncd URL and a stream name. */
+export function whepUrl(base: string, name: string): string;
+
+/**
+ * Plays `streamName` in `video` over WHEP (docs/whep.md): resolves once ICE and DTLS are up.
+ * Rejects with a SyncError: 'forbidden' (403), 'not_found' (404), 'busy' (503, `retryAfter`),
+ * 'bad_offer' (400), 'http_error', 'network', 'webrtc_failed', 'aborted', 'bad_message' (not a
+ * stream name), or the ticket request's codes ('unknown_stream', 'not_stream_owner',
+ * 'not_connected', 'syncd_unreachable', 'origin_refused', ...).
+ */
+export function watch(streamName: string, video: HTMLVideoElement | null, options?: WatchOptions): Promise<WhepSession>;

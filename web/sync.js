@@ -32,7 +32,7 @@ const TWO_32 = 4294967296;
  */
 export const RETRYABLE_CODES = new Set([
   'syncd_unreachable', 'timeout', 'disconnected', 'not_connected', 'connect_failed', 'network',
-  'truncated', 'stream_limit', 'no_memory', 'too_many_tickets', 'audio_busy',
+  'truncated', 'stream_limit', 'no_memory', 'too_many_tickets', 'audio_busy', 'busy',
 ]);
 
 export class SyncError extends Error {
@@ -3021,5 +3021,235 @@ class AccessUnitDecoder {
     try {
       if (d && d.state !== 'closed') d.close();
     } catch { /* closed */ }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// WHEP playback (docs/whep.md, docs/web.md "Watching a stream over WHEP")
+
+/** The WHEP endpoint of a stream: `http(s)://host:port/whep/NAME`. */
+export function whepUrl(base, name) {
+  return `${httpBase(base)}/whep/${encodeURIComponent(name)}`;
+}
+
+// A refused WHEP POST as a SyncError, by its status (docs/whep.md, "The endpoint").
+async function whepRefusal(res) {
+  let body = '';
+  try { body = (await res.text()).trim(); } catch { /* no body */ }
+  const s = res.status;
+  const details = { status: s, body };
+  if (s === 403) return new SyncError('forbidden', `WHEP refused (403): the ticket is missing, unknown, expired, spent or for another stream, or this page's Origin is not allowed${body ? `: ${body}` : ''}`, { status: s, details });
+  if (s === 404) return new SyncError('not_found', `WHEP: no such stream${body ? ` (${body})` : ''}`, { status: s, details });
+  if (s === 400) return new SyncError('bad_offer', body || 'bad offer', { status: s, details });
+  if (s === 503) {
+    const ra = Number.parseInt(res.headers.get('Retry-After') ?? '', 10);
+    const retryAfter = Number.isFinite(ra) && ra >= 0 ? ra : undefined;
+    details.retryAfter = retryAfter;
+    const err = new SyncError('busy', `WHEP: syncd is serving all the viewers it can${retryAfter !== undefined ? `; retry after ${retryAfter} s` : ''}`, { status: s, details });
+    if (retryAfter !== undefined) err.retryAfter = retryAfter;
+    return err;
+  }
+  return new SyncError('http_error', `WHEP: HTTP ${s}${body ? `: ${body}` : ''}`, { status: s, details });
+}
+
+/**
+ * Plays a stream in `video` over WHEP (RFC 9725, docs/whep.md): a recvonly RTCPeerConnection
+ * (video, and audio unless `audio: false`), its offer POSTed to `/whep/NAME` with a ticket as the
+ * bearer token, the answer set, the tracks on the element. The ticket is `options.ticket`, or one
+ * made through `options.connection` (default the default connection; without one, a connection
+ * of its own to `base`, closed once the ticket is spent). Resolves with a WhepSession once ICE
+ * and DTLS are up; rejects with a SyncError (forbidden, not_found, unknown_stream, busy,
+ * bad_offer, http_error, network, webrtc_failed, aborted, ...).
+ */
+export async function watch(streamName, video, options = {}) {
+  const { ticket: givenTicket, connection, base, audio = true, timeoutMs = 10000, signal, play = true, rtcConfiguration } = options;
+  if (!validStreamName(streamName)) throw new SyncError('bad_message', `invalid stream name ${streamName}`);
+  const aborted = () => new SyncError('aborted', 'watch aborted', { cause: signal?.reason });
+  if (signal?.aborted) throw aborted();
+  const loc = globalThis.location;
+  const httpRoot = base !== undefined ? httpBase(base)
+    : connection?.httpBase ?? defaultConnection?.httpBase ?? (loc ? loc.origin : 'http://127.0.0.1:54997');
+  const url = whepUrl(httpRoot, streamName);
+
+  // The ticket: given, or asked for by the stream's name (ticket.create takes a name).
+  let ticket = givenTicket;
+  let own = null;
+  if (ticket === undefined) {
+    let conn = connection ?? (base === undefined ? defaultConnection : null);
+    if (!conn) {
+      own = new SyncConnection(httpRoot, { reconnect: false, signal });
+      conn = await own.ready;
+    }
+    try {
+      if (conn.state === 'connecting') await conn.ready; // a connect() still on its way
+      ({ ticket } = await conn.createTicket(streamName, { uses: 1 }));
+    } catch (e) {
+      own?.close();
+      throw e;
+    }
+  }
+
+  const PC = options.RTCPeerConnection ?? globalThis.RTCPeerConnection;
+  if (typeof PC !== 'function') {
+    own?.close();
+    throw new SyncError('webrtc_failed', 'this browser has no RTCPeerConnection');
+  }
+  const pc = new PC(rtcConfiguration);
+  const session = new WhepSession(streamName, url, pc, video);
+  try {
+    pc.addTransceiver('video', { direction: 'recvonly' });
+    if (audio) pc.addTransceiver('audio', { direction: 'recvonly' });
+    pc.ontrack = (e) => session._onTrack(e);
+    // syncd is ICE-lite with one host candidate: the offer need not wait for gathering.
+    await pc.setLocalDescription(await pc.createOffer());
+    if (signal?.aborted) throw aborted();
+    session._t0 = performance.now();
+    let res;
+    try {
+      res = await fetch(url, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/sdp', Authorization: `Bearer ${ticket}` },
+        body: pc.localDescription.sdp,
+        cache: 'no-store',
+        signal,
+      });
+    } catch (e) {
+      if (signal?.aborted) throw aborted();
+      throw new SyncError('network', `WHEP POST to ${url} failed (nothing answers there, or a cross-origin page syncd does not allow)`, { cause: e });
+    } finally {
+      own?.close(); // the ticket is spent (or refused): the connection made for it is done
+    }
+    if (res.status !== 201) throw await whepRefusal(res);
+    const location = res.headers.get('Location');
+    if (location) session.location = new URL(location, url).href;
+    const answer = await res.text();
+    try {
+      await pc.setRemoteDescription({ type: 'answer', sdp: answer });
+    } catch (e) {
+      throw new SyncError('webrtc_failed', `syncd's answer was not taken: ${e?.message ?? e}`, { cause: e, details: { stage: 'answer' } });
+    }
+    session.audio = /^m=audio [1-9]/m.test(answer);
+    await session._connected(timeoutMs, signal, aborted);
+  } catch (e) {
+    own?.close();
+    const err = e instanceof SyncError ? e : new SyncError('webrtc_failed', String(e?.message ?? e), { cause: e });
+    await session._teardown(err, 'failed');
+    throw err;
+  }
+  if (play && video && typeof video.play === 'function') {
+    // A page without a user gesture plays only muted media: the caller decides muted.
+    video.play().catch((e) => { session.playError = e; session.emit('play-error', e); });
+  }
+  return session;
+}
+
+/** One WHEP viewing session (watch()). Events: `ended` ({reason, error}), `play-error`. */
+export class WhepSession extends Emitter {
+  constructor(stream, url, pc, video) {
+    super();
+    this.stream = stream;
+    this.url = url;
+    this.location = null;
+    this.pc = pc;
+    this.video = video ?? null;
+    this.audio = false;
+    this.state = 'connecting';
+    this.playError = null;
+    this._t0 = 0;
+    this._connectMs = null;
+    this._mediaStream = null;
+    this._deleteStatus = null;
+    this.ended = new Promise((resolve) => { this._endedResolve = resolve; });
+  }
+
+  _onTrack(e) {
+    if (!this._mediaStream) this._mediaStream = e.streams?.[0] ?? new MediaStream();
+    if (!this._mediaStream.getTracks().includes(e.track)) this._mediaStream.addTrack(e.track);
+    if (this.video && this.video.srcObject !== this._mediaStream) this.video.srcObject = this._mediaStream;
+  }
+
+  // Resolves when the peer connection is connected (ICE and DTLS); rejects with webrtc_failed
+  // when it fails or takes longer than timeoutMs.
+  _connected(timeoutMs, signal, aborted) {
+    const pc = this.pc;
+    return new Promise((resolve, reject) => {
+      let timer = null;
+      const done = (err) => {
+        clearTimeout(timer);
+        pc.removeEventListener('connectionstatechange', check);
+        signal?.removeEventListener('abort', onAbort);
+        if (err) return reject(err);
+        this.state = 'connected';
+        this._connectMs = performance.now() - this._t0;
+        pc.addEventListener('connectionstatechange', () => {
+          if (pc.connectionState === 'failed') {
+            this._teardown(new SyncError('webrtc_failed', 'the WebRTC connection to syncd failed (consent lost: the session ended or the path went away)', { details: { stage: 'connection' } }), 'failed');
+          } else if (pc.connectionState === 'closed') {
+            this._teardown(null, 'closed');
+          }
+        });
+        resolve();
+      };
+      const check = () => {
+        const s = pc.connectionState;
+        if (s === 'connected') done();
+        else if (s === 'failed' || s === 'closed') done(new SyncError('webrtc_failed', `ICE/DTLS with syncd ${s} (is syncd's --host an address this browser reaches?)`, { details: { stage: 'connect', state: s } }));
+      };
+      const onAbort = () => done(aborted());
+      timer = setTimeout(() => done(new SyncError('webrtc_failed', `ICE/DTLS with syncd not connected within ${timeoutMs} ms (state ${pc.connectionState}, ICE ${pc.iceConnectionState})`, { details: { stage: 'connect', state: pc.connectionState, timeoutMs } })), timeoutMs);
+      pc.addEventListener('connectionstatechange', check);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      check();
+    });
+  }
+
+  async _teardown(error, reason) {
+    if (this.state === 'ended') return;
+    this.state = 'ended';
+    const loc = this.location;
+    this.location = null;
+    if (loc) {
+      try {
+        this._deleteStatus = (await fetch(loc, { method: 'DELETE', cache: 'no-store' })).status;
+      } catch {
+        this._deleteStatus = null; // syncd gone: its session ends by consent (30 s)
+      }
+    }
+    try { this.pc.close(); } catch { /* closed */ }
+    if (this.video && this._mediaStream && this.video.srcObject === this._mediaStream) this.video.srcObject = null;
+    for (const t of this._mediaStream?.getTracks() ?? []) t.stop();
+    const detail = { reason, error: error ?? null, deleteStatus: this._deleteStatus };
+    this._endedResolve(detail);
+    this.emit('ended', detail);
+  }
+
+  /** DELETEs the session resource and closes the peer connection; resolves with `ended`'s detail. */
+  async stop() {
+    await this._teardown(null, 'stopped');
+    return this.ended;
+  }
+
+  /** Counters from the peer connection's getStats(): the video (and audio) received. */
+  async stats() {
+    const out = { state: this.state, connectionState: this.pc.connectionState, connectMs: this._connectMs,
+      video: null, audio: null, srtpCipher: null, roundTripTimeMs: null };
+    if (this.state === 'ended') return out;
+    for (const r of (await this.pc.getStats()).values()) {
+      if (r.type === 'inbound-rtp' && r.kind === 'video') {
+        out.video = { packetsReceived: r.packetsReceived ?? 0, packetsLost: r.packetsLost ?? 0, bytesReceived: r.bytesReceived ?? 0,
+          framesReceived: r.framesReceived ?? 0, framesDecoded: r.framesDecoded ?? 0, framesDropped: r.framesDropped ?? 0,
+          keyFramesDecoded: r.keyFramesDecoded ?? 0, frameWidth: r.frameWidth ?? 0, frameHeight: r.frameHeight ?? 0,
+          framesPerSecond: r.framesPerSecond ?? 0, nackCount: r.nackCount ?? 0, pliCount: r.pliCount ?? 0,
+          jitterBufferDelayMs: r.jitterBufferEmittedCount ? (r.jitterBufferDelay / r.jitterBufferEmittedCount) * 1000 : null };
+      } else if (r.type === 'inbound-rtp' && r.kind === 'audio') {
+        out.audio = { packetsReceived: r.packetsReceived ?? 0, packetsLost: r.packetsLost ?? 0, bytesReceived: r.bytesReceived ?? 0,
+          concealedSamples: r.concealedSamples ?? 0, totalSamplesReceived: r.totalSamplesReceived ?? 0, audioLevel: r.audioLevel ?? null };
+      } else if (r.type === 'transport') {
+        out.srtpCipher = r.srtpCipher ?? null;
+      } else if (r.type === 'candidate-pair' && r.nominated && r.state === 'succeeded' && r.currentRoundTripTime !== undefined) {
+        out.roundTripTimeMs = r.currentRoundTripTime * 1000;
+      }
+    }
+    return out;
   }
 }
