@@ -29,18 +29,13 @@
 
 #include "core/worker_handoff.h"
 #include "egress/encode_ladder.h"
+#include "egress/encode_settings.h"
 #include "media/frame_pool.h"
 #include "media/stream.h"
 #include "telemetry/stage_stats.h"
 #include "video_codec/h264_encoder.h"
 
 namespace syncd::egress {
-
-struct EncodeSettings {
-  uint32_t bitrate_kbps = 8000;       // --relay-bitrate: the start, before an estimate
-  uint32_t max_bitrate_kbps = 20000;  // --relay-max-bitrate: however high the estimate
-  uint32_t keyframe_interval = 120;   // frames between IDRs (2 s at 60 fps)
-};
 
 // What came back from the worker for one raw frame.
 struct EncodedFrame {

@@ -12,16 +12,10 @@
 #include <string_view>
 #include <vector>
 
+#include "media/pattern_config.h"
 #include "media/stream_registry.h"
 
 namespace syncd::media {
-
-struct PatternConfig {
-  uint32_t width = 1920;
-  uint32_t height = 1080;
-  double fps = 60.0;
-  std::string stream_name = "pattern";
-};
 
 // Parses "pattern" or "pattern:WIDTHxHEIGHT@FPS" (e.g. "pattern:1280x720@30").
 bool parse_pattern_spec(std::string_view spec, PatternConfig& out, std::string& error);

@@ -15,6 +15,8 @@
 #include <string>
 #include <string_view>
 
+#include "secure/fingerprint.h"
+
 namespace syncd::secure {
 
 struct EvpPkeyFree {
@@ -25,12 +27,6 @@ struct X509Free {
 };
 using EvpPkeyPtr = std::unique_ptr<EVP_PKEY, EvpPkeyFree>;
 using X509Ptr = std::unique_ptr<X509, X509Free>;
-
-// SHA-256 of the DER certificate (RFC 8122 section 5: the fingerprint covers the DER form).
-struct Fingerprint {
-  std::array<uint8_t, 32> sha256{};
-  bool operator==(const Fingerprint&) const = default;
-};
 
 // The key pair and its certificate. Move-only; shared read-only by the DTLS endpoints built on it.
 struct Identity {

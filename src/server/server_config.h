@@ -1,5 +1,8 @@
 // syncd's configuration (the command line fills it) and the server's own counters.
-// Plain data; the loop thread reads and bumps them.
+// Plain data, and so are the headers it includes: each module's settings have a header of their
+// own (relay_config.h, whep_config.h, ...), so that what includes this one (every connection's
+// code) does not compile the relay's, WHEP's or OpenSSL's headers. The loop thread reads and
+// bumps them.
 #pragma once
 
 #include <cstddef>
@@ -8,14 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "audio/backend.h"
-#include "media/pattern_source.h"
-#include "media/publishers/camera/camera_publisher.h"
-#include "media/publishers/shm_publisher.h"
-#include "media/stream_registry.h"
-#include "relay/relay.h"
+#include "audio/audio_source_config.h"
+#include "media/pattern_config.h"
+#include "media/publishers/camera/camera_config.h"
+#include "media/publishers/shm_config.h"
+#include "media/stream_limits.h"
+#include "relay/relay_config.h"
 #include "server/socket_writer.h"
-#include "whep/whep_service.h"
+#include "whep/whep_config.h"
 
 namespace syncd::server {
 

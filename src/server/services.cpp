@@ -3,10 +3,12 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "relay/relay.h"
 #include "server/audio_service.h"
 #include "server/http_routes.h"
 #include "server/pose_service.h"
 #include "server/service.h"
+#include "whep/whep_service.h"
 
 namespace syncd::server {
 namespace {

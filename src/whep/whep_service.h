@@ -35,6 +35,7 @@
 #include "secure/certificate.h"
 #include "telemetry/prometheus.h"
 #include "transport/transport_thread.h"
+#include "whep/whep_config.h"
 #include "whep/whep_transport.h"
 
 namespace syncd::whep {
@@ -49,28 +50,6 @@ struct WhepAudioChannels {
 // source_channels. Any thread.
 bool parse_whep_audio_channels(std::string_view text, uint32_t source_channels,
                                WhepAudioChannels& out, std::string& why);
-
-// WHIP push (docs/whep.md, "WHIP"): syncd offers one stream to an SFU's WHIP endpoint (RFC
-// 9725), keeps the session up, and offers again after it ends.
-struct WhipTarget {
-  std::string url;                // http:// or https:// WHIP endpoint (--whip-to)
-  std::string token;              // the bearer token, may be empty (--whip-token)
-  std::string stream;             // empty: the first stream opened (--whip-stream)
-  egress::EncodeSettings encode;  // --whip-bitrate
-  bool verify_tls = true;         // --whip-insecure turns certificate checks off (tests, labs)
-};
-
-struct WhepConfig {
-  // The address the egresses' UDP sockets bind to, and the host candidate the answer offers:
-  // syncd's --host. A wildcard binds all and offers 127.0.0.1.
-  std::string host = "127.0.0.1";
-  egress::EncodeSettings encode;  // --whep-bitrate (the start and the most)
-  WhepTransportConfig transport;
-  std::string audio_channels;  // --whep-audio-channels as given (parse_whep_audio_channels)
-  // A tap of the audio to send, asked once per egress; empty or returning nullptr: no audio.
-  std::function<std::shared_ptr<audio::AudioTap>()> open_audio_tap;
-  std::optional<WhipTarget> whip;
-};
 
 // Counted on the main loop (/stats whep, /metrics syncd_whep_*).
 struct WhepServiceCounters {

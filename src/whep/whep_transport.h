@@ -41,6 +41,7 @@
 #include "secure/dtls_endpoint.h"
 #include "transport/transport_thread.h"
 #include "whep/whep_audio.h"
+#include "whep/whep_config.h"
 
 namespace syncd::whep {
 
@@ -132,20 +133,6 @@ struct WhepSessionSetup final : transport::HandlerCommand {
 // Ends a session (main loop -> relay thread): a DELETE of its resource.
 struct WhepSessionEnd final : transport::HandlerCommand {
   uint64_t id = 0;
-};
-
-struct WhepTransportConfig {
-  // RFC 7675: consent lapses 30 s after the last successful check (browsers check every ~5 s).
-  uint64_t consent_timeout_ns = 30'000'000'000ull;
-  // A session whose browser never sends a check within this long after the answer ends.
-  uint64_t ice_timeout_ns = 20'000'000'000ull;
-  // Keyframe requests to the encoder, at most one per this (a PLI each from several viewers,
-  // or a viewer's repeats, make one IDR).
-  uint64_t keyframe_interval_ns = 300'000'000ull;
-  secure::DtlsConfig dtls;
-  // The encoder's rate (--whep-bitrate / --whip-bitrate): where every viewer's loss-based
-  // estimate starts, and the most it climbs back to.
-  uint64_t max_bps = 2'000'000;
 };
 
 // The egress's own figures (read anywhere).

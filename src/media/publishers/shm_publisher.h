@@ -24,15 +24,10 @@
 #include <string>
 
 #include "media/publisher.h"
+#include "media/publishers/shm_config.h"
 #include "media/publishers/shm_region.h"
 
 namespace syncd::media {
-
-struct ShmPublisherConfig {
-  std::string path;         // region file; default_region_path() when empty
-  std::string stream_name;  // the stream to publish; empty: the first one opened
-  uint32_t min_slots = 8;   // ring depth: readers have (slots - 1) frame periods to read one
-};
 
 class ShmPublisher final : public Publisher {
  public:

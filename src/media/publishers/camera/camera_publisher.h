@@ -27,20 +27,11 @@
 #include "core/worker_handoff.h"
 #include "media/publisher.h"
 #include "media/publishers/camera/camera_backend.h"
+#include "media/publishers/camera/camera_config.h"
 #include "media/publishers/camera/camera_format.h"
 #include "telemetry/stage_stats.h"
 
 namespace syncd::media {
-
-// The command line's camera options.
-struct CameraConfig {
-  std::string device;  // --camera-device /dev/videoN: the v4l2loopback backend; none: PipeWire
-  std::string name = "Sync Camera";           // --camera-name: what consumers list
-  CameraFormat format = CameraFormat::kYuy2;  // --camera-format
-  // Whether --camera-format was given. Without it a PipeWire node offers first the format
-  // cheapest to make from the stream's pixels (cheapest_camera_format); with it, that one.
-  bool format_given = false;
-};
 
 // Why a frame offered to the camera did not reach its backend.
 enum class CameraDrop : uint8_t {
