@@ -101,6 +101,15 @@ Server::Server(ServerConfig config)
 }
 
 Server::~Server() {
+  if (!stopping_) {
+    // start() failed (or never ran): what the constructor and start() opened is still open
+    // (the publishers' worker hand-offs, services). Stopped as stop() would, and the loop
+    // turned until their close callbacks have run, so that uv_loop_close frees the loop
+    // (a sanitized syncd refused on its command line or port reported the loop as leaked).
+    stop_services();
+    registry_.stop_publishers();
+    for (int i = 0; i < 100 && uv_loop_alive(&loop_); ++i) uv_run(&loop_, UV_RUN_NOWAIT);
+  }
   pattern_.reset();
   uv_loop_close(&loop_);
 }
@@ -136,6 +145,8 @@ bool Server::start_services() {
 }
 
 void Server::stop_services() {
+  if (services_stopped_) return;
+  services_stopped_ = true;
   for (auto it = services_.rbegin(); it != services_.rend(); ++it) (*it)->stop();
 }
 

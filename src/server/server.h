@@ -84,7 +84,7 @@ class Server final : private ConnectionHost {
   // Starts the services of service_table() the configuration asks for; false (after stopping
   // those started, having said why) when one the operator asked for cannot start.
   bool start_services();
-  // Stops the services, the last started first. Idempotent as each service's stop() is.
+  // Stops the services, the last started first; once.
   void stop_services();
   static void on_connection(uv_stream_t* listener, int status);
   static void on_signal(uv_signal_t* handle, int signum);
@@ -116,6 +116,7 @@ class Server final : private ConnectionHost {
   std::vector<Connection*> resuming_;  // being resumed in on_check
   bool listening_ = false;
   bool stopping_ = false;
+  bool services_stopped_ = false;
   bool shutdown_timer_closed_ = false;
   uint16_t bound_port_ = 0;
   uint64_t next_connection_id_ = 1;
