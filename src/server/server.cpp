@@ -162,13 +162,11 @@ int Server::start() {
   int rc = uv_ip4_addr(config_.host.c_str(), config_.port, reinterpret_cast<sockaddr_in*>(&addr));
   if (rc < 0)
     rc = uv_ip6_addr(config_.host.c_str(), config_.port, reinterpret_cast<sockaddr_in6*>(&addr));
-  if (rc < 0) return rc;
-  rc = uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&addr), 0);
+  if (rc == 0) rc = uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&addr), 0);
   if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 511, &on_connection);
   if (rc < 0) {
+    // Closed here; the rest of what was opened goes in the destructor (~Server).
     uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
-    stop_services();
-    uv_run(&loop_, UV_RUN_NOWAIT);
     return rc;
   }
   listening_ = true;
