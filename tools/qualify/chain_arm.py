@@ -13,7 +13,8 @@
 
 One machine, one clock: the page's capture time (performance.timeOrigin + now, measured against
 CLOCK_MONOTONIC by the page driver) and the consumer's read time (CLOCK_MONOTONIC) give glass to
-glass per frame, joined by the marker (the sequence's low 16 bits; unwrapped in order).
+glass per frame, joined by the marker (the sequence's low 16 bits: a run shorter than the 18
+minutes it takes to wrap at 60 fps; a longer one keeps each value's latest capture).
 
 What it records under OUT/chain/: page.json (the driver's report: clock offset, every frame's
 capture time, the publisher's stats), consumer.json and consumer_events.csv (count-frames),
@@ -173,17 +174,6 @@ def _load(path):
         return json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
-
-
-def _unwrap(markers):
-    """16-bit markers in reading order to sequences (each the nearest step ahead)."""
-    out, base, last = [], 0, None
-    for m in markers:
-        if last is not None and m < last and last - m > 0x8000:
-            base += 0x10000
-        out.append(base + m)
-        last = m
-    return out
 
 
 def analyze_chain_arm(arm_dir):
