@@ -20,11 +20,11 @@ import json
 import re
 import subprocess
 import sys
-import threading
 import time
 
 import websockets
 
+from camera_marker import ProducerThread
 from harness import FORMAT_CODES, frame_message
 
 # What the bars are, left to right: the primaries and secondaries, white, black and a mid grey.
@@ -73,32 +73,9 @@ async def produce_bars(url, name, width, height, fps, stop, opened=None):
             await asyncio.sleep(max(0.0, start + sequence / fps - time.monotonic()))
 
 
-class BarsProducer:
+def BarsProducer(url, name, width, height, fps=10):
     """produce_bars() on its own thread while the test's thread consumes."""
-
-    def __init__(self, url, name, width, height, fps=10):
-        self.stop = threading.Event()
-        self.opened = threading.Event()
-        self.error = None
-        self.thread = threading.Thread(target=self._run, args=(url, name, width, height, fps))
-
-    def _run(self, *args):
-        try:
-            asyncio.run(produce_bars(*args, self.stop, opened=self.opened))
-        except websockets.ConnectionClosed:
-            pass  # syncd stopped under the producer: a test's doing
-        except Exception as e:  # reported by __exit__
-            self.error = e
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join(timeout=30)
-        if self.error is not None and exc[0] is None:
-            raise self.error
+    return ProducerThread(produce_bars, url, name, width, height, fps)
 
 
 COLOUR_KEYS = ("colorRange", "colorMatrix", "transferFunction", "colorPrimaries")

@@ -3,6 +3,11 @@ black and white columns (BITS columns of COLUMN pixels, full height), which surv
 camera's conversion from RGB into YUY2, I420 or NV12 and is read back from the luma plane. The
 16-byte sequence marker (docs/protocol.md) does not: converting RGB mixes its bytes."""
 
+import asyncio
+import threading
+
+import websockets
+
 BITS = 16     # marker bits, one COLUMN-pixel column each
 COLUMN = 8
 # BT.601 limited range, as the camera writes it: black 16, white 235.
@@ -64,3 +69,33 @@ def read_gst_marker(buf, caps):
             continue
         return None
     return sequence
+
+
+class ProducerThread:
+    """An asyncio producer, produce(*args, stop, opened=event), on its own thread, so the test's
+    thread can consume meanwhile. A context manager: stops the producer on exit and raises what
+    it raised (a connection syncd closed under it is a test's doing, not an error)."""
+
+    def __init__(self, produce, *args):
+        self.stop = threading.Event()
+        self.opened = threading.Event()
+        self.error = None
+        self.thread = threading.Thread(target=self._run, args=(produce, args))
+
+    def _run(self, produce, args):
+        try:
+            asyncio.run(produce(*args, self.stop, opened=self.opened))
+        except websockets.ConnectionClosed:
+            pass
+        except Exception as e:  # reported by __exit__
+            self.error = e
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(timeout=30)
+        if self.error is not None and exc[0] is None:
+            raise self.error

@@ -29,7 +29,7 @@ import websockets
 
 import camera_colour
 import pipewire_session
-from camera_marker import marker_frame
+from camera_marker import ProducerThread, marker_frame
 from harness import FORMAT_CODES, Syncd, frame_message
 from test_encoded import au_message, make_clip
 
@@ -65,33 +65,9 @@ async def produce(url, name, width, height, fps, stop, first_sequence=1, opened=
             await asyncio.sleep(max(0.0, delay))
 
 
-class Producer:
+def Producer(syncd, name="cam", width=W, height=H, fps=FPS):
     """produce() on its own thread, so the test's thread can run the consumer meanwhile."""
-
-    def __init__(self, syncd, name="cam", width=W, height=H, fps=FPS):
-        self.stop = threading.Event()
-        self.opened = threading.Event()
-        self.error = None
-        self.thread = threading.Thread(target=self._run,
-                                       args=(syncd.url, name, width, height, fps))
-
-    def _run(self, *args):
-        try:
-            asyncio.run(produce(*args, self.stop, opened=self.opened))
-        except websockets.ConnectionClosed:
-            pass  # syncd stopped under the producer: a test's doing
-        except Exception as e:  # reported by __exit__
-            self.error = e
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join(timeout=30)
-        if self.error is not None and exc[0] is None:
-            raise self.error
+    return ProducerThread(produce, syncd.url, name, width, height, fps)
 
 
 async def produce_encoded(url, name, units, fps, stop):
