@@ -1,4 +1,4 @@
-// Cost of the camera's colour conversion per frame (libyuv, src/media/publishers/camera), for
+// Cost of the camera's colour conversion per frame (src/media/publishers/camera), for
 // every stream format (RGBA, BGRA, I420, NV12) into every camera format (YUY2, I420, NV12),
 // against a memcpy of the same source frame measured in the same run, interleaved frame by frame
 // so both see the same machine. Then the camera publisher itself: frames offered on a loop,

@@ -2,11 +2,12 @@
 
 #include <libyuv/convert.h>
 #include <libyuv/convert_from.h>
-#include <libyuv/convert_from_argb.h>
 #include <libyuv/planar_functions.h>
 
 #include <algorithm>
 #include <cstring>
+
+#include "media/publishers/camera/rgb_to_yuv.h"
 
 namespace syncd::media {
 
@@ -46,7 +47,7 @@ CameraFormat cheapest_camera_format(PixelFormat source) {
       return CameraFormat::kI420;  // a copy
     case PixelFormat::kNv12:
       return CameraFormat::kNv12;  // a copy
-    case PixelFormat::kRgba8:      // one libyuv pass to planar YUV (camera_format.h says why I420)
+    case PixelFormat::kRgba8:      // one pass to planar YUV (camera_format.h says why I420)
     case PixelFormat::kBgra8:
     case PixelFormat::kH264:  // never shown; its decoded twin is I420
     case PixelFormat::kStreamDefault:
@@ -65,19 +66,15 @@ bool FrameConverter::prepare(uint32_t width, uint32_t height) {
 namespace {
 
 // An RGB frame is converted a band of two rows (one 4:2:0 chroma row) by kChunk columns at a
-// time: 3 KiB of RGBA in and, for YUY2, 1.1 KiB through the planar buffer and 1.5 KiB out, all
-// in the first-level cache while the chunk is converted.
+// time, straight into the camera's buffer.
 //
 // Before a chunk is converted, the source kPrefetchAhead pixels on (in the same band or the
 // next) is asked for. At 1080p on this 2-core VM (docs/benchmarks.md, "System camera:
-// conversion") the hardware prefetcher alone left libyuv waiting on the source: with whole rows
-// a call, RGBA to I420 took 0.74-0.88x a memcpy of the RGBA frame; in 192-column chunks with the
-// source asked for 768 pixels ahead, 0.67-0.68x, about what reading 8.3 MB and writing 3.1 MB
-// costs at the memcpy's own bandwidth (a pass that only reads the frame takes 0.50x). Tried:
-// chunks of 128 to 512 columns, 512 to 2048 pixels ahead; 192/768 was best or tied for every
-// conversion. Narrower chunks pay more of libyuv's setup per call (about 15 ns); widths that
-// are not a multiple of 64 sent part of each chunk through libyuv's slower remainder path (seen
-// at 160 and 224 columns); reaching further ahead was slower.
+// conversion") the hardware prefetcher alone left the conversion waiting on the source: with
+// whole rows a call, RGBA to I420 took 1.15x a memcpy of the RGBA frame with the rounded rows
+// (0.74-0.88x with libyuv's); in 192-column chunks with the source asked for 768 pixels ahead,
+// 0.86-0.88x (0.67x). Tried: chunks of 96 to 960 columns, 384 to 2048 pixels ahead; 192/768
+// was best or tied for every conversion, with either rows.
 constexpr int kChunk = 192;
 constexpr int kPrefetchAhead = 768;
 constexpr int kBandRows = 2;
@@ -124,74 +121,43 @@ bool FrameConverter::convert(const FrameLayout& source, const uint8_t* pixels, C
   uint8_t* const dst_y = out;
   uint8_t* const dst_u = out + size_t(w) * h;
   uint8_t* const dst_v = dst_u + size_t(w) * h / 4;
-  // libyuv returns 0 on success; its arguments are checked above, so a failure is a bug. Every
-  // chunk's result is or-ed in, so one failure fails the frame.
+  // libyuv (the planar sources) returns 0 on success; its arguments are checked above, so a
+  // failure is a bug.
   int rc = -1;
   switch (source.format) {
     case PixelFormat::kRgba8:
     case PixelFormat::kBgra8: {
-      // R,G,B,A in memory is libyuv "ABGR"; B,G,R,A is libyuv "ARGB".
-      const bool rgba = source.format == PixelFormat::kRgba8;
+      // Rounded BT.601 rows of our own (rgb_to_yuv.h says why not libyuv's).
+      const RgbOrder order =
+          source.format == PixelFormat::kRgba8 ? RgbOrder::kRgba : RgbOrder::kBgra;
+      const RgbToYuvRows& rows = rgb_to_yuv_rows();
       const size_t stride = source.planes[0].stride;
       auto src_at = [&](int x, int y) { return pixels + size_t(y) * stride + size_t(x) * 4; };
-      const int s = int(stride);
-      rc = 0;
       switch (format) {
         case CameraFormat::kI420:
           by_chunks(pixels, stride, width, height, [&](int x, int y, int n) {
             uint8_t* yp = dst_y + size_t(y) * w + x;
-            uint8_t* up = dst_u + size_t(y / 2) * half + x / 2;
-            uint8_t* vp = dst_v + size_t(y / 2) * half + x / 2;
-            rc |= rgba ? libyuv::ABGRToI420(src_at(x, y), s, yp, width, up, half, vp, half, n,
-                                            kBandRows)
-                       : libyuv::ARGBToI420(src_at(x, y), s, yp, width, up, half, vp, half, n,
-                                            kBandRows);
+            rows.i420(order, src_at(x, y), src_at(x, y + 1), n, yp, yp + w,
+                      dst_u + size_t(y / 2) * half + x / 2, dst_v + size_t(y / 2) * half + x / 2);
           });
           break;
-        case CameraFormat::kNv12: {
-          // libyuv's ABGRToNV12 allocates a row of chroma on the heap each call; here the chunk's
-          // U and V go to the stack and are interleaved into the camera's UV row.
-          alignas(64) uint8_t u_row[kChunk / 2];
-          alignas(64) uint8_t v_row[kChunk / 2];
+        case CameraFormat::kNv12:
           by_chunks(pixels, stride, width, height, [&](int x, int y, int n) {
             uint8_t* yp = dst_y + size_t(y) * w + x;
-            uint8_t* uvp = dst_u + size_t(y / 2) * w + x;  // x/2 U,V pairs of 2 bytes
-            rc |= rgba ? libyuv::ABGRToI420(src_at(x, y), s, yp, width, u_row, kChunk / 2, v_row,
-                                            kChunk / 2, n, kBandRows)
-                       : libyuv::ARGBToI420(src_at(x, y), s, yp, width, u_row, kChunk / 2, v_row,
-                                            kChunk / 2, n, kBandRows);
-            libyuv::MergeUVPlane(u_row, kChunk / 2, v_row, kChunk / 2, uvp, width, n / 2, 1);
+            rows.nv12(order, src_at(x, y), src_at(x, y + 1), n, yp, yp + w,
+                      dst_u + size_t(y / 2) * w + x);  // x/2 U,V pairs of 2 bytes
           });
           break;
-        }
-        case CameraFormat::kYuy2: {
-          // libyuv has no one-call RGBA to YUY2 (and its ARGBToYUY2 was 1.8x a memcpy here): each
-          // chunk goes to planar YUV in a cache-resident buffer, then is packed into the camera's
-          // rows. RGBA through 4:2:0, as the two-pass version did (I420, then I420ToYUY2):
-          // both rows of a band share their 2x2 blocks' chroma, the same bytes as before. BGRA
-          // through 4:2:2, each row its own chroma: the bytes of libyuv's ARGBToYUY2, which it
-          // used before.
-          alignas(64) uint8_t y_rows[kBandRows * kChunk];
-          alignas(64) uint8_t u_rows[kBandRows * kChunk / 2];
-          alignas(64) uint8_t v_rows[kBandRows * kChunk / 2];
+        case CameraFormat::kYuy2:
+          // 4:2:2, as YUY2 is: each row its own chroma, of its pixel pairs.
           by_chunks(pixels, stride, width, height, [&](int x, int y, int n) {
-            uint8_t* yuy2 = out + size_t(y) * w * 2 + size_t(x) * 2;
-            if (rgba) {
-              rc |= libyuv::ABGRToI420(src_at(x, y), s, y_rows, kChunk, u_rows, kChunk / 2, v_rows,
-                                       kChunk / 2, n, kBandRows);
-              rc |= libyuv::I420ToYUY2(y_rows, kChunk, u_rows, kChunk / 2, v_rows, kChunk / 2, yuy2,
-                                       width * 2, n, kBandRows);
-            } else {
-              rc |= libyuv::ARGBToI422(src_at(x, y), s, y_rows, kChunk, u_rows, kChunk / 2, v_rows,
-                                       kChunk / 2, n, kBandRows);
-              rc |= libyuv::I422ToYUY2(y_rows, kChunk, u_rows, kChunk / 2, v_rows, kChunk / 2, yuy2,
-                                       width * 2, n, kBandRows);
+            for (int row = y; row < y + kBandRows; ++row) {
+              rows.yuy2(order, src_at(x, row), n, out + size_t(row) * w * 2 + size_t(x) * 2);
             }
           });
           break;
-        }
       }
-      break;
+      return true;
     }
     case PixelFormat::kI420: {
       const uint8_t* y = pixels + source.planes[0].offset;

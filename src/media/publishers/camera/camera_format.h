@@ -1,12 +1,10 @@
 // What the system camera hands to its consumers: YUY2, I420 or NV12, tightly packed, BT.601
-// limited range (what libyuv's RGB conversions produce and what V4L2's SMPTE170M names), and
+// limited range (what V4L2's SMPTE170M names), and
 // the conversion of a stream's frames into it (docs/camera.md). How a PipeWire node says so to
 // its consumers: pipewire_format.h.
 //
-// RGBA and BGRA frames are converted with libyuv; NV12 and I420 frames are copied or have their
-// chroma planes repacked, never converted. Mind libyuv's names: they give the order of a 32-bit
-// word's bytes from the most significant, so libyuv "ARGB" is B,G,R,A in memory (our BGRA) and
-// "ABGR" is R,G,B,A in memory (our RGBA).
+// RGBA and BGRA frames are converted by rgb_to_yuv.h's rounded rows; NV12 and I420 frames are
+// copied or have their chroma planes repacked (with libyuv), never converted.
 //
 // Every conversion is one pass over the source: an RGB frame is converted a band of two rows by
 // a few hundred columns at a time, through a buffer that stays in the first-level cache where a
@@ -41,11 +39,11 @@ size_t camera_frame_bytes(CameraFormat format, uint32_t width, uint32_t height);
 // The camera format a frame of `source` costs least to convert into, by camera_convert_bench at
 // 1920x1080 (docs/benchmarks.md, "System camera: conversion"; ratios to a memcpy of an RGBA
 // frame): I420 and NV12 frames are copied as they are (0.36x, where repacking into another
-// format is 0.36-0.42x). RGBA and BGRA go to I420: 0.67x, where NV12 is 0.68-0.71x (the same
-// libyuv conversion, then the chroma interleaved in the first-level cache) and YUY2 0.8-0.95x (a
-// third more bytes written). I420 also wins a near tie because it is what Chromium's capture
-// passes on: it converts any other format to I420 itself. A PipeWire node offers this format
-// first; a consumer may still negotiate any. Any thread.
+// format is 0.36-0.43x). RGBA and BGRA go to I420: 0.86-0.88x, where NV12 is a near tie at
+// 0.83-0.85x and YUY2 1.11-1.13x (a third more bytes written, and chroma for every row). I420
+// wins the tie because it is what Chromium's capture passes on: it converts any other format to
+// I420 itself. A PipeWire node offers this format first; a consumer may still negotiate any. Any
+// thread.
 CameraFormat cheapest_camera_format(PixelFormat source);
 
 class FrameConverter {

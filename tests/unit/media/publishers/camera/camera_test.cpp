@@ -1,5 +1,6 @@
 // The camera publisher's core (src/media/publishers/camera): colour conversion with known
-// pixels, NV12/I420 pass-through, the one-pass conversions against libyuv's whole-frame ones
+// pixels and against the exact BT.601 matrix, the AVX2 rows against the portable ones, NV12/I420
+// pass-through, the one-pass conversions of planar frames against libyuv's whole-frame ones
 // (byte for byte), the PipeWire node's EnumFormat params and their colour properties, the
 // v4l2loopback backend with a regular file standing in for the device, and the publisher's hand-off
 // and drop accounting with a backend that can be made slow, busy or failing. The last test writes
@@ -35,6 +36,7 @@
 #include "media/frame_header.h"
 #include "media/publishers/camera/camera_publisher.h"
 #include "media/publishers/camera/pipewire_format.h"
+#include "media/publishers/camera/rgb_to_yuv.h"
 #include "media/publishers/camera/v4l2_backend.h"
 #include "media/stream.h"
 
@@ -45,7 +47,7 @@ namespace {
 using namespace syncd::media;
 
 // SMPTE colour bars, and their BT.601 limited-range Y, U, V (rounded from the matrix): what
-// libyuv's RGB conversions must produce, within rounding.
+// the RGB conversions must produce, exactly.
 struct Bar {
   uint8_t r, g, b;
   int y, u, v;
@@ -63,7 +65,6 @@ constexpr Bar kBars[] = {
 constexpr uint32_t kBarWidth = 16;  // a multiple of 2: no 2x2 chroma block straddles two bars
 constexpr uint32_t kBarsW = kBarWidth * std::size(kBars);
 constexpr uint32_t kBarsH = 8;
-constexpr int kTolerance = 2;
 
 FrameLayout layout_of(PixelFormat format, uint32_t w, uint32_t h) {
   FrameLayout layout;
@@ -126,9 +127,9 @@ void check_bars(PixelFormat source_format) {
       for (uint32_t y = 0; y < kBarsH; ++y) {
         for (uint32_t x = uint32_t(b) * kBarWidth; x < (b + 1) * kBarWidth; ++x) {
           const Yuv got = sample(format, out, kBarsW, kBarsH, x, y);
-          ASSERT_NEAR(got.y, kBars[b].y, kTolerance) << "bar " << b << " x " << x << " y " << y;
-          ASSERT_NEAR(got.u, kBars[b].u, kTolerance) << "bar " << b << " x " << x << " y " << y;
-          ASSERT_NEAR(got.v, kBars[b].v, kTolerance) << "bar " << b << " x " << x << " y " << y;
+          ASSERT_EQ(got.y, kBars[b].y) << "bar " << b << " x " << x << " y " << y;
+          ASSERT_EQ(got.u, kBars[b].u) << "bar " << b << " x " << x << " y " << y;
+          ASSERT_EQ(got.v, kBars[b].v) << "bar " << b << " x " << x << " y " << y;
         }
       }
     }
@@ -228,36 +229,19 @@ TEST(CameraConvert, RefusesWhatDoesNotFit) {
   EXPECT_FALSE(parse_camera_format("bgrx", f));
 }
 
-// What the conversions produced before they went one pass at a time: libyuv over the whole
-// frame, RGBA and NV12 to YUY2 in two passes through an I420 frame. The one-pass conversions
-// must give the same bytes.
+// What the conversions of planar frames produced before they went one pass at a time: libyuv
+// over the whole frame, NV12 to YUY2 in two passes through an I420 frame. The one-pass
+// conversions must give the same bytes.
 void whole_frame_reference(PixelFormat source, const uint8_t* p, CameraFormat format, uint8_t* out,
                            int w, int h) {
-  const int half = w / 2, stride = w * 4;
+  const int half = w / 2;
   uint8_t* y = out;
   uint8_t* u = out + size_t(w) * h;
   uint8_t* v = u + size_t(w) * h / 4;
   std::vector<uint8_t> i420(size_t(w) * h * 3 / 2);
-  uint8_t* ty = i420.data();
-  uint8_t* tu = ty + size_t(w) * h;
+  uint8_t* tu = i420.data() + size_t(w) * h;
   uint8_t* tv = tu + size_t(w) * h / 4;
-  const bool rgba = source == PixelFormat::kRgba8;
   switch (source) {
-    case PixelFormat::kRgba8:
-    case PixelFormat::kBgra8:
-      if (format == CameraFormat::kI420) {
-        rgba ? libyuv::ABGRToI420(p, stride, y, w, u, half, v, half, w, h)
-             : libyuv::ARGBToI420(p, stride, y, w, u, half, v, half, w, h);
-      } else if (format == CameraFormat::kNv12) {
-        rgba ? libyuv::ABGRToNV12(p, stride, y, w, u, w, w, h)
-             : libyuv::ARGBToNV12(p, stride, y, w, u, w, w, h);
-      } else if (rgba) {
-        libyuv::ABGRToI420(p, stride, ty, w, tu, half, tv, half, w, h);
-        libyuv::I420ToYUY2(ty, w, tu, half, tv, half, out, w * 2, w, h);
-      } else {
-        libyuv::ARGBToYUY2(p, stride, out, w * 2, w, h);
-      }
-      break;
     case PixelFormat::kI420: {
       const uint8_t* su = p + size_t(w) * h;
       const uint8_t* sv = su + size_t(w) * h / 4;
@@ -284,7 +268,7 @@ void whole_frame_reference(PixelFormat source, const uint8_t* p, CameraFormat fo
   }
 }
 
-TEST(CameraConvert, OnePassMatchesTheWholeFrameConversionsByteForByte) {
+TEST(CameraConvert, OnePassPlanarMatchesTheWholeFrameConversionsByteForByte) {
   // Random pixels, so every chunk differs; sizes whose width is a multiple of the converter's
   // 192-column chunk, one with a narrow last chunk (1282 = 6 * 192 + 130), one narrower than a
   // chunk, the smallest frame, and a tall one (bands go on into the last rows).
@@ -293,8 +277,7 @@ TEST(CameraConvert, OnePassMatchesTheWholeFrameConversionsByteForByte) {
                              std::pair{2u, 2u}, std::pair{384u, 96u}}) {
     FrameConverter converter;
     ASSERT_TRUE(converter.prepare(w, h));
-    for (PixelFormat source :
-         {PixelFormat::kRgba8, PixelFormat::kBgra8, PixelFormat::kI420, PixelFormat::kNv12}) {
+    for (PixelFormat source : {PixelFormat::kI420, PixelFormat::kNv12}) {
       const FrameLayout layout = layout_of(source, w, h);
       std::vector<uint8_t> src(layout.bytes);
       for (uint8_t& b : src) b = uint8_t(rng());
@@ -314,10 +297,110 @@ TEST(CameraConvert, OnePassMatchesTheWholeFrameConversionsByteForByte) {
   }
 }
 
-TEST(CameraConvert, OnePassYuy2KeepsTheTwoPassChromaSiting) {
-  // Rows of different colours: RGBA to YUY2 gives both rows of a pair their 2x2 blocks' chroma
-  // (through I420, as the two passes did), BGRA gives each row its own (libyuv's ARGBToYUY2, as
-  // before). Red over blue: a pair's chroma is the average, or each row's.
+// The exact BT.601 limited-range Y of a pixel, and U and V of the mean of pixels, from full-range
+// R, G, B.
+double exact_y(double r, double g, double b) {
+  return 16 + 219.0 / 255 * (0.299 * r + 0.587 * g + 0.114 * b);
+}
+double exact_u(double r, double g, double b) {
+  return 128 + 224.0 / 255 * (b - (0.299 * r + 0.587 * g + 0.114 * b)) / 1.772;
+}
+double exact_v(double r, double g, double b) {
+  return 128 + 224.0 / 255 * (r - (0.299 * r + 0.587 * g + 0.114 * b)) / 1.402;
+}
+
+TEST(CameraConvert, RgbIsWithinHalfALevelOfTheExactMatrix) {
+  // Random pixels into every format: each Y within 0.51 of its pixel's exact Y, each U and V
+  // within 0.51 of the exact chroma of the mean of its 2x2 block (I420, NV12) or its row's pixel
+  // pair (YUY2, 4:2:2). The 0.01 is the fixed-point coefficients' own error.
+  std::mt19937 rng(7);
+  for (const auto& [w, h] : {std::pair{1920u, 4u}, std::pair{1282u, 2u}, std::pair{34u, 6u}}) {
+    FrameConverter converter;
+    ASSERT_TRUE(converter.prepare(w, h));
+    for (PixelFormat source : {PixelFormat::kRgba8, PixelFormat::kBgra8}) {
+      const bool rgba = source == PixelFormat::kRgba8;
+      std::vector<uint8_t> src(size_t{w} * h * 4);
+      for (uint8_t& b : src) b = uint8_t(rng());
+      auto rgb = [&](uint32_t x, uint32_t y, int c) {  // c: 0 R, 1 G, 2 B
+        const uint8_t* p = &src[(size_t{y} * w + x) * 4];
+        return double(c == 1 ? p[1] : (c == 0) == rgba ? p[0] : p[2]);
+      };
+      for (CameraFormat format : kAllFormats) {
+        SCOPED_TRACE(std::to_string(w) + "x" + std::to_string(h) + " " + pixel_format_name(source) +
+                     " to " + camera_format_name(format));
+        std::vector<uint8_t> out(camera_frame_bytes(format, w, h));
+        ASSERT_TRUE(
+            converter.convert(layout_of(source, w, h), src.data(), format, out.data(), out.size()));
+        double worst = 0;
+        for (uint32_t y = 0; y < h; ++y) {
+          for (uint32_t x = 0; x < w; ++x) {
+            const Yuv got = sample(format, out, w, h, x, y);
+            // The pixels whose mean the chroma is of.
+            const uint32_t x0 = x & ~1u;
+            const uint32_t y0 = format == CameraFormat::kYuy2 ? y : (y & ~1u);
+            const uint32_t rows = format == CameraFormat::kYuy2 ? 1 : 2;
+            double mean[3] = {0, 0, 0};
+            for (int c = 0; c < 3; ++c) {
+              for (uint32_t dy = 0; dy < rows; ++dy) {
+                mean[c] += rgb(x0, y0 + dy, c) + rgb(x0 + 1, y0 + dy, c);
+              }
+              mean[c] /= 2.0 * rows;
+            }
+            worst = std::max({worst,
+                              std::abs(got.y - exact_y(rgb(x, y, 0), rgb(x, y, 1), rgb(x, y, 2))),
+                              std::abs(got.u - exact_u(mean[0], mean[1], mean[2])),
+                              std::abs(got.v - exact_v(mean[0], mean[1], mean[2]))});
+            ASSERT_LE(worst, 0.51) << x << "," << y;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CameraConvert, Avx2RowsGiveThePortableBytes) {
+  const RgbToYuvRows* avx2 = rgb_to_yuv_rows_avx2();
+  if (avx2 == nullptr) GTEST_SKIP() << "no AVX2 on this CPU or in this build";
+  const RgbToYuvRows& portable = rgb_to_yuv_rows_portable();
+  std::mt19937 rng(16);
+  // Widths under one step of 16, at a step, with a tail of 2 and 14, and long.
+  for (int width : {2, 14, 16, 18, 30, 46, 192, 1282}) {
+    for (RgbOrder order : {RgbOrder::kRgba, RgbOrder::kBgra}) {
+      SCOPED_TRACE(std::to_string(width) + (order == RgbOrder::kRgba ? " rgba" : " bgra"));
+      std::vector<uint8_t> row0(size_t(width) * 4), row1(size_t(width) * 4);
+      for (uint8_t& b : row0) b = uint8_t(rng());
+      for (uint8_t& b : row1) b = uint8_t(rng());
+      // One byte more than each output needs, to see nothing is written past it.
+      auto i420 = [&](const RgbToYuvRows& rows) {
+        std::vector<uint8_t> y(size_t(width) * 2 + 1, 0xa5), u(size_t(width) / 2 + 1, 0xa5),
+            v(size_t(width) / 2 + 1, 0xa5);
+        rows.i420(order, row0.data(), row1.data(), width, y.data(), y.data() + width, u.data(),
+                  v.data());
+        y.insert(y.end(), u.begin(), u.end());
+        y.insert(y.end(), v.begin(), v.end());
+        return y;
+      };
+      auto nv12 = [&](const RgbToYuvRows& rows) {
+        std::vector<uint8_t> y(size_t(width) * 2 + 1, 0xa5), uv(size_t(width) + 1, 0xa5);
+        rows.nv12(order, row0.data(), row1.data(), width, y.data(), y.data() + width, uv.data());
+        y.insert(y.end(), uv.begin(), uv.end());
+        return y;
+      };
+      auto yuy2 = [&](const RgbToYuvRows& rows) {
+        std::vector<uint8_t> out(size_t(width) * 2 + 1, 0xa5);
+        rows.yuy2(order, row0.data(), width, out.data());
+        return out;
+      };
+      EXPECT_EQ(i420(*avx2), i420(portable));
+      EXPECT_EQ(nv12(*avx2), nv12(portable));
+      EXPECT_EQ(yuy2(*avx2), yuy2(portable));
+      EXPECT_EQ(i420(portable)[size_t(width) * 2], 0xa5);
+    }
+  }
+}
+
+TEST(CameraConvert, Yuy2GivesEachRowItsOwnChroma) {
+  // YUY2 is 4:2:2: red over blue keeps each row's chroma, where I420 has their mean.
   constexpr uint32_t w = 4, h = 2;
   FrameConverter converter;
   ASSERT_TRUE(converter.prepare(w, h));
@@ -331,23 +414,24 @@ TEST(CameraConvert, OnePassYuy2KeepsTheTwoPassChromaSiting) {
       src[i * 4 + (rgba ? 2 : 0)] = red ? 0 : 255;
       src[i * 4 + 3] = 255;
     }
-    std::vector<uint8_t> out(camera_frame_bytes(CameraFormat::kYuy2, w, h));
-    ASSERT_TRUE(converter.convert(layout_of(source, w, h), src.data(), CameraFormat::kYuy2,
-                                  out.data(), out.size()));
-    const Yuv top = sample(CameraFormat::kYuy2, out, w, h, 0, 0);
-    const Yuv bottom = sample(CameraFormat::kYuy2, out, w, h, 0, 1);
-    EXPECT_NEAR(top.y, 81, kTolerance);     // red
-    EXPECT_NEAR(bottom.y, 41, kTolerance);  // blue
-    if (rgba) {
-      EXPECT_EQ(top.u, bottom.u);
-      EXPECT_EQ(top.v, bottom.v);
-      EXPECT_NEAR(top.u, (90 + 240) / 2, kTolerance);
-      EXPECT_NEAR(top.v, (240 + 110) / 2, kTolerance);
-    } else {
-      EXPECT_NEAR(top.u, 90, kTolerance);
-      EXPECT_NEAR(top.v, 240, kTolerance);
-      EXPECT_NEAR(bottom.u, 240, kTolerance);
-      EXPECT_NEAR(bottom.v, 110, kTolerance);
+    for (CameraFormat format : {CameraFormat::kYuy2, CameraFormat::kI420}) {
+      std::vector<uint8_t> out(camera_frame_bytes(format, w, h));
+      ASSERT_TRUE(
+          converter.convert(layout_of(source, w, h), src.data(), format, out.data(), out.size()));
+      const Yuv top = sample(format, out, w, h, 0, 0);
+      const Yuv bottom = sample(format, out, w, h, 0, 1);
+      EXPECT_EQ(top.y, 81);     // red
+      EXPECT_EQ(bottom.y, 41);  // blue
+      if (format == CameraFormat::kYuy2) {
+        EXPECT_EQ(top.u, 90);
+        EXPECT_EQ(top.v, 240);
+        EXPECT_EQ(bottom.u, 240);
+        EXPECT_EQ(bottom.v, 110);
+      } else {
+        EXPECT_EQ(top.u, 165);  // of the mean of red and blue, (127.5, 0, 127.5)
+        EXPECT_EQ(top.v, 175);
+        EXPECT_EQ(bottom.u, top.u);
+      }
     }
   }
 }
@@ -794,9 +878,9 @@ TEST(CameraPublisher, StartsWithAFileStandingInForTheDevice) {
   EXPECT_EQ(camera->counters(1)->delivered, 3u);
   const std::vector<uint8_t> bytes = file.bytes();
   ASSERT_EQ(bytes.size(), 3u * 64 * 16 * 3 / 2);
-  // Marker bit 0 of frame 1 is white: Y near 235 in the first column; black (16) after it.
-  EXPECT_NEAR(bytes[0], 235, kTolerance);
-  EXPECT_NEAR(bytes[4], 16, kTolerance);
+  // Marker bit 0 of frame 1 is white: Y 235 in the first column; black (16) after it.
+  EXPECT_EQ(bytes[0], 235);
+  EXPECT_EQ(bytes[4], 16);
 
   config.device = "/nonexistent/video99";
   auto without = CameraPublisher::create(nullptr, config);

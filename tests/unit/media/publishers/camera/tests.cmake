@@ -1,5 +1,6 @@
 # Unit tests of the camera publisher's core (src/media/publishers/camera): conversion with known
-# pixels and against libyuv's whole-frame conversions (hence libyuv here), the PipeWire node's
+# pixels, against the exact matrix, and of planar frames against libyuv's whole-frame
+# conversions (hence libyuv here), the PipeWire node's
 # format params (built and read back with spa's headers, hence libpipewire's flags), the
 # v4l2loopback backend with a file standing in for the device, the hand-off's drop accounting,
 # and an opt-in test on a real loopback device. Included from tests/unit/CMakeLists.txt.
