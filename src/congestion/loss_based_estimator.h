@@ -13,16 +13,24 @@
 // halving the loss from 30 Mbit/s against a 10 Mbit/s policer stops in the band at ~10.6,
 // losing 5 % for good (measured 4.2-16.2 Mbit/s and 78 % of the frames shown). A policer's mark
 // is its throughput, R x (1 - p): the same whatever is sent above it, where random loss scales
-// with the rate. Once two lossy reports at rates more than 2 x policer_tolerance apart agree on
-// it within policer_tolerance, that throughput is the ceiling: a decrease goes to
+// with the rate. Once two reports of loss above high_loss at rates more than 2 x policer_tolerance
+// apart agree on it within policer_tolerance, that throughput is the ceiling: a decrease goes to
 // ceiling_margin of it at once, band loss above it is a decrease too, and an increase stops at
-// the margin for ceiling_hold_ns after the last decrease, then probes past it at the usual 8 %
-// (which finds a raised cap; passing the ceiling by 50 % without loss forgets it). A path
-// without a policer keeps GCC's rule as it is.
+// the margin. The estimate does not probe past a known ceiling itself: each probe of the
+// encoder's rate lost packets for a report or two and pulled the target down again, a see-saw
+// every few seconds (measured: 84-92 % of the frames shown, the target over the cap 12-31 % of
+// the time). Instead the sender probes with padding on top of the target: probe_bps() says when
+// and how fast (probe_factor x the ceiling, probe_after_ns after the last decrease or failed
+// probe), on_probe_result() what came of it. A probe the path carried means the cap has lifted
+// or risen: the ceiling is forgotten, the estimate takes the probed rate and climbs by
+// recovery_factor a report, not 8 %, until it is back where it was before the cap (or loses).
+// A path without a policer keeps GCC's rule as it is.
 //
 // Pure code: any thread; not thread-safe; one instance per sent session (the relay thread's).
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace syncd::congestion {
@@ -35,9 +43,14 @@ struct LossEstimatorConfig {
   double high_loss = 0.10;  // above: decrease
   double increase_factor = 1.08;
   uint64_t min_update_interval_ns = 300'000'000;
-  double ceiling_margin = 0.95;
-  uint64_t ceiling_hold_ns = 2'000'000'000;
+  double ceiling_margin = 0.9;
   double policer_tolerance = 0.05;
+  // Probing past a policer's ceiling (above): with padding, by a sender that can (the relay's:
+  // probe_bps(), on_probe_result()), or else with the estimate itself.
+  bool padding_probes = false;
+  uint64_t probe_after_ns = 1'500'000'000;
+  double probe_factor = 1.25;
+  double recovery_factor = 1.25;
 };
 
 enum class LossUpdate : uint8_t {
@@ -61,16 +74,36 @@ class LossBasedEstimator {
   // A policer's ceiling (0 while none is known).
   uint64_t ceiling_bps() const { return policer_ ? ceiling_bps_ : 0; }
 
+  // The rate a probe past the ceiling should send at (target and padding together) when one is
+  // due at now_ns; 0 when none is (no policer known, or too soon).
+  uint64_t probe_bps(uint64_t now_ns) const;
+  // How a probe at probed_bps went: carried (no loss among what was sent while it ran) or not.
+  // Not carried, the next one waits probe_after_ns; the estimate is unchanged (the sender
+  // stopped the padding at the first loss).
+  void on_probe_result(uint64_t now_ns, uint64_t probed_bps, bool carried);
+
  private:
   void note_throughput(uint64_t now_ns, double loss, uint64_t sending_bps);
 
   LossEstimatorConfig config_;
   uint64_t estimate_bps_;
   uint64_t ceiling_bps_ = 0;
-  uint64_t ceiling_set_ns_ = 0;
-  bool policer_ = false;     // a policer's ceiling is known (above)
+  uint64_t probe_not_before_ns_ = 0;
+  bool policer_ = false;  // a policer's ceiling is known (above)
+  // The estimate before the decrease that found the policer: a carried probe climbs back to it
+  // by recovery_factor (0: not recovering).
+  uint64_t before_policer_bps_ = 0;
+  uint64_t recover_to_bps_ = 0;
+  static constexpr double kCeilingStep = 0.1;
+  static constexpr double kUnderCeiling = 0.8;
   double last_through_ = 0;  // the last lossy report's R x (1 - p), and its R
   uint64_t last_sending_ = 0;
+  // Loss episodes: the rate the last one began at (its first report of loss above high_loss
+  // after kEpisodeNs without one), where a lifted cap lets the rate go back.
+  static constexpr uint64_t kEpisodeNs = 10'000'000'000;
+  bool heavy_loss_seen_ = false;
+  uint64_t heavy_loss_ns_ = 0;
+  uint64_t episode_start_bps_ = 0;
   bool changed_ = false;
   uint64_t last_change_ns_ = 0;
 };
@@ -87,6 +120,8 @@ struct SendRateCounters {
   uint64_t reports = 0;
   uint64_t loss_increases = 0;
   uint64_t loss_holds = 0;
+  uint64_t probes_carried = 0;
+  uint64_t probes_lost = 0;
   uint64_t loss_decreases = 0;
   uint64_t loss_too_soon = 0;
 };
@@ -107,6 +142,12 @@ class SendRateController {
   uint64_t target_bps() const { return target_bps_; }
   uint64_t remb_bps() const { return remb_bps_; }
   uint64_t loss_based_bps() const { return loss_.estimate_bps(); }
+  // LossBasedEstimator's probing past a policer's ceiling, through the controller (the target
+  // follows a carried probe at once).
+  uint64_t probe_bps(uint64_t now_ns) const { return loss_.probe_bps(now_ns); }
+  void on_probe_result(uint64_t now_ns, uint64_t probed_bps, bool carried);
+  // A policer's ceiling, once the loss rule has found one (0 while none is known).
+  uint64_t ceiling_bps() const { return loss_.ceiling_bps(); }
   const SendRateCounters& counters() const { return counters_; }
 
  private:

@@ -11,7 +11,14 @@ Pacer::Pacer(PacerConfig config) : config_(config) {
   set_target_rate(config_.initial_target_bps);
 }
 
+void Pacer::set_pacing(double pacing_factor, uint64_t drain_within_ns) {
+  config_.pacing_factor = pacing_factor >= 1.0 ? pacing_factor : 1.0;  // also catches NaN
+  config_.drain_within_ns = drain_within_ns;
+  set_target_rate(target_bps_);
+}
+
 void Pacer::set_target_rate(uint64_t target_bps) {
+  target_bps_ = target_bps;
   const double pacing = static_cast<double>(target_bps) * config_.pacing_factor;
   pacing_bps_ = pacing < 1.8e19 ? static_cast<uint64_t>(pacing) : uint64_t{1} << 63;
   pacing_bps_ = std::max(pacing_bps_, std::max<uint64_t>(config_.min_pacing_bps, 1));

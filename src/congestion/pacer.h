@@ -84,6 +84,9 @@ class Pacer {
   // at once on a clean path and spread them again when the path drops packets.
   void set_burst_ns(uint64_t burst_ns) { config_.burst_ns = burst_ns; }
   uint64_t burst_ns() const { return config_.burst_ns; }
+  // PacerConfig's pacing_factor and drain_within_ns from now on (the pacing rate follows at
+  // once): a sender paces at the rate a policer passes once it knows of one.
+  void set_pacing(double pacing_factor, uint64_t drain_within_ns);
 
   EnqueueResult enqueue(uint64_t now_ns, uint64_t id, uint32_t size_bytes);
 
@@ -120,6 +123,7 @@ class Pacer {
   size_t head_ = 0;
   size_t count_ = 0;
   uint64_t queued_bytes_ = 0;
+  uint64_t target_bps_ = 0;
   uint64_t pacing_bps_ = 0;
   bool started_ = false;
   uint64_t virtual_finish_ns_ = 0;

@@ -224,10 +224,11 @@ bool EgressPublisher::release_access_unit(media::FrameSlot* slot) {
   return false;
 }
 
-void EgressPublisher::on_target_rate(uint64_t bits_per_second) {
+void EgressPublisher::on_target_rate(uint64_t bits_per_second, uint64_t media_bps) {
   target_bps_ = bits_per_second;
+  media_bps_ = media_bps;
   if (encoder_)
-    encoder_->on_estimate(core::monotonic_ns(), bits_per_second);
+    encoder_->on_estimate(core::monotonic_ns(), bits_per_second, media_bps);
   else
     forward_target();
 }
@@ -236,7 +237,7 @@ void EgressPublisher::forward_target() {
   // Only for a stream relayed as it comes (no encoder here), while frames are taken.
   if (registry_ && relayed_stream_id_ != 0 && active_ && !encoder_ && target_bps_ != 0)
     registry_->set_target_bitrate(relayed_stream_id_, reinterpret_cast<uintptr_t>(this),
-                                  target_bps_);
+                                  media_bps_ != 0 ? media_bps_ : target_bps_);
 }
 
 void EgressPublisher::on_keyframe_request() {

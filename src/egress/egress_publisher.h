@@ -84,8 +84,10 @@ class EgressPublisher final : public media::Publisher {
   uint64_t keyframe_requests() const { return keyframe_requests_; }
   // The relay's bandwidth estimate: the encoder of a raw stream follows it (adaptive bitrate);
   // a relayed H.264 stream's source hears it as this consumer's target (forward_to_source), and
-  // before the first estimate the start rate (EncodeSettings::bitrate_kbps).
-  void on_target_rate(uint64_t bits_per_second);
+  // before the first estimate the start rate (EncodeSettings::bitrate_kbps). media_bps: what an
+  // encoder may spend of it, as the sender measured (transport::FromTransport::media_bps; 0:
+  // unknown).
+  void on_target_rate(uint64_t bits_per_second, uint64_t media_bps = 0);
   // Where a relayed H.264 stream's keyframe requests and bandwidth target go: its source, through
   // the registry (docs/protocol.md, "Messages from syncd to a stream's source"), as `reason`.
   // Without it they are counted only.
@@ -143,6 +145,7 @@ class EgressPublisher final : public media::Publisher {
   media::StreamRegistry* registry_ = nullptr;  // forward_to_source
   media::KeyframeReason feedback_reason_ = media::KeyframeReason::kRelay;
   uint64_t target_bps_ = 0;    // the last estimate, or the start rate
+  uint64_t media_bps_ = 0;     // what an encoder may spend of it (0: unknown)
   bool awaiting_idr_ = false;  // a relayed H.264 stream lost an access unit here
   std::unordered_map<uint32_t, EgressPublisherCounters> streams_;
 };

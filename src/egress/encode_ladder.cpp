@@ -28,8 +28,10 @@ double EncodeLadder::need_kbps(uint32_t step, double bits_per_pixel) const {
   return double(widths_[step]) * heights_[step] * fps_ * bits_per_pixel / 1000.0;
 }
 
-const EncodeTarget& EncodeLadder::on_estimate(uint64_t now_ns, uint64_t estimate_bps) {
-  const double share = double(estimate_bps) * config_.media_share / 1000.0;
+const EncodeTarget& EncodeLadder::on_estimate(uint64_t now_ns, uint64_t estimate_bps,
+                                              uint64_t media_bps) {
+  const double share = media_bps > 0 ? double(media_bps) / 1000.0
+                                     : double(estimate_bps) * config_.media_share / 1000.0;
   const uint32_t kbps = uint32_t(std::clamp(share, double(config_.min_kbps),
                                             double(std::max(config_.min_kbps, config_.max_kbps))));
   target_.bitrate_kbps = kbps;

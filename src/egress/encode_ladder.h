@@ -14,8 +14,9 @@
 namespace syncd::egress {
 
 struct EncodeLadderConfig {
-  // The encoder's share of the estimate: FEC at 1-5 % loss takes 10-50 % of the media rate
-  // (docs/wan.md, "Figures": 0.17 at 1 %), RTP/SRTP headers ~3 %.
+  // The encoder's share of the estimate when the sender has not measured its own (on_estimate's
+  // media_bps): FEC at 1-5 % loss takes 10-50 % of the media rate (docs/wan.md, "Figures": 0.17
+  // at 1 %), RTP/SRTP headers ~3 %.
   double media_share = 0.8;
   uint32_t min_kbps = 300;
   uint32_t max_kbps = 20000;
@@ -51,8 +52,10 @@ class EncodeLadder {
 
   EncodeLadder(uint32_t width, uint32_t height, double fps, EncodeLadderConfig config = {});
 
-  // The estimate changed (bit/s, the pacer's target). Returns the target from now on.
-  const EncodeTarget& on_estimate(uint64_t now_ns, uint64_t estimate_bps);
+  // The estimate changed (bit/s, the pacer's target), and what of it the encoder may spend
+  // (media_bps: the sender's measure; 0, the configured media_share of the estimate). Returns
+  // the target from now on.
+  const EncodeTarget& on_estimate(uint64_t now_ns, uint64_t estimate_bps, uint64_t media_bps = 0);
   // The encoder's load over the last window (see EncodeLadderConfig::overload), measured at the
   // size it encoded then. Returns the target from now on.
   const EncodeTarget& on_encoder_load(uint64_t now_ns, double load);

@@ -123,8 +123,8 @@ void EncodeStage::request_keyframe(uint64_t) {
   keyframe_wanted_ = true;  // the next frame submitted, if outside the minimum gap
 }
 
-void EncodeStage::on_estimate(uint64_t now_ns, uint64_t estimate_bps) {
-  follow(ladder_.on_estimate(now_ns, estimate_bps));
+void EncodeStage::on_estimate(uint64_t now_ns, uint64_t estimate_bps, uint64_t media_bps) {
+  follow(ladder_.on_estimate(now_ns, estimate_bps, media_bps));
 }
 
 void EncodeStage::follow(const EncodeTarget& t) {

@@ -101,9 +101,10 @@ class EncodeStage {
   bool in_use() const;
 
   void request_keyframe(uint64_t now_ns);
-  // The relay's bandwidth estimate (bit/s): the encoder's bitrate (live, x264_encoder_reconfig,
-  // no IDR) and picture size (a re-open and an IDR) from the next frame (encode_ladder.h).
-  void on_estimate(uint64_t now_ns, uint64_t estimate_bps);
+  // The relay's bandwidth estimate (bit/s) and what of it the encoder may spend (0: the ladder's
+  // own share): the encoder's bitrate (live, x264_encoder_reconfig, no IDR) and picture size (a
+  // re-open and an IDR) from the next frame (encode_ladder.h).
+  void on_estimate(uint64_t now_ns, uint64_t estimate_bps, uint64_t media_bps = 0);
   const EncodeLadder& ladder() const { return ladder_; }
 
   const EncodeStageCounters& counters() const { return counters_; }

@@ -76,20 +76,42 @@ void LossEstimator::on_receiver_report(uint8_t fraction_lost) {
   fold(fraction_lost / 256.0);
 }
 
-void LossEstimator::on_report_counts(uint32_t extended_highest_sequence, int32_t cumulative_lost) {
+bool LossEstimator::on_report_counts(uint32_t extended_highest_sequence, int32_t cumulative_lost,
+                                     bool congested, uint64_t now_ns) {
   // Differences modulo 2^32: the extended sequence wraps after 2^32 packets, not before.
   const uint32_t expected = extended_highest_sequence - sample_base_sequence_;
   if (!have_counts_ || expected > 0x8000'0000u) {
     have_counts_ = true;
     sample_base_sequence_ = extended_highest_sequence;
     sample_base_lost_ = cumulative_lost;
-    return;
+    return false;
   }
-  if (expected < min_packets_per_sample_) return;
-  const double lost = static_cast<double>(cumulative_lost) - sample_base_lost_;
-  fold(std::clamp(lost / expected, 0.0, 1.0));
+  if (expected < min_packets_per_sample_) return false;
+  if (congested) {
+    ++congested_samples_;
+    nacked_since_report_ = 0;
+    bursts_since_report_ = 0;
+  } else {
+    if (folded_count_ == kUndoSamples) {
+      for (size_t i = 1; i < kUndoSamples; ++i) folded_[i - 1] = folded_[i];
+      --folded_count_;
+    }
+    folded_[folded_count_++] = {now_ns, estimate_};
+    const double lost = static_cast<double>(cumulative_lost) - sample_base_lost_;
+    fold(std::clamp(lost / expected, 0.0, 1.0));
+  }
   sample_base_sequence_ = extended_highest_sequence;
   sample_base_lost_ = cumulative_lost;
+  return true;
+}
+
+void LossEstimator::drop_samples_since(uint64_t since_ns) {
+  size_t first = folded_count_;
+  while (first > 0 && folded_[first - 1].end_ns >= since_ns) --first;
+  if (first == folded_count_) return;
+  estimate_ = folded_[first].before;
+  congested_samples_ += folded_count_ - first;
+  folded_count_ = first;
 }
 
 void LossEstimator::fold(double loss) {

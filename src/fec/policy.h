@@ -5,6 +5,8 @@
 // thread-safe; one per sending session.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include "fec/encoder.h"
@@ -84,7 +86,23 @@ class LossEstimator {
   // min_packets_per_sample packets since the last sample, and folded in as a report would be
   // (NACK runs included). The first call only sets the baseline; counts that go backwards
   // (the peer restarted its statistics) set it again.
-  void on_report_counts(uint32_t extended_highest_sequence, int32_t cumulative_lost);
+  //
+  // congested: the sender's rate control took loss within this sample's span for congestion
+  // (it sent more than the path carries). Such a sample is dropped, not folded, NACK runs and
+  // all: FEC repairs the path's own loss, and sized from self-inflicted loss it only adds to
+  // what does not fit (measured under a 10 Mbit/s policer: 35 % of the packets FEC for the
+  // whole cap and 15 s after it). now_ns (any monotonic clock) dates the sample's end for
+  // drop_samples_since(). Returns whether a sample ended (folded or dropped).
+  bool on_report_counts(uint32_t extended_highest_sequence, int32_t cumulative_lost,
+                        bool congested = false, uint64_t now_ns = 0);
+  // The samples folded that ended at or after since_ns turned out to hold congestion loss (the
+  // sender's verdict comes after the loss, and at a high rate several samples end within one of
+  // its spans): the estimate goes back to what it was before the first of them. Reaches back
+  // kUndoSamples samples at most.
+  void drop_samples_since(uint64_t since_ns);
+  static constexpr size_t kUndoSamples = 8;
+  // Samples dropped as congestion.
+  uint64_t congested_samples() const { return congested_samples_; }
 
   LossEstimate estimate() const { return estimate_; }
 
@@ -97,6 +115,13 @@ class LossEstimator {
   uint32_t sample_base_sequence_ = 0;
   int32_t sample_base_lost_ = 0;
   LossEstimate estimate_;
+  struct Folded {
+    uint64_t end_ns;
+    LossEstimate before;  // the estimate before it was folded
+  };
+  std::array<Folded, kUndoSamples> folded_{};  // the latest, oldest first
+  size_t folded_count_ = 0;
+  uint64_t congested_samples_ = 0;
   bool have_report_ = false;
   bool have_nacked_ = false;
   uint16_t last_nacked_ = 0;

@@ -115,7 +115,7 @@ void Relay::on_message(transport::FromTransport& m, void* context) {
       if (self->publisher_) self->publisher_->on_keyframe_request();
       break;
     case transport::FromTransport::Kind::kTargetRate:
-      if (self->publisher_) self->publisher_->on_target_rate(m.target_bps);
+      if (self->publisher_) self->publisher_->on_target_rate(m.target_bps, m.media_bps);
       break;
     case transport::FromTransport::Kind::kHandshakeFailed:
       self->on_handshake_failed(m);
@@ -232,6 +232,11 @@ void Relay::write_stats(nlohmann::json& out) const {
                    {"tail_probes", v(s.tail_probes)},
                    {"no_packet_buffer", v(s.no_packet_buffer)},
                    {"target_bps", v(s.target_bps)},
+                   {"media_bps", v(s.media_bps)},
+                   {"fec_loss_samples_congested", v(s.fec_loss_samples_congested)},
+                   {"probes", v(s.probes)},
+                   {"probes_carried", v(s.probes_carried)},
+                   {"probe_padding_packets", v(s.probe_padding_packets)},
                    {"remb_bps", v(s.remb_bps)},
                    {"peer_fraction_lost", v(s.peer_fraction_lost)},
                    {"keyframe_requests_received", v(s.keyframe_requests)}};

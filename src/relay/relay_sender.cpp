@@ -108,6 +108,7 @@ void RelaySender::send_frame(transport::ToTransport& m, uint64_t now_ns) {
     path_.send_to_main(done);
     return;
   }
+  media_bytes_ += info.bytes;
   // FEC redundancy for this frame, from the loss the receiver reports.
   fec_encoder_.set_shape(
       fec::choose_block_shape(loss_.estimate(), uint32_t(packetizer_.packet_count()), kFecPolicy));
@@ -211,6 +212,7 @@ void RelaySender::pace(uint64_t now_ns) {
   if (!path_.connected()) return;
   std::array<congestion::PacedPacket, kPacedBatch> due;
   for (;;) {
+    top_up_padding(now_ns);
     const size_t n = pacer_.pop_due(now_ns, due);
     for (size_t i = 0; i < n; ++i) {
       const uint32_t h = uint32_t(due[i].id);
@@ -235,13 +237,24 @@ void RelaySender::pace(uint64_t now_ns) {
             count(stats_.frame_on_wire_ns_total, waited);
             core::raise_to(stats_.frame_on_wire_ns_max, waited);
           }
-          if (media) video_.on_media_sent(uint16_t(plain[2] << 8 | plain[3]), marker, now_ns);
+          if (media) {
+            const uint16_t sequence = uint16_t(plain[2] << 8 | plain[3]);
+            video_.on_media_sent(sequence, marker, now_ns);
+            newest_media_sequence_ = sequence;
+            if (probe_padding_ && !probe_have_first_) {
+              probe_first_sequence_ = sequence;
+              probe_have_first_ = true;
+            }
+          }
         }
       }
       store_.release(h);
     }
     if (n < due.size()) break;
   }
+  // And queued again for the pacer's next event: a probe's padding must not wait for the next
+  // frame to be sent.
+  top_up_padding(now_ns);
 }
 
 void RelaySender::on_stream_opened(const StreamDescription& description, uint64_t now_ns) {
@@ -324,11 +337,15 @@ void RelaySender::on_rtcp(const RelayRtcp& rtcp, uint64_t now_ns) {
       have_rtt_ = true;
     }
     core::set(stats_.peer_fraction_lost, uint64_t(rtcp.block->fraction_lost));
-    loss_.on_report_counts(rtcp.block->extended_highest_sequence, rtcp.block->cumulative_lost);
-    congestion_report(*rtcp.block, now_ns);
+    congestion_report(*rtcp.block, now_ns);  // first: it says whether this loss is congestion
+    if (loss_.on_report_counts(rtcp.block->extended_highest_sequence, rtcp.block->cumulative_lost,
+                               congestion_since_fec_sample_, now_ns)) {
+      congestion_since_fec_sample_ = false;
+      core::set(stats_.fec_loss_samples_congested, loss_.congested_samples());
+    }
     if (audio_sender_) audio_sender_->on_path_loss(rtcp.block->fraction_lost);
   }
-  pacer_.set_target_rate(rate_.target_bps());
+  apply_pacing();
   pacer_.set_burst_ns(loss_.estimate().loss_fraction < kBurstLossLimit ? kCleanBurstNs
                                                                        : kLossyBurstNs);
   report_target_rate(now_ns);
@@ -342,6 +359,9 @@ void RelaySender::on_rtcp(const RelayRtcp& rtcp, uint64_t now_ns) {
   }
   for (size_t i = 0; i < rtcp.nack_count; ++i) {
     const uint16_t sequence = (*rtcp.nacks)[i];
+    // A media packet sent during a probe was lost: the ceiling still holds.
+    if (probing() && probe_have_first_ && int16_t(uint16_t(sequence - probe_first_sequence_)) >= 0)
+      end_probe(now_ns, false);
     loss_.on_nacked(sequence);
     retransmit(sequence, now_ns);
   }
@@ -424,18 +444,26 @@ bool RelaySender::resend(uint16_t sequence, uint64_t now_ns) {
 }
 
 void RelaySender::report_target_rate(uint64_t now_ns) {
-  // The encoder follows the target (adaptive bitrate): a change of 2 % or more goes at once, an
-  // unchanged target once a second (a publisher that started since hears it).
+  // The encoder follows the target (adaptive bitrate): a change of 2 % or more, of the target or
+  // of the encoder's part, goes at once, an unchanged one once a second (a publisher that
+  // started since hears it).
   const uint64_t target = rate_.target_bps();
+  const uint64_t media = media_bps(target);
   core::set(stats_.target_bps, target);
-  const uint64_t last = reported_target_bps_;
-  const bool changed = last == 0 || target * 50 < last * 49 || target * 50 > last * 51;
+  core::set(stats_.media_bps, media);
+  auto moved = [](uint64_t now, uint64_t last) {
+    return now * 50 < last * 49 || now * 50 > last * 51;
+  };
+  const bool changed = reported_target_bps_ == 0 || moved(target, reported_target_bps_) ||
+                       moved(media, reported_media_bps_);
   if (!changed && now_ns < next_target_report_ns_) return;
   transport::FromTransport m;
   m.kind = transport::FromTransport::Kind::kTargetRate;
   m.target_bps = target;
+  m.media_bps = media;
   if (!path_.send_to_main(m)) return;
   reported_target_bps_ = target;
+  reported_media_bps_ = media;
   next_target_report_ns_ = now_ns + 1'000'000'000;
 }
 
@@ -447,7 +475,10 @@ void RelaySender::congestion_report(const rtp::ReportBlock& block, uint64_t now_
   // fraction comes from the running counts, over at least kCongestionSampleNs and
   // kCongestionSamplePackets.
   const uint32_t expected = block.extended_highest_sequence - congestion_base_sequence_;
-  if (!congestion_sampled_ || expected > 0x8000'0000u) {
+  // A span with a probe in it is the probe's (run_probe): its rate was padding's, its loss the
+  // probe's own. The next sample starts here.
+  if (!congestion_sampled_ || expected > 0x8000'0000u || probing() ||
+      congestion_base_ns_ < probe_ended_ns_) {
     congestion_sampled_ = true;
     congestion_base_sequence_ = block.extended_highest_sequence;
     congestion_base_lost_ = block.cumulative_lost;
@@ -460,8 +491,17 @@ void RelaySender::congestion_report(const rtp::ReportBlock& block, uint64_t now_
   const double fraction = std::clamp(lost / expected, 0.0, 1.0);
   // What was sent over the span the sample covers, the loss estimate's base.
   const size_t samples = size_t((now_ns - congestion_base_ns_) / kRateSampleNs);
-  rate_.on_receiver_report(now_ns, uint8_t(std::min(255.0, fraction * 256)), rtt_ns_,
-                           sent_bps(std::clamp<size_t>(samples, 1, kRateSamples - 1)));
+  const congestion::LossUpdate update =
+      rate_.on_receiver_report(now_ns, uint8_t(std::min(255.0, fraction * 256)), rtt_ns_,
+                               sent_bps(std::clamp<size_t>(samples, 1, kRateSamples - 1)));
+  // A decrease is the controller's verdict of congestion; so is lossy feedback it came too soon
+  // after one to act on (band loss is held, not "too soon", unless above a policer's ceiling).
+  if (update == congestion::LossUpdate::kDecreased ||
+      (update == congestion::LossUpdate::kTooSoon && fraction >= kCongestionLoss)) {
+    congestion_since_fec_sample_ = true;
+    // FEC's samples that ended within this span hold some of the same loss.
+    loss_.drop_samples_since(congestion_base_ns_);
+  }
   congestion_base_sequence_ = block.extended_highest_sequence;
   congestion_base_lost_ = block.cumulative_lost;
   congestion_base_ns_ = now_ns;
@@ -471,8 +511,23 @@ void RelaySender::sample_send_rate(uint64_t now_ns) {
   if (now_ns < next_rate_sample_ns_) return;
   next_rate_sample_ns_ = now_ns + kRateSampleNs;
   rate_sample_head_ = (rate_sample_head_ + 1) % kRateSamples;
-  rate_samples_[rate_sample_head_] = {now_ns, bytes_out_};
+  rate_samples_[rate_sample_head_] = {now_ns, bytes_out_, media_bytes_, padding_bytes_};
   rate_sample_count_ = std::min(rate_sample_count_ + 1, kRateSamples);
+}
+
+uint64_t RelaySender::media_bps(uint64_t target) const {
+  const size_t samples =
+      std::min(kRateSamples - 1, rate_sample_count_ - std::min<size_t>(rate_sample_count_, 1));
+  if (samples == 0) return 0;
+  const RateSample& now = rate_samples_[rate_sample_head_];
+  const RateSample& then =
+      rate_samples_[(rate_sample_head_ + kRateSamples - samples) % kRateSamples];
+  // Padding is not the encoder's to spend: it goes only while probing.
+  const uint64_t total = (now.bytes - then.bytes) - (now.padding_bytes - then.padding_bytes);
+  if (total < kMinShareBytes) return 0;
+  const double share = std::clamp(double(now.media_bytes - then.media_bytes) / double(total),
+                                  kMinMediaShare, kMaxMediaShare);
+  return uint64_t(double(target) * share);
 }
 
 uint64_t RelaySender::sent_bps(size_t samples) const {
@@ -506,6 +561,7 @@ void RelaySender::on_timer(uint64_t now_ns) {
     }
   }
   if (connected) send_second_copies(now_ns);
+  run_probe(now_ns);
   pace(now_ns);
   sample_send_rate(now_ns);
   if (connected && now_ns >= next_report_ns_) send_sender_report(now_ns);
@@ -530,8 +586,74 @@ void RelaySender::on_timer(uint64_t now_ns) {
   }
 }
 
+void RelaySender::apply_pacing() {
+  const bool policed = rate_.ceiling_bps() > 0 || probing();
+  pacer_.set_pacing(policed ? kPolicedPacing : kPacing, policed ? kPolicedDrainNs : kDrainNs);
+  pacer_.set_target_rate(probe_padding_ ? probe_bps_ : rate_.target_bps());
+}
+
+void RelaySender::run_probe(uint64_t now_ns) {
+  if (!probing()) {
+    // Only with a stream being sent: its media packets are what tells.
+    if (!path_.connected() || !describing_ || !have_rtt_) return;
+    const uint64_t bps = rate_.probe_bps(now_ns);
+    if (bps == 0) return;
+    probe_bps_ = bps;
+    probe_padding_ = true;
+    probe_started_ns_ = now_ns;
+    probe_start_bytes_ = bytes_out_;
+    probe_have_first_ = false;
+    count(stats_.probes);
+    apply_pacing();
+    return;
+  }
+  if (probe_padding_ && now_ns - probe_started_ns_ >= kProbeNs) {
+    probe_padding_ = false;  // what was sent has a round trip to be NACKed
+    const double sent_bps =
+        double(bytes_out_ - probe_start_bytes_) * 8e9 / double(now_ns - probe_started_ns_);
+    probe_reached_ = sent_bps >= kProbeReached * double(probe_bps_);
+    apply_pacing();
+  }
+  // It must have sent at the rate it tests, and media with it, to say anything: else not
+  // carried (it is tried again later).
+  if (!probe_padding_ && now_ns - probe_started_ns_ >= kProbeNs + rtt_ns_ + kProbeGraceNs)
+    end_probe(now_ns, probe_have_first_ && probe_reached_);
+}
+
+void RelaySender::end_probe(uint64_t now_ns, bool carried) {
+  rate_.on_probe_result(now_ns, probe_bps_, carried);
+  if (!carried) {
+    // Its loss was the probe's own, not the path's: not FEC's to learn from.
+    congestion_since_fec_sample_ = true;
+    loss_.drop_samples_since(probe_started_ns_);
+  }
+  probe_bps_ = 0;
+  probe_padding_ = false;
+  probe_ended_ns_ = now_ns;
+  core::set(stats_.probes_carried, rate_.counters().probes_carried);
+  apply_pacing();
+  report_target_rate(now_ns);
+}
+
+void RelaySender::top_up_padding(uint64_t now_ns) {
+  if (!probe_padding_) return;
+  while (pacer_.queued_packets() < kPaddingQueued && queue_padding(now_ns)) {
+  }
+}
+
+bool RelaySender::queue_padding(uint64_t now_ns) {
+  const uint16_t sequence = uint16_t(newest_media_sequence_ - padding_next_++ % kPaddingSpan);
+  if (!video_.holds(sequence)) return false;
+  const size_t bytes = video_.packet(sequence).size();
+  if (!resend(sequence, now_ns)) return false;
+  padding_bytes_ += bytes;
+  count(stats_.probe_padding_packets);
+  return true;
+}
+
 uint64_t RelaySender::next_wakeup_ns(uint64_t now_ns, uint64_t next) const {
   next = std::min(next, pacer_.next_event_ns(now_ns));
+  if (probing()) next = std::min(next, probe_started_ns_ + kProbeNs);
   if (path_.connected()) {
     next = std::min({next, next_report_ns_, video_.tail_probe_due_ns()});
     if (second_copy_count_ > 0) next = std::min(next, second_copies_[second_copy_head_].due_ns);

@@ -74,8 +74,25 @@ class RelaySender {
   // in bit/s (0 before two samples).
   void sample_send_rate(uint64_t now_ns);
   uint64_t sent_bps(size_t samples) const;
-  // A receiver report's loss, over a long enough span, to the rate controller.
+  // What the encoder may spend of `target`: the target times the share of what went out over
+  // the last second that was access units, not FEC, retransmissions or headers (0 while too
+  // little has gone out to say).
+  uint64_t media_bps(uint64_t target) const;
+  // A receiver report's loss, over a long enough span, to the rate controller. Notes when it
+  // took the loss for congestion (congestion_since_fec_sample_).
   void congestion_report(const rtp::ReportBlock& block, uint64_t now_ns);
+  // Probing past a policer's ceiling with padding (congestion::LossBasedEstimator::probe_bps):
+  // starts one when due, keeps the pacer fed with padding while it runs, and gives the verdict
+  // once the receiver has had a round trip to NACK what was sent during it.
+  void run_probe(uint64_t now_ns);
+  void end_probe(uint64_t now_ns, bool carried);
+  bool probing() const { return probe_bps_ != 0; }
+  // Queues one padding packet (an RTX copy of a recent media packet); false when it could not.
+  bool queue_padding(uint64_t now_ns);
+  // While a probe pads: keeps kPaddingQueued packets in the pacer.
+  void top_up_padding(uint64_t now_ns);
+  // The pacer's rate and drain from the controller's target, a policer's ceiling and a probe.
+  void apply_pacing();
 
   RelayPath& path_;
   RelaySessionStats& stats_;
@@ -96,7 +113,37 @@ class RelaySender {
   // symmetric EWMA FEC lapsed after a few loss-free reports, and each frame that then lost a
   // packet waited a round trip for its retransmission (docs/wan.md, "FEC payload format").
   fec::LossEstimator loss_{fec::LossEstimatorConfig{0.5, 0.05, 0.01}};
-  congestion::SendRateController rate_;
+  // The rate controller took loss for congestion since loss_'s current sample began: that
+  // sample is dropped (fec::LossEstimator::on_report_counts).
+  bool congestion_since_fec_sample_ = false;
+  // A probe past a policer's ceiling: padding (RTX copies of the newest media packets, which
+  // the receiver already has) brings what is sent up to probe_bps_ for kProbeNs. Its media
+  // packets are the test: a NACK for one sent after the probe began (sequence at or after
+  // probe_first_sequence_) ends it at once as lost; none by kProbeNs + RTT + kProbeGraceNs, it
+  // was carried. The congestion samples it spans are not the loss rule's: their rate is
+  // padding's and their loss the probe's own. kProbeNs outlasts the 32-KB bucket of the
+  // qualification's policer at a 25 % excess (100 ms) with room for a deeper one.
+  static constexpr uint64_t kProbeNs = 400'000'000;
+  static constexpr uint64_t kProbeGraceNs = 50'000'000;
+  static constexpr size_t kPaddingQueued = 2;   // packets kept in the pacer while padding
+  static constexpr uint16_t kPaddingSpan = 32;  // the newest media packets copied, in turn
+  uint64_t probe_bps_ = 0;                      // 0: no probe
+  bool probe_padding_ = false;                  // padding goes out (the first kProbeNs)
+  uint64_t probe_started_ns_ = 0;
+  uint64_t probe_start_bytes_ = 0;  // bytes_out_ when it began
+  bool probe_reached_ = false;      // it sent at kProbeReached x probe_bps_ or more
+  static constexpr double kProbeReached = 0.9;
+  uint64_t probe_ended_ns_ = 0;  // the last verdict: congestion samples before it are a probe's
+  bool probe_have_first_ = false;
+  uint16_t probe_first_sequence_ = 0;
+  uint16_t newest_media_sequence_ = 0;
+  uint16_t padding_next_ = 0;
+  // It probes past a policer's ceiling with padding (run_probe), not with the encoder's rate.
+  congestion::SendRateController rate_{[] {
+    congestion::SendRateConfig c;
+    c.loss.padding_probes = true;
+    return c;
+  }()};
   // Every packet leaves within two frame intervals (at 60 fps) of its enqueue even when the
   // estimate is below the stream's rate: the relayed stream's bit rate is the producer's, so a
   // lower pacing rate would only queue it here until it expired (measured: a 19 Mbit/s stream
@@ -109,12 +156,23 @@ class RelaySender {
   // Once the path drops kBurstLossLimit or more, frames are spread again (kLossyBurstNs): bursts
   // into a policer's bucket cost it (measured under a 10 Mbit/s policer, 8 ms throughout: 90 %
   // of frames shown during the cap, the target over it 38 % of the time; 2 ms: 94 %, 9 %).
+  //
+  // Once the loss rule has found a policer, packets leave at no more than its ceiling
+  // (kPolicedPacing x the target, which sits at 0.9 of it) and a frame may take up to
+  // kPolicedDrainNs: at 2.5 x the target, the IDR every 2 s (100 ms of the target rate over a
+  // P-frame, FEC on top) left as a burst that overflowed the policer's bucket, lost half its
+  // packets and set off a decrease, a see-saw of the target every 2 s (measured, 32-KB bucket).
+  static constexpr double kPacing = 2.5;
+  static constexpr uint64_t kDrainNs = 33'000'000;
+  static constexpr double kPolicedPacing = 1.05;
+  static constexpr uint64_t kPolicedDrainNs = 120'000'000;
   static constexpr uint64_t kCleanBurstNs = 8'000'000;
   static constexpr uint64_t kLossyBurstNs = 2'000'000;
   static constexpr double kBurstLossLimit = 0.02;
   congestion::Pacer pacer_{[] {
     congestion::PacerConfig c;
-    c.drain_within_ns = 33'000'000;
+    c.pacing_factor = kPacing;
+    c.drain_within_ns = kDrainNs;
     c.burst_ns = kLossyBurstNs;  // until the receiver's reports say the path is clean
     return c;
   }()};
@@ -141,24 +199,39 @@ class RelaySender {
   uint64_t goodbye_not_before_ns_ = 0;  // and not before this (kGoodbyeGraceNs after the close)
   bool audio_described_ = false;        // the audio description has gone once
   uint64_t reported_target_bps_ = 0;    // the target the main loop last heard
+  uint64_t reported_media_bps_ = 0;     // and the encoder's part of it
   uint64_t next_target_report_ns_ = 0;
   StreamDescription description_{};
   uint64_t next_report_ns_ = 0;
   // The send rate as it left (datagram bytes), the loss estimate's "what was sent" (the target
   // is not it: FEC and retransmissions ride on top of the encoder's share, and the encoder
-  // follows a new target a frame or more late).
+  // follows a new target a frame or more late); and the access units' bytes within it, the
+  // encoder's share of the target (media_bps). With a fixed share (0.8) FEC sized for a lossy
+  // path (up to 35 % of the packets) took what was sent 20-50 % over the target, into the cap
+  // the target had found (measured under a 10 Mbit/s policer: 11-17 Mbit/s sent against a
+  // target of 7-11).
   static constexpr uint64_t kRateSampleNs = 100'000'000;
   static constexpr size_t kRateSamples = 11;  // a second of them, and the one before
   struct RateSample {
     uint64_t at_ns = 0;
     uint64_t bytes = 0;
+    uint64_t media_bytes = 0;
+    uint64_t padding_bytes = 0;
   };
   std::array<RateSample, kRateSamples> rate_samples_{};
   size_t rate_sample_count_ = 0, rate_sample_head_ = 0;
-  uint64_t bytes_out_ = 0, next_rate_sample_ns_ = 0;
+  uint64_t bytes_out_ = 0, media_bytes_ = 0, padding_bytes_ = 0, next_rate_sample_ns_ = 0;
+  // The encoder's share stays within these: below, the sender is repairing more than it sends
+  // (the next IDR is the better repair); above, nothing is left for a loss's first repairs.
+  static constexpr double kMinMediaShare = 0.5;
+  static constexpr double kMaxMediaShare = 0.95;
+  static constexpr uint64_t kMinShareBytes = 20'000;  // a second of less says nothing
   // The rate controller's loss sample: from the counts at the last one (congestion_report).
   static constexpr uint64_t kCongestionSampleNs = 300'000'000;  // the estimator's interval
   static constexpr uint32_t kCongestionSamplePackets = 50;
+  // Lossy feedback the controller found too soon to act on is congestion from this loss up (its
+  // low_loss: below it, the path carries what is sent).
+  static constexpr double kCongestionLoss = 0.02;
   bool congestion_sampled_ = false;
   uint32_t congestion_base_sequence_ = 0;
   int32_t congestion_base_lost_ = 0;

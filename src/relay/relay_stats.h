@@ -106,6 +106,14 @@ struct RelaySessionStats {
   std::atomic<uint64_t> tail_probes{0};  // a paused stream's last packet sent again (as RTX)
   std::atomic<uint64_t> no_packet_buffer{0};
   std::atomic<uint64_t> target_bps{0};
+  std::atomic<uint64_t> media_bps{0};  // the encoder's part of the target (0: not measured yet)
+  // Probes past a policer's ceiling (padding on top of the target), those the path carried, and
+  // the padding packets they sent.
+  std::atomic<uint64_t> probes{0};
+  std::atomic<uint64_t> probes_carried{0};
+  std::atomic<uint64_t> probe_padding_packets{0};
+  // FEC's loss samples dropped because the rate control took their loss for congestion.
+  std::atomic<uint64_t> fec_loss_samples_congested{0};
   std::atomic<uint64_t> remb_bps{0};
   std::atomic<uint64_t> peer_fraction_lost{0};  // of 256, from the latest RR
   // PLIs: received (sender) or sent (receiver).

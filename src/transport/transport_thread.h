@@ -87,6 +87,10 @@ struct FromTransport {
   uint64_t sender_accept_ns = 0;
   uint64_t complete_ns = 0;  // relay thread's CLOCK_MONOTONIC when the frame was complete
   uint64_t target_bps = 0;   // kTargetRate
+  // kTargetRate: what an encoder may spend of the target, the sender's FEC, retransmissions and
+  // packet headers taken off as it measured them (0: not measured; the encoder takes its own
+  // configured share).
+  uint64_t media_bps = 0;
   // kFrameIn: the relay lost an access unit of this stream since the one before this (the
   // jitter buffer gave one up, or it could not be handed over, or the sender restarted), so a
   // decoder's chain of references is broken. A gap in `sequence` alone is not that: a sender

@@ -310,7 +310,7 @@ void WhepService::on_message(transport::FromTransport& m, void* context) {
       break;
     case transport::FromTransport::Kind::kTargetRate:
       // The lossiest viewer's rate, for a raw stream's encoder.
-      egress->publisher->on_target_rate(m.target_bps);
+      egress->publisher->on_target_rate(m.target_bps, m.media_bps);
       break;
     default:
       break;

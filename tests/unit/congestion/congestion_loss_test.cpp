@@ -118,6 +118,68 @@ TEST(CongestionLossEstimator, UnderAPolicerTheEstimateSettlesUnderItAndProbesWit
   EXPECT_EQ(estimator.ceiling_bps(), 0u);
 }
 
+TEST(CongestionLossEstimator,
+     WithPaddingProbesTheEstimateStaysUnderTheCeilingAndAProbeFindsItGone) {
+  // The relay's way (padding_probes): the estimate never goes past the margin itself; a probe
+  // is due probe_after_ns after the last decrease, and one the path carried forgets the
+  // ceiling and climbs back to the rate before the cap by recovery_factor a report.
+  LossEstimatorConfig config;
+  config.start_bps = 30'000'000;
+  config.max_bps = 40'000'000;
+  config.padding_probes = true;
+  LossBasedEstimator estimator(config);
+  constexpr double kCap = 10e6;
+  auto lost = [&](uint64_t sent) {
+    return double(sent) > kCap ? (double(sent) - kCap) / double(sent) : 0.0;
+  };
+  uint64_t t = 0, high = 0, probes_due = 0;
+  for (; t < 20 * kSecond; t += 100 * kMs) {
+    const uint64_t sent = estimator.estimate_bps();
+    estimator.on_report(t, q8(lost(sent)), kRtt, sent);
+    if (t >= 3 * kSecond) high = std::max(high, estimator.estimate_bps());
+    if (const uint64_t probe = estimator.probe_bps(t)) {
+      ++probes_due;
+      EXPECT_GT(double(probe), kCap);              // past the ceiling, or it tells nothing
+      estimator.on_probe_result(t, probe, false);  // the cap is still there
+      EXPECT_EQ(estimator.probe_bps(t), 0u);       // the next one waits
+    }
+  }
+  ASSERT_NE(estimator.ceiling_bps(), 0u);
+  EXPECT_LE(double(high), config.ceiling_margin * 1.05 * kCap);  // never past it by itself
+  EXPECT_GE(probes_due, 5u);
+  EXPECT_LE(probes_due, 14u);  // one every probe_after_ns, not every report
+  // The cap lifts; the next probe is carried: back to 30 Mbit/s within a few reports.
+  uint64_t probe = 0;
+  for (; probe == 0; t += 100 * kMs) probe = estimator.probe_bps(t);
+  estimator.on_probe_result(t, probe, true);
+  EXPECT_EQ(estimator.ceiling_bps(), 0u);
+  EXPECT_GE(estimator.estimate_bps(), probe);
+  const uint64_t carried = t;
+  for (; estimator.estimate_bps() < 29'000'000 && t < carried + 10 * kSecond; t += 100 * kMs)
+    estimator.on_report(t, 0, kRtt, estimator.estimate_bps());
+  std::printf("[figures] padding probes: carried probe to 29 Mbit/s in %.1f s\n",
+              double(t - carried) / 1e9);
+  EXPECT_LE(t - carried, 2 * kSecond);
+}
+
+TEST(CongestionLossEstimator, LossWellUnderTheCeilingForgetsAPolicer) {
+  // A policer loses nothing well under its ceiling: loss there means the ceiling was a chance
+  // agreement of random loss, and it is forgotten.
+  LossEstimatorConfig config;
+  config.start_bps = 20'000'000;
+  config.padding_probes = true;
+  LossBasedEstimator estimator(config);
+  uint64_t t = 0;
+  // Two lossy reports whose throughputs agree at rates 20 % apart: a ceiling of 10 Mbit/s.
+  estimator.on_report(t, q8(0.5), kRtt, 20'000'000);
+  t += kSecond;
+  estimator.on_report(t, q8(1 - 10.0 / 16.0), kRtt, 16'000'000);
+  ASSERT_NE(estimator.ceiling_bps(), 0u);
+  t += kSecond;
+  estimator.on_report(t, q8(0.05), kRtt, 6'000'000);  // lossy at 0.6 of it
+  EXPECT_EQ(estimator.ceiling_bps(), 0u);
+}
+
 // Random loss scales with the rate: its throughputs never agree across rates, so no ceiling is
 // taken and the band holds as GCC says.
 TEST(CongestionLossEstimator, RandomLossIsNotTakenForAPolicer) {

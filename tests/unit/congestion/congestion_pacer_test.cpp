@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "congestion/pacer.h"
@@ -53,6 +54,37 @@ TEST(CongestionPacer, SpacesPacketsAtThePacingRate) {
   EXPECT_EQ(sends.back() - start, 94 * 400 * kUs);
   EXPECT_EQ(pacer.counters().sent, 100u);
   EXPECT_EQ(pacer.counters().sent_bytes, 125'000u);
+}
+
+TEST(CongestionPacer, SetPacingChangesTheFactorAndTheDrainAtOnce) {
+  // 10 Mbit/s x 2.5, then x 1.05 (a sender that found a policer): the rate follows at once,
+  // from the target it was last given; a factor under 1 (or NaN) is taken as 1.
+  PacerConfig config = config_at(10'000'000, 2.5);
+  config.drain_within_ns = 33 * kMs;
+  Pacer pacer(config);
+  EXPECT_EQ(pacer.pacing_bps(), 25'000'000u);
+  pacer.set_pacing(1.05, 120 * kMs);
+  EXPECT_EQ(pacer.pacing_bps(), 10'500'000u);
+  pacer.set_target_rate(20'000'000);
+  EXPECT_EQ(pacer.pacing_bps(), 21'000'000u);
+  pacer.set_pacing(0.5, 0);
+  EXPECT_EQ(pacer.pacing_bps(), 20'000'000u);
+  pacer.set_pacing(std::nan(""), 0);
+  EXPECT_EQ(pacer.pacing_bps(), 20'000'000u);
+  // The drain: 100 KB queued at once leaves within 33 ms at 2.5 x, and at 1.05 x a 10 Mbit/s
+  // target it takes its own time (76 ms at 10.5 Mbit/s), inside a 120-ms drain.
+  auto span_of_100kb = [&](double factor, uint64_t drain_ns) {
+    Pacer p(config_at(10'000'000, 2.5));
+    p.set_pacing(factor, drain_ns);
+    p.set_target_rate(10'000'000);
+    for (uint64_t id = 0; id < 80; ++id) p.enqueue(0, id, 1250);
+    const std::vector<uint64_t> sends = drain(p, 0, 100 * kUs);
+    return sends.back() - sends.front();
+  };
+  EXPECT_LE(span_of_100kb(2.5, 33 * kMs), 34 * kMs);
+  const uint64_t policed = span_of_100kb(1.05, 120 * kMs);
+  EXPECT_GE(policed, 70 * kMs);
+  EXPECT_LE(policed, 80 * kMs);
 }
 
 TEST(CongestionPacer, NextEventSaysWhen) {

@@ -183,6 +183,41 @@ TEST(FecLossEstimator, SamplesRunningCountsOverEnoughPackets) {
   EXPECT_GT(sampled.estimate().loss_fraction, before);
 }
 
+TEST(FecLossEstimator, CongestionSamplesAreDroppedNotFolded) {
+  // The sender's rate control took the loss for congestion: such samples leave the estimate
+  // as it was, whether said while the sample runs (congested) or after it ended
+  // (drop_samples_since, reaching back over every sample that ended since).
+  LossEstimator estimator(LossEstimatorConfig{0.5, 0.05, 0.01});
+  uint32_t highest = 1000;
+  int32_t lost = 0;
+  uint64_t now = 0;
+  estimator.on_report_counts(highest, lost, false, now);  // the baseline
+  auto sample = [&](int32_t lost_now, bool congested) {
+    highest += 600;
+    lost += lost_now;
+    now += 100;
+    return estimator.on_report_counts(highest, lost, congested, now);
+  };
+  EXPECT_TRUE(sample(6, false));  // 1 %: folded
+  const double clean = estimator.estimate().loss_fraction;
+  EXPECT_TRUE(sample(300, true));  // 50 %, congestion: dropped
+  EXPECT_DOUBLE_EQ(estimator.estimate().loss_fraction, clean);
+  EXPECT_EQ(estimator.congested_samples(), 1u);
+  // Two heavy samples folded, then found to be congestion: both undone.
+  const uint64_t since = now + 1;
+  EXPECT_TRUE(sample(300, false));
+  EXPECT_TRUE(sample(300, false));
+  EXPECT_GT(estimator.estimate().loss_fraction, 0.3);
+  estimator.drop_samples_since(since);
+  EXPECT_DOUBLE_EQ(estimator.estimate().loss_fraction, clean);
+  EXPECT_EQ(estimator.congested_samples(), 3u);
+  estimator.drop_samples_since(since);  // nothing left to drop
+  EXPECT_EQ(estimator.congested_samples(), 3u);
+  // Fewer packets than a sample: nothing ends.
+  highest += 10;
+  EXPECT_FALSE(estimator.on_report_counts(highest, lost, true, now));
+}
+
 TEST(FecLossEstimator, SmoothsAndFeedsThePolicy) {
   LossEstimator estimator(0.25);
   estimator.on_receiver_report(0);

@@ -17,6 +17,16 @@ TEST(EncodeLadder, TheEncoderGetsItsShareWithinItsBounds) {
 }
 
 // 1080p60 needs 0.05 bit/pixel (6.2 Mbit/s) to stay; 720p60 2.8; below that 540p.
+TEST(EncodeLadder, TheSendersMeasuredShareReplacesTheConfiguredOne) {
+  // The relay's sender measures what of its target went to access units (FEC, RTX and headers
+  // off): the encoder spends that, within its bounds, and falls back to media_share without it.
+  EncodeLadder ladder(1920, 1080, 60);
+  EXPECT_EQ(ladder.on_estimate(0, 10'000'000, 6'300'000).bitrate_kbps, 6300u);
+  EXPECT_EQ(ladder.on_estimate(0, 10'000'000, 0).bitrate_kbps, 8000u);            // 0.8 of it
+  EXPECT_EQ(ladder.on_estimate(0, 30'000'000, 28'000'000).bitrate_kbps, 20000u);  // max_kbps
+  EXPECT_EQ(ladder.on_estimate(0, 1'000'000, 100'000).bitrate_kbps, 300u);        // min_kbps
+}
+
 TEST(EncodeLadder, ADropStepsDownAtOnceAsFarAsNeeded) {
   EncodeLadder ladder(1920, 1080, 60);
   EncodeTarget t = ladder.on_estimate(0, 20'000'000);
