@@ -24,6 +24,9 @@ struct WhepTransportConfig {
   uint64_t consent_timeout_ns = 30'000'000'000ull;
   // A session whose browser never sends a check within this long after the answer ends.
   uint64_t ice_timeout_ns = 20'000'000'000ull;
+  // A session whose stream closed ends if it has not opened again within this long: a viewer
+  // kept its slot (one of WhepService::kMaxSessions) for as long as its browser kept consent.
+  uint64_t stream_gone_ns = 10'000'000'000ull;
   // Keyframe requests to the encoder, at most one per this (a PLI each from several viewers,
   // or a viewer's repeats, make one IDR).
   uint64_t keyframe_interval_ns = 300'000'000ull;

@@ -59,6 +59,8 @@ const char* whep_end_name(WhepEnd end) {
       return "dtls_closed";
     case WhepEnd::kStopped:
       return "stopped";
+    case WhepEnd::kStreamClosed:
+      return "stream_closed";
   }
   return "?";
 }
@@ -234,7 +236,11 @@ void WhepTransport::on_message(transport::ToTransport& m, uint64_t now_ns) {
       break;
     }
     case transport::ToTransport::Kind::kStreamOpened:
+      stream_closed_ns_ = 0;
+      break;
     case transport::ToTransport::Kind::kStreamClosed:
+      stream_closed_ns_ = std::max<uint64_t>(now_ns, 1);
+      break;
     case transport::ToTransport::Kind::kBufferFree:
     case transport::ToTransport::Kind::kKeyframeRequest:
       break;
@@ -288,8 +294,14 @@ void WhepTransport::end(Session& session, WhepEnd why) {
 }
 
 void WhepTransport::on_timer(uint64_t now_ns) {
+  const bool stream_gone =
+      stream_closed_ns_ != 0 && now_ns - stream_closed_ns_ >= config_.stream_gone_ns;
   for (auto& s : sessions_) {
     if (s->state() == WhepState::kEnded) continue;
+    if (stream_gone) {
+      end(*s, WhepEnd::kStreamClosed);
+      continue;
+    }
     if (const WhepEnd why = s->on_tick(now_ns); why != WhepEnd::kNone) end(*s, why);
   }
   // Ended sessions go once their end has been told (their stats stay with the service).

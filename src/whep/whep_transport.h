@@ -67,6 +67,7 @@ enum class WhepEnd : uint32_t {
   kDtlsFailed,      // the handshake failed (wrong certificate, no GCM profile, timeout)
   kDtlsClosed,      // the browser sent close_notify
   kStopped,         // syncd stopped
+  kStreamClosed,    // the stream closed and did not open again within stream_gone_ns
 };
 const char* whep_end_name(WhepEnd end);
 
@@ -191,6 +192,9 @@ class WhepTransport final : public transport::TransportHandler {
   std::vector<std::unique_ptr<Session>> sessions_;
   uint64_t last_keyframe_request_ns_ = 0;
   bool keyframe_request_pending_ = false;
+  // When the watched stream closed (0: open). Its sessions wait stream_gone_ns for it to open
+  // again (a producer reconnecting) before they end and free their slots.
+  uint64_t stream_closed_ns_ = 0;
   uint64_t target_bps_;  // the rate the encoder was last told (max_bps until a viewer's loss)
   WhepTransportCounters counters_;
   std::unique_ptr<WhepAudioEncoder> audio_;

@@ -211,6 +211,25 @@ TEST_F(WhepServiceTest, AnUnansweredSessionEndsAndFreesItsSlot) {
   EXPECT_EQ(stats()["deleted"], 0);
 }
 
+TEST_F(WhepServiceTest, ASessionWhoseStreamClosedEndsAfterAGraceUnlessItOpensAgain) {
+  whep::WhepConfig config;
+  config.transport.stream_gone_ns = 300'000'000;
+  start(config);
+  media::Stream* s = open_stream("main");
+  ASSERT_EQ(offer("main").status, 201);
+  ASSERT_EQ(stats()["sessions"].size(), 1u);
+  // Closed and opened again within the grace (a producer reconnecting): the session stays.
+  registry->close(s);
+  s = open_stream("main");
+  ASSERT_NE(s, nullptr);
+  EXPECT_FALSE(pump(
+      &loop, [&] { return stats()["sessions"].size() == 0; }, 600));
+  // Closed for good: the session ends and its slot is free.
+  registry->close(s);
+  ASSERT_TRUE(sessions_become(0));
+  EXPECT_EQ(stats()["egresses"][0]["sessions_ended"], 1);
+}
+
 TEST_F(WhepServiceTest, ARawStreamIsAnsweredThroughItsEncoder) {
   start();
   open_stream("raw", media::PixelFormat::kI420);
