@@ -125,6 +125,11 @@ void LossEstimator::fold(double loss) {
   if (bursts_since_report_ > 0) {
     const double burst = static_cast<double>(nacked_since_report_) / bursts_since_report_;
     estimate_.mean_burst_packets += rise_ * (burst - estimate_.mean_burst_packets);
+  } else {
+    // No loss, no bursts: back towards independent loss at the slow rate. Without this a run of
+    // hundreds NACKed at a cap's onset kept FEC at its 50 % ceiling for as long as the path
+    // then lost nothing at all (the burst length sizes the repairs, whatever the loss).
+    estimate_.mean_burst_packets += decay_ * (1 - estimate_.mean_burst_packets);
   }
   nacked_since_report_ = 0;
   // A burst still open at the report is counted in this report; its next NACKs extend it.

@@ -501,7 +501,15 @@ void RelaySender::congestion_report(const rtp::ReportBlock& block, uint64_t now_
     congestion_since_fec_sample_ = true;
     // FEC's samples that ended within this span hold some of the same loss.
     loss_.drop_samples_since(congestion_base_ns_);
+    if (now_ns - last_congestion_ns_ > kCongestionEpisodeNs)
+      congestion_episode_ns_ = congestion_base_ns_;
+    last_congestion_ns_ = now_ns;
   }
+  // A policer found now: the band loss held (and learnt by FEC) while the rate still climbed
+  // into it since the episode began was its too.
+  const bool policed = rate_.ceiling_bps() > 0;
+  if (policed && !policer_known_) loss_.drop_samples_since(congestion_episode_ns_);
+  policer_known_ = policed;
   congestion_base_sequence_ = block.extended_highest_sequence;
   congestion_base_lost_ = block.cumulative_lost;
   congestion_base_ns_ = now_ns;

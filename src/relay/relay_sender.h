@@ -116,6 +116,12 @@ class RelaySender {
   // The rate controller took loss for congestion since loss_'s current sample began: that
   // sample is dropped (fec::LossEstimator::on_report_counts).
   bool congestion_since_fec_sample_ = false;
+  // Congestion episodes (a first verdict after kCongestionEpisodeNs without one): when the
+  // current one began, for the FEC samples to drop once a policer is found in it.
+  static constexpr uint64_t kCongestionEpisodeNs = 10'000'000'000;
+  uint64_t congestion_episode_ns_ = 0;
+  uint64_t last_congestion_ns_ = 0;
+  bool policer_known_ = false;
   // A probe past a policer's ceiling: padding (RTX copies of the newest media packets, which
   // the receiver already has) brings what is sent up to probe_bps_ for kProbeNs. Its media
   // packets are the test: a NACK for one sent after the probe began (sequence at or after

@@ -99,10 +99,18 @@ TEST(FecLossEstimator, BurstsFromNackedRunsAndLossFromReports) {
   estimator.on_receiver_report(13);  // 13/256 = 5.1 %
   EXPECT_NEAR(estimator.estimate().loss_fraction, 13 / 256.0, 1e-12);
   EXPECT_NEAR(estimator.estimate().mean_burst_packets, 2.0, 1e-12);
-  // A report without NACKs keeps the burst estimate.
+  // A report without NACKs takes the burst estimate back towards 1 at the decay rate (here 1:
+  // no smoothing), as the loss estimate goes back towards 0.
   estimator.on_receiver_report(0);
   EXPECT_EQ(estimator.estimate().loss_fraction, 0);
-  EXPECT_NEAR(estimator.estimate().mean_burst_packets, 2.0, 1e-12);
+  EXPECT_NEAR(estimator.estimate().mean_burst_packets, 1.0, 1e-12);
+  LossEstimator slow(LossEstimatorConfig{0.5, 0.05, 0});
+  for (uint16_t s = 0; s < 40; ++s) slow.on_nacked(s);  // one run of 40
+  slow.on_receiver_report(40);
+  const double burst = slow.estimate().mean_burst_packets;
+  EXPECT_GT(burst, 15);
+  slow.on_receiver_report(0);
+  EXPECT_NEAR(slow.estimate().mean_burst_packets, burst - 0.05 * (burst - 1), 1e-9);
 }
 
 TEST(FecLossEstimator, RisesFastDecaysSlowlyAndStartsFromItsPrior) {
