@@ -496,19 +496,27 @@ void RelaySender::congestion_report(const rtp::ReportBlock& block, uint64_t now_
                                sent_bps(std::clamp<size_t>(samples, 1, kRateSamples - 1)));
   // A decrease is the controller's verdict of congestion; so is lossy feedback it came too soon
   // after one to act on (band loss is held, not "too soon", unless above a policer's ceiling).
-  if (update == congestion::LossUpdate::kDecreased ||
-      (update == congestion::LossUpdate::kTooSoon && fraction >= kCongestionLoss)) {
-    congestion_since_fec_sample_ = true;
-    // FEC's samples that ended within this span hold some of the same loss.
-    loss_.drop_samples_since(congestion_base_ns_);
+  // Whether that loss was the sender's own doing is known only under a policer: a decrease on a
+  // path with 5 % loss in bursts is most often the bursts, which FEC is for (dropping those
+  // samples took the 720p relay-raw-burst arm's FEC and then its target down to 2 Mbit/s).
+  const bool policed = rate_.ceiling_bps() > 0;
+  const bool congested =
+      update == congestion::LossUpdate::kDecreased ||
+      (update == congestion::LossUpdate::kTooSoon && fraction >= kCongestionLoss);
+  if (congested) {
     if (now_ns - last_congestion_ns_ > kCongestionEpisodeNs)
       congestion_episode_ns_ = congestion_base_ns_;
     last_congestion_ns_ = now_ns;
   }
-  // A policer found now: the band loss held (and learnt by FEC) while the rate still climbed
-  // into it since the episode began was its too.
-  const bool policed = rate_.ceiling_bps() > 0;
-  if (policed && !policer_known_) loss_.drop_samples_since(congestion_episode_ns_);
+  if (policed && !policer_known_) {
+    // Found now: the loss since its episode began, held in the band or not, was its.
+    loss_.drop_samples_since(congestion_episode_ns_);
+    congestion_since_fec_sample_ = true;
+  } else if (policed && congested) {
+    congestion_since_fec_sample_ = true;
+    // FEC's samples that ended within this span hold some of the same loss.
+    loss_.drop_samples_since(congestion_base_ns_);
+  }
   policer_known_ = policed;
   congestion_base_sequence_ = block.extended_highest_sequence;
   congestion_base_lost_ = block.cumulative_lost;
@@ -524,6 +532,11 @@ void RelaySender::sample_send_rate(uint64_t now_ns) {
 }
 
 uint64_t RelaySender::media_bps(uint64_t target) const {
+  // Only under a policer, where what is sent must fit its ceiling. Elsewhere the encoder keeps
+  // its configured share and FEC rides on top: on 5 % loss in bursts FEC and repairs take half
+  // of what is sent, and the measured share took the 720p encoder to under 1 Mbit/s; after a
+  // shaper's cap, what arrives above the receiver's estimate is what lets that estimate climb.
+  if (rate_.ceiling_bps() == 0) return 0;
   const size_t samples =
       std::min(kRateSamples - 1, rate_sample_count_ - std::min<size_t>(rate_sample_count_, 1));
   if (samples == 0) return 0;

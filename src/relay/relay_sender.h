@@ -76,7 +76,7 @@ class RelaySender {
   uint64_t sent_bps(size_t samples) const;
   // What the encoder may spend of `target`: the target times the share of what went out over
   // the last second that was access units, not FEC, retransmissions or headers (0 while too
-  // little has gone out to say).
+  // little has gone out to say, or while no policer is known).
   uint64_t media_bps(uint64_t target) const;
   // A receiver report's loss, over a long enough span, to the rate controller. Notes when it
   // took the loss for congestion (congestion_since_fec_sample_).
