@@ -119,17 +119,19 @@ void LossBasedEstimator::note_throughput(uint64_t now_ns, double loss, uint64_t 
   if (policer_ && loss >= config_.low_loss) {
     const double sent = static_cast<double>(sending_bps);
     const double ceiling = static_cast<double>(ceiling_bps_);
-    if (sent >= config_.ceiling_margin * ceiling) {
+    if (sent < kUnderCeiling * static_cast<double>(found_ceiling_bps_)) {
+      // A policer loses nothing well under the ceiling it was found at: this loss is the
+      // path's own (random or bursty loss whose throughputs happened to agree). Forget it.
+      // Against the ceiling as it follows (below) instead, 5 % burst loss walked it down 10 %
+      // a report to a twentieth of the path.
+      policer_ = false;
+      last_through_ = 0;
+    } else if (sent >= config_.ceiling_margin * ceiling) {
       // At the margin or above it the ceiling follows what the policer passed: down by up to
       // kCeilingStep a report (a throughput measured high the first time left the target over
       // the cap, losing 6 % in the band for good), up by 5 % at most.
       ceiling_bps_ =
           static_cast<uint64_t>(std::clamp(through, ceiling * (1 - kCeilingStep), ceiling * 1.05));
-    } else if (sent < kUnderCeiling * ceiling) {
-      // A policer loses nothing well under its ceiling: this loss is the path's own (random or
-      // bursty loss whose throughputs happened to agree). Forget it.
-      policer_ = false;
-      last_through_ = 0;
     }
   }
   if (loss < config_.low_loss) return;
@@ -141,6 +143,7 @@ void LossBasedEstimator::note_throughput(uint64_t now_ns, double loss, uint64_t 
       probe_not_before_ns_ = now_ns + config_.probe_after_ns;
       policer_ = true;
       ceiling_bps_ = static_cast<uint64_t>(std::min(through, last_through_));
+      found_ceiling_bps_ = ceiling_bps_;
     }
   }
   last_through_ = through;

@@ -96,7 +96,8 @@ class LossBasedEstimator {
   uint64_t recover_to_bps_ = 0;
   static constexpr double kCeilingStep = 0.1;
   static constexpr double kUnderCeiling = 0.8;
-  double last_through_ = 0;  // the last lossy report's R x (1 - p), and its R
+  uint64_t found_ceiling_bps_ = 0;  // the ceiling as first found (the forget rule's reference)
+  double last_through_ = 0;         // the last lossy report's R x (1 - p), and its R
   uint64_t last_sending_ = 0;
   // Loss episodes: the rate the last one began at (its first report of loss above high_loss
   // after kEpisodeNs without one), where a lifted cap lets the rate go back.
