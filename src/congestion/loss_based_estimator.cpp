@@ -134,7 +134,10 @@ void LossBasedEstimator::note_throughput(uint64_t now_ns, double loss, uint64_t 
           static_cast<uint64_t>(std::clamp(through, ceiling * (1 - kCeilingStep), ceiling * 1.05));
     }
   }
-  if (loss < config_.low_loss) return;
+  // Only loss above high_loss is a policer's evidence. At the band's 2 %, a 50-packet sample of
+  // a low-rate stream on a 1 %-loss path is one lost packet, and two such in a row took that
+  // path for a policer (then paced at its "ceiling", probed it, and kept FEC off its loss).
+  if (loss <= config_.high_loss) return;
   const double tolerance = config_.policer_tolerance;
   if (!policer_ && last_through_ > 0) {
     const double rates = static_cast<double>(sending_bps) / static_cast<double>(last_sending_);

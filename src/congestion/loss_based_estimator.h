@@ -13,24 +13,25 @@
 // halving the loss from 30 Mbit/s against a 10 Mbit/s policer stops in the band at ~10.6,
 // losing 5 % for good (measured 4.2-16.2 Mbit/s and 78 % of the frames shown). A policer's mark
 // is its throughput, R x (1 - p): the same whatever is sent above it, where random loss scales
-// with the rate. Once two reports of loss above high_loss at rates more than 2 x policer_tolerance
-// apart agree on it within policer_tolerance, that throughput is the ceiling: a decrease goes to
-// ceiling_margin of it at once, band loss above it is a decrease too, and an increase stops at
-// the margin. The estimate does not probe past a known ceiling itself: each probe of the
-// encoder's rate lost packets for a report or two and pulled the target down again, a see-saw
+// with the rate. Once two reports in a row of loss above high_loss, at rates more than 2 x
+// policer_tolerance apart agree on it within policer_tolerance, that throughput is the ceiling: a
+// decrease goes to ceiling_margin of it at once, loss at or above the margin is a decrease too (and
+// the ceiling follows what passed), and an increase stops at the margin. Loss well under the
+// ceiling as found means there was none: it is forgotten. Probing past the ceiling, to find a cap
+// lifted or raised: a sender that can probes with padding on top of the target (padding_probes; the
+// relay's): probe_bps() says when and how fast (probe_factor x the ceiling, probe_after_ns after
+// the last decrease or failed probe), on_probe_result() what came of it. Probes of the encoder's
+// own rate lost packets for a report or two each and pulled the target down again, a see-saw
 // every few seconds (measured: 84-92 % of the frames shown, the target over the cap 12-31 % of
-// the time). Instead the sender probes with padding on top of the target: probe_bps() says when
-// and how fast (probe_factor x the ceiling, probe_after_ns after the last decrease or failed
-// probe), on_probe_result() what came of it. A probe the path carried means the cap has lifted
-// or risen: the ceiling is forgotten, the estimate takes the probed rate and climbs by
-// recovery_factor a report, not 8 %, until it is back where it was before the cap (or loses).
+// the time). A probe the path carried forgets the ceiling; the estimate takes the probed rate
+// and climbs by recovery_factor a report, not 8 %, back to where it was before the cap (or
+// until it loses). Without padding_probes the estimate itself goes on past the margin at the
+// usual 8 % once probe_after_ns have passed without a decrease (WHEP's viewers).
 // A path without a policer keeps GCC's rule as it is.
 //
 // Pure code: any thread; not thread-safe; one instance per sent session (the relay thread's).
 #pragma once
 
-#include <array>
-#include <cstddef>
 #include <cstdint>
 
 namespace syncd::congestion {
@@ -90,8 +91,8 @@ class LossBasedEstimator {
   uint64_t ceiling_bps_ = 0;
   uint64_t probe_not_before_ns_ = 0;
   bool policer_ = false;  // a policer's ceiling is known (above)
-  // The estimate before the decrease that found the policer: a carried probe climbs back to it
-  // by recovery_factor (0: not recovering).
+  // The rate its loss episode began at when the policer was found: a carried probe climbs back
+  // to it by recovery_factor (recover_to_bps_; 0: not recovering).
   uint64_t before_policer_bps_ = 0;
   uint64_t recover_to_bps_ = 0;
   static constexpr double kCeilingStep = 0.1;

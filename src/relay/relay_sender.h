@@ -113,8 +113,10 @@ class RelaySender {
   // symmetric EWMA FEC lapsed after a few loss-free reports, and each frame that then lost a
   // packet waited a round trip for its retransmission (docs/wan.md, "FEC payload format").
   fec::LossEstimator loss_{fec::LossEstimatorConfig{0.5, 0.05, 0.01}};
-  // The rate controller took loss for congestion since loss_'s current sample began: that
-  // sample is dropped (fec::LossEstimator::on_report_counts).
+  // Under a known policer, the rate controller took loss for congestion since loss_'s current
+  // sample began (or a probe failed): that sample is dropped (fec::LossEstimator::
+  // on_report_counts). Elsewhere FEC learns from every sample, as a decrease on a bursty path is
+  // mostly the bursts (congestion_report).
   bool congestion_since_fec_sample_ = false;
   // Congestion episodes (a first verdict after kCongestionEpisodeNs without one): when the
   // current one began, for the FEC samples to drop once a policer is found in it.
