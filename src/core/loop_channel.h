@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/async_handle.h"
 #include "core/spsc_ring.h"
 
 namespace syncd::core {
@@ -38,9 +39,14 @@ class LoopChannel {
   int open(uv_loop_t* receiving_loop, ReceiveFn receive, void* context) {
     receive_ = receive;
     context_ = context;
-    const int rc = uv_async_init(receiving_loop, &async_, &LoopChannel::on_async);
-    if (rc != 0) return rc;
-    async_.data = this;
+    async_ = new uv_async_t{};
+    const int rc = uv_async_init(receiving_loop, async_, &LoopChannel::on_async);
+    if (rc != 0) {
+      delete async_;
+      async_ = nullptr;
+      return rc;
+    }
+    async_->data = this;
     open_.store(true, std::memory_order_release);
     return 0;
   }
@@ -48,7 +54,7 @@ class LoopChannel {
   // Sending thread. False (nothing queued) when the ring is full or the channel is not open.
   bool send(const T& value) {
     if (!open_.load(std::memory_order_acquire) || !ring_.try_push(value)) return false;
-    uv_async_send(&async_);
+    uv_async_send(async_);
     return true;
   }
 
@@ -57,7 +63,8 @@ class LoopChannel {
   void close() {
     if (!open_.exchange(false, std::memory_order_acq_rel)) return;
     drain();
-    uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
+    close_async_handle(async_);
+    async_ = nullptr;
   }
 
   // Receiving loop's thread: delivers what is queued now (also what on_async does).
@@ -75,7 +82,7 @@ class LoopChannel {
   ReceiveFn receive_ = nullptr;
   void* context_ = nullptr;
   SpscRing<T, N> ring_;
-  uv_async_t async_{};
+  uv_async_t* async_ = nullptr;  // on the heap, freed by its close callback (worker_handoff.h)
   std::atomic<bool> open_{false};
 };
 

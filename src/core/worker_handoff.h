@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <thread>
 
+#include "core/async_handle.h"
 #include "core/futex.h"
 #include "core/spsc_ring.h"
 
@@ -36,9 +37,14 @@ class WorkerHandoff {
 
   // Starts the worker thread. Control plane.
   int start(uv_loop_t* loop) {
-    const int rc = uv_async_init(loop, &async_, &WorkerHandoff::on_async);
-    if (rc != 0) return rc;
-    async_.data = this;
+    async_ = new uv_async_t{};
+    const int rc = uv_async_init(loop, async_, &WorkerHandoff::on_async);
+    if (rc != 0) {
+      delete async_;
+      async_ = nullptr;
+      return rc;
+    }
+    async_->data = this;
     async_open_ = true;
     running_.store(true, std::memory_order_relaxed);
     worker_ = std::thread([this] { run(); });
@@ -66,7 +72,8 @@ class WorkerHandoff {
     if (worker_.joinable()) worker_.join();
     drain();
     async_open_ = false;
-    uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
+    close_async_handle(async_);
+    async_ = nullptr;
   }
 
   // Waits until the worker has finished every job in flight and runs Done for each, on the
@@ -103,7 +110,7 @@ class WorkerHandoff {
         results_.try_push(job);  // cannot fail: at most N jobs exist
         any = true;
       }
-      if (any) uv_async_send(&async_);
+      if (any) uv_async_send(async_);
       if (!running_.load(std::memory_order_acquire) && jobs_.size() == 0) return;
       // Sleeps until submit() or stop() moves the word; a change since `seen` returns at once.
       futex_wait(reinterpret_cast<uint32_t*>(&wake_), seen, 1000);
@@ -118,7 +125,11 @@ class WorkerHandoff {
   std::atomic<uint32_t> wake_{0};
   std::atomic<bool> running_{false};
   std::thread worker_;
-  uv_async_t async_{};
+  // On the heap, freed by its close callback: libuv finishes a close on the loop's next turn,
+  // and a hand-off destroyed right after stop() (an encoder retired as its last frame came
+  // back) left libuv reading freed memory (uv__finish_close's assertion, seen in Chromium's
+  // WHEP tests).
+  uv_async_t* async_ = nullptr;
   bool async_open_ = false;
   size_t in_flight_ = 0;  // loop thread
   uint64_t submitted_ = 0;
