@@ -6,3 +6,7 @@ endif()
 
 add_executable(unmask_bench ${SYNC_ROOT}/bench/unmask_bench.cpp)
 target_link_libraries(unmask_bench PRIVATE sync_ws benchmark::benchmark)
+
+# The ingest's unmask + content hash per window, two passes against core::UnmaskingHasher's one.
+add_executable(ingest_hash_bench ${SYNC_ROOT}/bench/ingest_hash_bench.cpp)
+target_link_libraries(ingest_hash_bench PRIVATE sync_ws sync_core)

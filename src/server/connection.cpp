@@ -212,8 +212,8 @@ void Connection::on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf
   } else if (self->phase_ == Phase::kWebSocket) {
     uint8_t* data = reinterpret_cast<uint8_t*>(buf->base);
     if (data == self->direct_read_) {
-      // Bytes the kernel put straight into the slot: the decoder only unmasks them in place
-      // (and the ingest hashes them, timed apart).
+      // Bytes the kernel put straight into the slot: the ingest unmasks them in place (hashing
+      // them in the same pass when it verifies, timed apart as the hash stage).
       const uint64_t t0 = self->last_receive_ns_;
       const uint64_t hashed_before = self->ingest_.hash_ns();
       self->feed_websocket(data, size_t(nread));
@@ -433,18 +433,22 @@ void Connection::on_message_begin(ws::Opcode opcode, uint64_t first_frame_bytes,
 }
 
 void Connection::on_message_data(uint8_t* data, size_t size) {
+  // Only text reaches here: binary payload comes masked (on_masked_message_data).
   if (!is_websocket()) return;
-  if (message_opcode_ == ws::Opcode::kText) {
-    if (text_.size() + size > host_.config().max_text_bytes) {
-      ++host_.counters().ws_close_1009;
-      ++host_.counters().ws_protocol_errors;
-      close_websocket(ws::close_code::kMessageTooBig, "control message too large");
-      return;
-    }
-    text_.append(reinterpret_cast<const char*>(data), size);
+  if (text_.size() + size > host_.config().max_text_bytes) {
+    ++host_.counters().ws_close_1009;
+    ++host_.counters().ws_protocol_errors;
+    close_websocket(ws::close_code::kMessageTooBig, "control message too large");
     return;
   }
-  if (auto error = ingest_.data(data, size)) {
+  text_.append(reinterpret_cast<const char*>(data), size);
+}
+
+// A frame's bytes are unmasked by the ingest, in its slot, in the same pass as its hash.
+void Connection::on_masked_message_data(uint8_t* data, size_t size, uint32_t mask_key,
+                                        uint64_t phase) {
+  if (!is_websocket()) return;
+  if (auto error = ingest_.data(data, size, mask_key, phase)) {
     send_error(error->code, error->message,
                "{\"stream\":" + std::to_string(error->stream) +
                    ",\"sequence\":" + std::to_string(error->sequence) + "}");

@@ -148,6 +148,8 @@ class Connection final : public ws::DecoderSink, private WriterListener {
   // ws::DecoderSink
   void on_message_begin(ws::Opcode opcode, uint64_t first_frame_bytes, bool single_frame) override;
   void on_message_data(uint8_t* data, size_t size) override;
+  void on_masked_message_data(uint8_t* data, size_t size, uint32_t mask_key,
+                              uint64_t phase) override;
   void on_message_end() override;
   void on_ping(std::span<const uint8_t> payload) override;
   void on_pong(std::span<const uint8_t> payload) override;

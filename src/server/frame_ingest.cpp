@@ -5,6 +5,7 @@
 
 #include "control/control_message.h"
 #include "core/clock.h"
+#include "net/ws/unmask.h"
 #include "server/server_config.h"
 
 namespace syncd::server {
@@ -93,17 +94,20 @@ std::optional<FrameError> FrameIngest::begin_frame() {
       return std::nullopt;
   }
   hashing_ = (parsed_.flags & media::frame_flag::kHasContentHash) && registry_.verifies_content();
-  if (hashing_) hasher_.reset();
+  if (hashing_) hasher_.begin(lease_.pixels());
   return std::nullopt;
 }
 
-std::optional<FrameError> FrameIngest::data(uint8_t* bytes, size_t size) {
+std::optional<FrameError> FrameIngest::data(uint8_t* bytes, size_t size, uint32_t mask_key,
+                                            uint64_t phase) {
   if (header_have_ < media::kFrameHeaderBytes) {
     const size_t take = std::min(size, media::kFrameHeaderBytes - header_have_);
     std::memcpy(header_ + header_have_, bytes, take);
+    ws::unmask(header_ + header_have_, take, mask_key, phase);
     header_have_ += take;
     bytes += take;
     size -= take;
+    phase += take;
     if (header_have_ == media::kFrameHeaderBytes) {
       if (auto error = begin_frame()) return error;
     }
@@ -118,14 +122,17 @@ std::optional<FrameError> FrameIngest::data(uint8_t* bytes, size_t size) {
   }
   uint8_t* dst = lease_.pixels() + filled_;
   // Payload that arrived in the read buffer (the first bytes after the header) is copied;
-  // payload read straight into the slot is already in place.
+  // payload read straight into the slot is already in place. Either way it is unmasked in the
+  // slot.
   if (bytes != dst) std::memcpy(dst, bytes, size);
-  // Hashed from the slot, at the slot's own offset, while the window is still in cache: the
-  // digest covers what the slot holds, so a window placed at the wrong offset fails to verify.
   if (hashing_) {
+    // Unmasked and hashed in one pass, in the slot, while the window is still in cache: the
+    // digest covers what the slot holds, so a window placed at the wrong offset fails to verify.
     const uint64_t t0 = core::monotonic_ns();
-    hasher_.update(dst, size);
+    hasher_.update(dst, size, mask_key, phase);
     hash_ns_ += core::monotonic_ns() - t0;
+  } else {
+    ws::unmask(dst, size, mask_key, phase);
   }
   filled_ += size;
   return std::nullopt;

@@ -3,10 +3,10 @@
 //
 // A message is a 56-byte frame header and the frame's bytes (docs/protocol.md, "Binary video
 // frames"). Once the header is in, begin() leases a slot; the payload then lands straight in
-// the slot (Connection::on_alloc asks direct_window()), is hashed window by window when a
-// publisher verifies content, and is committed at the message's end. A refused frame's bytes
-// are read into a discard buffer. This class decides nothing about admission or accounting:
-// the registry does; it maps the registry's refusals to protocol errors.
+// the slot (Connection::on_alloc asks direct_window()), is unmasked there (and hashed in the
+// same pass when a publisher verifies content), and is committed at the message's end. A refused
+// frame's bytes are read into a discard buffer. This class decides nothing about admission or
+// accounting: the registry does; it maps the registry's refusals to protocol errors.
 //
 // Thread: the loop thread. No allocation per frame (an error reply allocates).
 #pragma once
@@ -16,7 +16,7 @@
 #include <span>
 #include <string>
 
-#include "core/content_hash.h"
+#include "core/unmasking_hasher.h"
 #include "media/frame_header.h"
 #include "media/stream_registry.h"
 
@@ -39,8 +39,10 @@ class FrameIngest {
 
   // A binary message begins. first_frame_bytes is the whole message's size when single_frame.
   void begin_message(uint64_t first_frame_bytes, bool single_frame, uint64_t start_ns);
-  // Payload bytes in order; they may already sit in the slot (a direct read).
-  std::optional<FrameError> data(uint8_t* bytes, size_t size);
+  // Payload bytes in order, still masked (mask_key and phase as the WebSocket decoder gives
+  // them); they may already sit in the slot (a direct read). Unmasked in the slot; bytes of a
+  // refused frame are not unmasked at all.
+  std::optional<FrameError> data(uint8_t* bytes, size_t size, uint32_t mask_key, uint64_t phase);
   std::optional<FrameError> end_message(uint64_t now_ns);
   // The connection is going away mid-message: the lease is aborted (kDisconnected).
   void abandon();
@@ -51,7 +53,8 @@ class FrameIngest {
   uint8_t* direct_window(uint64_t want, std::span<uint8_t> discard, size_t& size);
   // A payload is being received into a slot (SO_RCVLOWAT applies).
   bool receiving_payload() const { return active_ && header_have_ == media::kFrameHeaderBytes; }
-  // Time the decoder spent on bytes already in the slot (unmasking), for the decode stage.
+  // Time the decoder spent on bytes already in the slot (framing; unmasking when not hashing),
+  // for the decode stage.
   void add_decode_ns(uint64_t ns) { decode_ns_ += ns; }
   uint64_t hash_ns() const { return hash_ns_; }
 
@@ -76,8 +79,8 @@ class FrameIngest {
   bool hashing_ = false;
   uint64_t decode_ns_ = 0;
   uint64_t hash_ns_ = 0;
-  // Hashes the frame window by window as it lands (see core::ContentHasher).
-  core::ContentHasher hasher_;
+  // Unmasks and hashes the frame window by window as it lands (see core::UnmaskingHasher).
+  core::UnmaskingHasher hasher_;
 };
 
 }  // namespace syncd::server

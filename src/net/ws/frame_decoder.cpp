@@ -192,6 +192,12 @@ void FrameDecoder::begin_frame(DecoderSink& sink) {
   if (length == 0) finish_frame(sink);
 }
 
+void DecoderSink::on_masked_message_data(uint8_t* data, size_t size, uint32_t mask_key,
+                                         uint64_t phase) {
+  unmask(data, size, mask_key, phase);
+  on_message_data(data, size);
+}
+
 size_t FrameDecoder::consume_payload(uint8_t* data, size_t size, DecoderSink& sink) {
   const size_t n = static_cast<size_t>(std::min<uint64_t>(frame_remaining_, size));
   if (is_control(frame_opcode_)) {
@@ -203,14 +209,18 @@ size_t FrameDecoder::consume_payload(uint8_t* data, size_t size, DecoderSink& si
     control_have_ += static_cast<uint8_t>(n);
     frame_offset_ += n;
     frame_remaining_ -= n;
+  } else if (message_opcode_ == Opcode::kBinary) {
+    const uint64_t phase = frame_offset_;
+    frame_offset_ += n;
+    frame_remaining_ -= n;
+    message_bytes_ += n;
+    sink.on_masked_message_data(data, n, mask_key_, phase);
   } else {
     unmask(data, n, mask_key_, frame_offset_);
-    if (message_opcode_ == Opcode::kText) {
-      utf8_state_ = utf8_validate(utf8_state_, data, n);
-      if (utf8_state_ == kUtf8Reject) {
-        fail(sink, close_code::kInvalidPayload, "text message is not valid UTF-8");
-        return n;
-      }
+    utf8_state_ = utf8_validate(utf8_state_, data, n);
+    if (utf8_state_ == kUtf8Reject) {
+      fail(sink, close_code::kInvalidPayload, "text message is not valid UTF-8");
+      return n;
     }
     frame_offset_ += n;
     frame_remaining_ -= n;

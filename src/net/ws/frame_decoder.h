@@ -61,6 +61,12 @@ class DecoderSink {
   // the chunk holding it is reported), and a sequence left open at the end of the message fails
   // it before on_message_end().
   virtual void on_message_data(uint8_t* data, size_t size) = 0;
+  // Payload bytes of a binary message, still masked, in place in the caller's buffer: byte i is
+  // unmasked by XOR with key byte (phase + i) % 4 (see unmask()). A sink that unmasks them in
+  // the same pass as other work overrides this (syncd's ingest unmasks while it hashes); the
+  // default unmasks and calls on_message_data().
+  virtual void on_masked_message_data(uint8_t* data, size_t size, uint32_t mask_key,
+                                      uint64_t phase);
   virtual void on_message_end() = 0;
   virtual void on_ping(std::span<const uint8_t> payload) = 0;
   virtual void on_pong(std::span<const uint8_t> payload) = 0;
@@ -75,8 +81,9 @@ class FrameDecoder {
  public:
   explicit FrameDecoder(DecoderLimits limits = {});
 
-  // Consumes bytes, unmasking payload in place. Returns the bytes consumed: all of them, unless
-  // the peer broke the protocol, a Close frame ended the stream, or the sink asked for a pause.
+  // Consumes bytes, unmasking payload in place (binary payload: see on_masked_message_data).
+  // Returns the bytes consumed: all of them, unless the peer broke the protocol, a Close frame
+  // ended the stream, or the sink asked for a pause.
   size_t consume(uint8_t* data, size_t size, DecoderSink& sink);
 
   // From a sink callback: consume() returns after the frame being reported, leaving the rest of

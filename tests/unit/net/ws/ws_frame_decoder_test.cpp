@@ -866,5 +866,48 @@ TEST(WsFrameDecoder, FrameDecoderStaysSmall) {
   EXPECT_LE(sizeof(FrameDecoder), 256u);
 }
 
+// A sink that unmasks binary payload itself (syncd's ingest does, fused with its hash) gets the
+// bytes still masked, with the key and each piece's offset into its frame; text stays unmasked.
+class MaskedSink : public RecordingSink {
+ public:
+  std::string unmasked;
+  size_t masked_calls = 0;
+  void on_masked_message_data(uint8_t* p, size_t size, uint32_t mask_key, uint64_t phase) override {
+    ++masked_calls;
+    for (size_t i = 0; i < size; ++i) {
+      unmasked.push_back(char(p[i] ^ uint8_t(mask_key >> (8 * ((phase + i) % 4)))));
+    }
+  }
+};
+
+TEST(WsFrameDecoder, BinaryPayloadReachesAMaskedSinkWithItsKeyAndPhase) {
+  const std::string first = "0123456789abcdef-fragment-one";
+  const std::string second = "second fragment, another key";
+  const Bytes stream = concat({frame(Opcode::kBinary, first, false, 0x11223344),
+                               frame(Opcode::kContinuation, second, true, 0xA1B2C3D4),
+                               frame(Opcode::kText, "text")});
+  for (size_t piece : {size_t{1}, size_t{3}, size_t{7}, stream.size()}) {
+    Bytes copy = stream;
+    FrameDecoder decoder;
+    MaskedSink sink;
+    for (size_t at = 0; at < copy.size(); at += piece) {
+      const size_t n = std::min(piece, copy.size() - at);
+      ASSERT_EQ(decoder.consume(copy.data() + at, n, sink), n);
+    }
+    EXPECT_EQ(sink.unmasked, first + second) << "pieces of " << piece;
+    EXPECT_GE(sink.masked_calls, 2u);
+    // Only the text message went through on_message_data, unmasked.
+    ASSERT_FALSE(sink.events.empty());
+    bool saw_text = false;
+    for (const Event& e : sink.events) {
+      if (e.kind == Event::kData) {
+        EXPECT_EQ(e.bytes, "text");
+        saw_text = true;
+      }
+    }
+    EXPECT_TRUE(saw_text);
+  }
+}
+
 }  // namespace
 }  // namespace syncd::ws
