@@ -338,6 +338,7 @@ TEST(RelaySession, AccessUnitsCrossEncryptedAndVerifiedAcrossReKeys) {
       << "frames in " << source.counters().frames_in << ", sender: epoch " << s.send_epoch
       << " handshakes " << s.handshakes << " rekeys " << s.rekeys << " dtls failures "
       << s.dtls_failures << " packets " << s.packets_sent << " frames " << s.frames_sent
+      << " on the wire " << s.frames_on_wire << " pacer expired " << s.pacer_expired
       << "; receiver: handshakes " << r.handshakes << " epoch " << r.send_epoch << " srtp refused "
       << r.srtp_refused << " (auth " << r.srtp_auth_failed << ", replay " << r.srtp_replayed
       << ") packets " << r.packets_received << " foreign " << r.foreign_datagrams
