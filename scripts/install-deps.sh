@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config ccache
   libuv1-dev libhttp-parser-dev libxxhash-dev libssl-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libbenchmark-dev libudev-dev libyuv-dev
   clang-14 libclang-rt-14-dev

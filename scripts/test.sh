@@ -26,6 +26,7 @@ stage_table() {
     total=$((total + stage_seconds[i]))
   done
   printf '%-34s %5d s (%d min)\n' "total" "$total" $((total / 60))
+  if command -v ccache >/dev/null; then ccache --show-stats | grep -iE 'hits|misses' || true; fi
   return "$status"
 }
 trap stage_table EXIT
@@ -35,9 +36,19 @@ scripts/install-deps.sh
 
 jobs=$(nproc)
 fuzz_seconds=${SYNC_FUZZ_SECONDS:-20}
+# The four builds go through ccache (~/.cache/ccache), so a run after an earlier one recompiles
+# only what changed instead of every object four times over. A first run fills the cache.
+configure=(-DSYNC_WERROR=ON)
+if command -v ccache >/dev/null; then
+  configure+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  # Paths relative to the clone and the working directory left out of the hash, so a clone
+  # elsewhere (CI's) still hits; debug info then names the first clone's directory.
+  export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+  ccache --zero-stats >/dev/null
+fi
 
 stage "release build"
-cmake --preset release -DSYNC_WERROR=ON >/dev/null
+cmake --preset release "${configure[@]}" >/dev/null
 cmake --build --preset release -j"$jobs"
 # playwright-core for the browser tests, and for test_camera_chromium (Chromium as the camera's
 # consumer) among the integration tests.
@@ -54,7 +65,7 @@ stage "browser tests"  # Debian chromium + playwright-core: web/sync.js, pages, 
 
 # -O1 -g1 (CMakePresets.json): ASan's advice, and half the compile time of -O2 -g here.
 stage "asan-ubsan build"
-cmake --preset asan-ubsan -DSYNC_WERROR=ON >/dev/null
+cmake --preset asan-ubsan "${configure[@]}" >/dev/null
 cmake --build --preset asan-ubsan -j"$jobs"
 stage "asan-ubsan tests"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -63,7 +74,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:ha
 stage "tsan build and tests"  # the threaded code's
 tsan_targets=(headtrack_tests handoff_tests camera_tests transport_tests egress_tests relay_tests decode_tests whep_tests http_client_tests)
 [[ -f tests/unit/audio/tests.cmake ]] && tsan_targets+=(audio_tests)
-cmake --preset tsan -DSYNC_WERROR=ON >/dev/null
+cmake --preset tsan "${configure[@]}" >/dev/null
 cmake --build --preset tsan -j"$jobs" --target "${tsan_targets[@]}"
 for t in "${tsan_targets[@]}"; do
   TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/unit/"$t" --gtest_brief=1
@@ -74,7 +85,7 @@ fuzz_targets=(ws_frame_decoder http_request http_authority control_message hid_d
               audio_control frame_header shm_reader relay_wire rtp rtcp fec_decoder jitter_buffer
               congestion srtp_unprotect opus_decode dtls_routing h264_decode webrtc_sdp
               webrtc_stun http_response decode_twin)
-cmake --preset fuzz -DSYNC_WERROR=ON >/dev/null
+cmake --preset fuzz "${configure[@]}" >/dev/null
 cmake --build --preset fuzz -j"$jobs" --target "${fuzz_targets[@]/#/fuzz_}"
 # Two fuzzers at a time, one per core (each is single-threaded): the same time per target in half
 # the wall time. Each one's output is printed when it ends: its last lines, or all of its report
