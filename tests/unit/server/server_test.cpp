@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "live_server.h"
 #include "media/frame_pool.h"
 #include "media/stream_registry.h"
 #include "server/connection.h"
@@ -28,16 +29,7 @@ using namespace syncd::server;
 
 namespace {
 
-// Runs the loop until `done` holds or `ms` pass.
-bool pump(uv_loop_t* loop, const std::function<bool()>& done, int ms = 3000) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    uv_run(loop, UV_RUN_NOWAIT);
-    usleep(200);
-  }
-  return done();
-}
+using syncd::test::pump;  // turns the loop until a condition holds (live_server.h)
 
 // ---------------------------------------------------------------------------------------------
 // SocketWriter on one end of a socket pair; the test holds the other end.

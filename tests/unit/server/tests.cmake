@@ -4,6 +4,7 @@
 add_executable(server_tests ${SYNC_ROOT}/tests/unit/server/server_test.cpp
                             ${SYNC_ROOT}/tests/unit/server/ticket_store_test.cpp)
 target_link_libraries(server_tests PRIVATE sync_server GTest::gtest_main)
+target_include_directories(server_tests PRIVATE ${SYNC_ROOT}/tests/unit/support)
 add_test(NAME server_tests COMMAND server_tests)
 set_tests_properties(server_tests PROPERTIES TIMEOUT 120)
 
