@@ -46,7 +46,8 @@ void check(Kernel kernel, const std::vector<uint8_t>& plain, const std::vector<s
   ASSERT_EQ(hasher.digest(), syncd::core::content_hash(plain.data(), plain.size()))
       << "kernel " << int(kernel) << " size " << plain.size() << " first window " << windows[0]
       << " key " << mask_key << " phase " << phase0 << " misalign " << misalign;
-  ASSERT_EQ(std::memcmp(frame, plain.data(), plain.size()), 0) << "bytes not unmasked";
+  ASSERT_TRUE(plain.empty() || std::memcmp(frame, plain.data(), plain.size()) == 0)
+      << "bytes not unmasked";
 }
 
 std::vector<Kernel> kernels() {
