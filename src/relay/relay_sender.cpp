@@ -241,6 +241,7 @@ void RelaySender::pace(uint64_t now_ns) {
             const uint16_t sequence = uint16_t(plain[2] << 8 | plain[3]);
             video_.on_media_sent(sequence, marker, now_ns);
             newest_media_sequence_ = sequence;
+            wire_marks_[sequence % kWireMarks] = {now_ns, bytes_out_, sequence, true};
             if (probe_padding_ && !probe_have_first_) {
               probe_first_sequence_ = sequence;
               probe_have_first_ = true;
@@ -476,9 +477,13 @@ void RelaySender::congestion_report(const rtp::ReportBlock& block, uint64_t now_
   // kCongestionSamplePackets.
   const uint32_t expected = block.extended_highest_sequence - congestion_base_sequence_;
   // A span with a probe in it is the probe's (run_probe): its rate was padding's, its loss the
-  // probe's own. The next sample starts here.
-  if (!congestion_sampled_ || expected > 0x8000'0000u || probing() ||
-      congestion_base_ns_ < probe_ended_ns_) {
+  // probe's own. So is one that reaches back to packets sent before the verdict (compared
+  // while sequence numbers cannot have wrapped since). The next sample starts here.
+  const bool spans_probe =
+      probing() || congestion_base_ns_ < probe_ended_ns_ ||
+      (probe_ended_ns_ != 0 && now_ns - probe_ended_ns_ < kProbeTailNs &&
+       int16_t(uint16_t(congestion_base_sequence_ - probe_last_sequence_)) < 0);
+  if (!congestion_sampled_ || expected > 0x8000'0000u || spans_probe) {
     congestion_sampled_ = true;
     congestion_base_sequence_ = block.extended_highest_sequence;
     congestion_base_lost_ = block.cumulative_lost;
@@ -489,11 +494,16 @@ void RelaySender::congestion_report(const rtp::ReportBlock& block, uint64_t now_
     return;
   const double lost = double(block.cumulative_lost) - congestion_base_lost_;
   const double fraction = std::clamp(lost / expected, 0.0, 1.0);
-  // What was sent over the span the sample covers, the loss estimate's base.
-  const size_t samples = size_t((now_ns - congestion_base_ns_) / kRateSampleNs);
+  // What was sent over the span the sample covers, the loss estimate's base: between the wire
+  // times of its first and last packets, or failing that over the last samples of the rate.
+  uint64_t sent = sent_bps_between(uint16_t(congestion_base_sequence_),
+                                   uint16_t(block.extended_highest_sequence));
+  if (sent == 0) {
+    const size_t samples = size_t((now_ns - congestion_base_ns_) / kRateSampleNs);
+    sent = sent_bps(std::clamp<size_t>(samples, 1, kRateSamples - 1));
+  }
   const congestion::LossUpdate update =
-      rate_.on_receiver_report(now_ns, uint8_t(std::min(255.0, fraction * 256)), rtt_ns_,
-                               sent_bps(std::clamp<size_t>(samples, 1, kRateSamples - 1)));
+      rate_.on_receiver_report(now_ns, uint8_t(std::min(255.0, fraction * 256)), rtt_ns_, sent);
   // A decrease is the controller's verdict of congestion; so is lossy feedback it came too soon
   // after one to act on (band loss is held, not "too soon", unless above a policer's ceiling).
   // Whether that loss was the sender's own doing is known only under a policer: a decrease on a
@@ -559,6 +569,14 @@ uint64_t RelaySender::sent_bps(size_t samples) const {
       rate_samples_[(rate_sample_head_ + kRateSamples - samples) % kRateSamples];
   const uint64_t dt = now.at_ns - then.at_ns;
   return dt > 0 ? (now.bytes - then.bytes) * 8 * 1'000'000'000ull / dt : 0;
+}
+
+uint64_t RelaySender::sent_bps_between(uint16_t first, uint16_t last) const {
+  const WireMark& a = wire_marks_[first % kWireMarks];
+  const WireMark& b = wire_marks_[last % kWireMarks];
+  if (!a.valid || !b.valid || a.sequence != first || b.sequence != last) return 0;
+  if (b.at_ns < a.at_ns + kMinWireSpanNs || b.bytes < a.bytes) return 0;
+  return (b.bytes - a.bytes) * 8 * 1'000'000'000ull / (b.at_ns - a.at_ns);
 }
 
 void RelaySender::on_timer(uint64_t now_ns) {
@@ -651,6 +669,7 @@ void RelaySender::end_probe(uint64_t now_ns, bool carried) {
   probe_bps_ = 0;
   probe_padding_ = false;
   probe_ended_ns_ = now_ns;
+  probe_last_sequence_ = newest_media_sequence_;
   core::set(stats_.probes_carried, rate_.counters().probes_carried);
   apply_pacing();
   report_target_rate(now_ns);

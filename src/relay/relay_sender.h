@@ -74,6 +74,10 @@ class RelaySender {
   // in bit/s (0 before two samples).
   void sample_send_rate(uint64_t now_ns);
   uint64_t sent_bps(size_t samples) const;
+  // What went out, in bit/s, between the wire times of media packets `first` and `last`: the
+  // rate over exactly the packets a receiver report's loss covers. 0 when either is no longer
+  // known or the span is too short to say.
+  uint64_t sent_bps_between(uint16_t first, uint16_t last) const;
   // What the encoder may spend of `target`: the target times the share of what went out over
   // the last second that was access units, not FEC, retransmissions or headers (0 while too
   // little has gone out to say, or while no policer is known).
@@ -142,6 +146,10 @@ class RelaySender {
   bool probe_reached_ = false;      // it sent at kProbeReached x probe_bps_ or more
   static constexpr double kProbeReached = 0.9;
   uint64_t probe_ended_ns_ = 0;  // the last verdict: congestion samples before it are a probe's
+  // The newest media packet sent by the verdict: a sample that reaches back before it holds the
+  // probe's loss (a NACK ends a probe while its last round trip of packets is still out).
+  uint16_t probe_last_sequence_ = 0;
+  static constexpr uint64_t kProbeTailNs = 2'000'000'000;
   bool probe_have_first_ = false;
   uint16_t probe_first_sequence_ = 0;
   uint16_t newest_media_sequence_ = 0;
@@ -234,6 +242,20 @@ class RelaySender {
   static constexpr double kMinMediaShare = 0.5;
   static constexpr double kMaxMediaShare = 0.95;
   static constexpr uint64_t kMinShareBytes = 20'000;  // a second of less says nothing
+  // Each media packet's wire time and the bytes sent up to it, by sequence number
+  // (sent_bps_between). A policer's mark is its throughput, what was sent x (1 - loss); with the
+  // rate taken over the last 100-ms samples up to a report's arrival instead, the rate and the
+  // loss described different packets (shifted by the one-way delay and the report's own wait),
+  // and two throughputs of one policer came out 10-30 % apart.
+  struct WireMark {
+    uint64_t at_ns = 0;
+    uint64_t bytes = 0;  // bytes_out_ once it was sent
+    uint16_t sequence = 0;
+    bool valid = false;
+  };
+  static constexpr size_t kWireMarks = 4096;  // 1.5 s at 30 Mbit/s
+  static constexpr uint64_t kMinWireSpanNs = 100'000'000;
+  std::array<WireMark, kWireMarks> wire_marks_{};
   // The rate controller's loss sample: from the counts at the last one (congestion_report).
   static constexpr uint64_t kCongestionSampleNs = 300'000'000;  // the estimator's interval
   static constexpr uint32_t kCongestionSamplePackets = 50;
