@@ -98,7 +98,14 @@ class LossBasedEstimator {
   static constexpr double kCeilingStep = 0.1;
   static constexpr double kUnderCeiling = 0.8;
   uint64_t found_ceiling_bps_ = 0;  // the ceiling as first found (the forget rule's reference)
-  double last_through_ = 0;         // the last lossy report's R x (1 - p), and its R
+  // Not forgotten within this of a decrease: a sample that spans one holds the loss of packets
+  // sent at the rate before it, averaged with the lower rate after (measured: a policer found
+  // and forgotten 0.25 s later, the target then back over the cap for 1.5 s).
+  static constexpr uint64_t kForgetAfterDecreaseNs = 1'000'000'000;
+  uint64_t last_decrease_ns_ = 0;
+  double last_through_ = 0;     // the last lossy report's R x (1 - p), and its R
+  double lowest_through_ = 0;   // the lowest R x (1 - p) of this loss episode
+  uint64_t last_lossy_ns_ = 0;  // when the last report with loss above high_loss came
   uint64_t last_sending_ = 0;
   // Loss episodes: the rate the last one began at (its first report of loss above high_loss
   // after kEpisodeNs without one), where a lifted cap lets the rate go back.

@@ -180,6 +180,46 @@ TEST(CongestionLossEstimator, LossWellUnderTheCeilingForgetsAPolicer) {
   EXPECT_EQ(estimator.ceiling_bps(), 0u);
 }
 
+TEST(CongestionLossEstimator, TheCeilingIsTheEpisodesLowestThroughput) {
+  // A cap's onset as measured against a 10 Mbit/s policer with a 32-KB bucket: throughputs of
+  // 10.3-11.7 Mbit/s, the higher ones carrying some of the bucket. The pair that agrees is
+  // 11.6 and 11.2; the ceiling is the episode's lowest, 10.3.
+  LossEstimatorConfig config;
+  config.start_bps = 30'000'000;
+  config.padding_probes = true;
+  LossBasedEstimator estimator(config);
+  uint64_t t = 0;
+  const double samples[][2] = {{38.2, 10.3}, {28.5, 11.0}, {17.6, 11.6}, {13.3, 11.2}};
+  for (const auto& [sent, through] : samples) {
+    estimator.on_report(t, q8(1 - through / sent), kRtt, uint64_t(sent * 1e6));
+    t += 300 * kMs;
+  }
+  ASSERT_NE(estimator.ceiling_bps(), 0u);
+  // (10.45: the reports' fraction lost is in 256ths.)
+  EXPECT_NEAR(double(estimator.ceiling_bps()), 10.3e6, 0.2e6);
+  EXPECT_LE(estimator.estimate_bps(), 10'000'000u);
+}
+
+TEST(CongestionLossEstimator, APolicerIsNotForgottenOnTheLossOfTheRateBeforeADecrease) {
+  // The sample after a decrease holds packets sent at the rate before it: its loss, at an
+  // average rate well under the ceiling, is not the path's own.
+  LossEstimatorConfig config;
+  config.start_bps = 20'000'000;
+  config.padding_probes = true;
+  LossBasedEstimator estimator(config);
+  uint64_t t = 0;
+  estimator.on_report(t, q8(0.5), kRtt, 20'000'000);
+  t += 300 * kMs;
+  estimator.on_report(t, q8(1 - 10.0 / 16.0), kRtt, 16'000'000);  // found: 10 Mbit/s
+  ASSERT_NE(estimator.ceiling_bps(), 0u);
+  t += 300 * kMs;
+  estimator.on_report(t, q8(0.05), kRtt, 7'000'000);  // within a second of the decrease
+  EXPECT_NE(estimator.ceiling_bps(), 0u);
+  t += 2 * kSecond;
+  estimator.on_report(t, q8(0.05), kRtt, 7'000'000);  // later: the path's own loss
+  EXPECT_EQ(estimator.ceiling_bps(), 0u);
+}
+
 // Random loss scales with the rate: its throughputs never agree across rates, so no ceiling is
 // taken and the band holds as GCC says.
 TEST(CongestionLossEstimator, RandomLossIsNotTakenForAPolicer) {
