@@ -3,7 +3,6 @@
 // parsed off the WebSocket; its refusals and the service's /stats figures are checked.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <span>
 #include <string>
 
@@ -24,10 +23,6 @@ server::ServerConfig with_synthetic_audio() {
   audio.rate = 48000;
   cfg.audio = audio;
   return cfg;
-}
-
-bool has(const json& list, const std::string& item) {
-  return std::find(list.begin(), list.end(), item) != list.end();
 }
 
 // The NAUD header of a packet, checked whole (header and payload size).

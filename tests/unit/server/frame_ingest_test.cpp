@@ -16,25 +16,8 @@ namespace {
 constexpr int kSide = 16;
 constexpr size_t kFrameBytes = kSide * kSide * 4;  // rgba8
 
-struct FrameIngestTest : ::testing::Test {
-  std::unique_ptr<LiveServer> live;
-  std::unique_ptr<WsClient> producer;
-  uint32_t stream = 0;
-
-  void SetUp() override {
-    live = std::make_unique<LiveServer>(test_config());
-    ASSERT_TRUE(live->started());
-    producer = std::make_unique<WsClient>(*live);
-    ASSERT_EQ(producer->hello()["type"], "welcome");
-    const json opened =
-        producer->open_stream({{"name", "main"}, {"width", kSide}, {"height", kSide}});
-    ASSERT_EQ(opened["type"], "stream.opened") << opened;
-    stream = opened["stream"];
-  }
-  void TearDown() override {
-    producer.reset();
-    live.reset();
-  }
+struct FrameIngestTest : OneStreamFixture {
+  void SetUp() override { start(test_config(), kSide); }
   json main_stats() { return live->stream_stats("main"); }
   uint64_t server_counter(const char* group, const char* name) {
     return live->stats()["server"][group][name].get<uint64_t>();

@@ -3,7 +3,6 @@
 // replies, events and refusals are read off the WebSocket; its figures off /stats.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <string>
 
 #include "live_server.h"
@@ -18,10 +17,6 @@ server::ServerConfig with_replayed_tracker() {
   server::ServerConfig cfg = test_config();
   cfg.headtracker = std::string("replay:") + SYNC_HEADTRACK_DATA_DIR + "/synthetic.replay";
   return cfg;
-}
-
-bool has(const json& list, const std::string& item) {
-  return std::find(list.begin(), list.end(), item) != list.end();
 }
 
 // The next message of `type` (others, such as pose.status, are skipped), or null.

@@ -80,24 +80,9 @@ class Receiver {
   HttpResponse response_;
 };
 
-struct StreamReceiversTest : ::testing::Test {
-  std::unique_ptr<LiveServer> live;
-  std::unique_ptr<WsClient> producer;
-  uint32_t stream = 0;
-
+struct StreamReceiversTest : OneStreamFixture {
   void start(server::ServerConfig cfg = test_config()) {
-    live = std::make_unique<LiveServer>(std::move(cfg));
-    ASSERT_TRUE(live->started());
-    producer = std::make_unique<WsClient>(*live);
-    ASSERT_EQ(producer->hello()["type"], "welcome");
-    const json opened =
-        producer->open_stream({{"name", "main"}, {"width", kSide}, {"height", kSide}});
-    ASSERT_EQ(opened["type"], "stream.opened") << opened;
-    stream = opened["stream"];
-  }
-  void TearDown() override {
-    producer.reset();
-    live.reset();
+    OneStreamFixture::start(std::move(cfg), kSide);
   }
   std::string ticket(int uses = 1) {
     return producer->request({{"type", "ticket.create"}, {"stream", stream}, {"uses", uses}})

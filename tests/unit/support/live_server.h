@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -22,25 +23,12 @@
 #include <vector>
 
 #include "core/text.h"
+#include "loop_pump.h"
 #include "media/frame_header.h"
 #include "server/server.h"
 #include "server/server_config.h"
 
 namespace syncd::test {
-
-// Long enough for a loaded 2-core machine; a passing test never waits this long.
-inline constexpr int kWaitMs = 10'000;
-
-// Turns `loop` until `done` holds or `ms` pass; returns whether it holds.
-inline bool pump(uv_loop_t* loop, const std::function<bool()>& done, int ms = kWaitMs) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    uv_run(loop, UV_RUN_NOWAIT);
-    usleep(200);
-  }
-  return done();
-}
 
 // A configuration for tests: loopback, any free port, no publishers of its own (no worker
 // threads), WHEP off unless a test turns it on.
@@ -356,5 +344,33 @@ inline std::string frame_message(uint32_t stream, uint64_t sequence, std::string
   out.append(payload);
   return out;
 }
+
+// Whether a JSON array (capabilities, topics) holds `item`.
+inline bool has(const nlohmann::json& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+// A live server with one producer that has said hello and opened a side x side rgba8 stream
+// named "main": where the ingest and receiver tests start.
+struct OneStreamFixture : ::testing::Test {
+  std::unique_ptr<LiveServer> live;
+  std::unique_ptr<WsClient> producer;
+  uint32_t stream = 0;
+
+  void start(server::ServerConfig cfg, int side) {
+    live = std::make_unique<LiveServer>(std::move(cfg));
+    ASSERT_TRUE(live->started());
+    producer = std::make_unique<WsClient>(*live);
+    ASSERT_EQ(producer->hello()["type"], "welcome");
+    const nlohmann::json opened =
+        producer->open_stream({{"name", "main"}, {"width", side}, {"height", side}});
+    ASSERT_EQ(opened["type"], "stream.opened") << opened;
+    stream = opened["stream"];
+  }
+  void TearDown() override {
+    producer.reset();
+    live.reset();
+  }
+};
 
 }  // namespace syncd::test

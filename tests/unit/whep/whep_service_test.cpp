@@ -5,74 +5,24 @@
 #include "whep/whep_service.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
-#include <uv.h>
 
-#include <chrono>
-#include <functional>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "media/stream_registry.h"
+#include "whep_fixture.h"
 #include "whep_offer.h"
 
 using namespace syncd;
 using nlohmann::json;
 using syncd::test::offer_sdp;
+using syncd::test::pump;
 
 namespace {
 
-bool pump(uv_loop_t* loop, const std::function<bool()>& done, int ms = 10'000) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    uv_run(loop, UV_RUN_NOWAIT);
-    usleep(500);
-  }
-  return done();
-}
-
-struct WhepServiceTest : ::testing::Test {
-  uv_loop_t loop;
-  std::unique_ptr<media::StreamRegistry> registry;
-  std::unique_ptr<whep::WhepService> whep;
-
-  void SetUp() override {
-    uv_loop_init(&loop);
-    registry = std::make_unique<media::StreamRegistry>();
-  }
+struct WhepServiceTest : test::WhepFixture {
   void start(whep::WhepConfig config = {}) {
-    whep = std::make_unique<whep::WhepService>(std::move(config), *registry, &loop);
     std::string why;
-    ASSERT_TRUE(whep->start(why)) << why;
-  }
-  void TearDown() override {
-    // As the server stops: the service, then the publishers, then whatever handles are left;
-    // the service goes before the registry that holds its publishers.
-    if (whep) whep->stop();
-    registry->stop_publishers();
-    pump(&loop, [&] { return !uv_loop_alive(&loop); });
-    whep.reset();
-    registry.reset();
-    EXPECT_EQ(uv_loop_close(&loop), 0);
-  }
-  media::Stream* open_stream(const std::string& name,
-                             media::PixelFormat format = media::PixelFormat::kH264) {
-    media::StreamConfig config;
-    config.name = name;
-    config.width = 64;
-    config.height = 64;
-    config.format = format;
-    media::OpenError error;
-    media::Stream* s = registry->open(config, /*owner=*/1, error);
-    EXPECT_NE(s, nullptr) << media::open_error_code(error);
-    return s;
-  }
-  json stats() {
-    json out;
-    whep->write_stats(out);
-    return out;
+    ASSERT_TRUE(start_service(std::move(config), why)) << why;
   }
   whep::WhepService::Response offer(const std::string& stream,
                                     const std::string& sdp = offer_sdp()) {

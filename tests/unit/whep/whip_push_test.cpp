@@ -8,35 +8,21 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <uv.h>
 
 #include <atomic>
-#include <chrono>
-#include <functional>
-#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "media/stream_registry.h"
-#include "whep/whep_service.h"
+#include "whep_fixture.h"
 
 using namespace syncd;
 using nlohmann::json;
+using syncd::test::pump;
 
 namespace {
-
-bool pump(uv_loop_t* loop, const std::function<bool()>& done, int ms = 10'000) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    uv_run(loop, UV_RUN_NOWAIT);
-    usleep(500);
-  }
-  return done();
-}
 
 // A WHIP endpoint stand-in: answers every request with one canned response and keeps the
 // requests it read (head and body).
@@ -112,23 +98,7 @@ std::string http_response(int status, const std::string& reason, const std::stri
          "\r\nConnection: close\r\n\r\n" + body;
 }
 
-struct WhipPushTest : ::testing::Test {
-  uv_loop_t loop;
-  std::unique_ptr<media::StreamRegistry> registry;
-  std::unique_ptr<whep::WhepService> whep;
-
-  void SetUp() override {
-    uv_loop_init(&loop);
-    registry = std::make_unique<media::StreamRegistry>();
-  }
-  void TearDown() override {
-    if (whep) whep->stop();
-    registry->stop_publishers();
-    pump(&loop, [&] { return !uv_loop_alive(&loop); });
-    whep.reset();
-    registry.reset();
-    EXPECT_EQ(uv_loop_close(&loop), 0);
-  }
+struct WhipPushTest : test::WhepFixture {
   // Starts the push to `url`; false (with why) when start() refuses it.
   bool start(const std::string& url, std::string& why, const std::string& token = "tok3n") {
     whep::WhepConfig config;
@@ -136,23 +106,9 @@ struct WhipPushTest : ::testing::Test {
     target.url = url;
     target.token = token;
     config.whip = target;
-    whep = std::make_unique<whep::WhepService>(config, *registry, &loop);
-    return whep->start(why);
+    return start_service(std::move(config), why);
   }
-  void open_stream(const std::string& name) {
-    media::StreamConfig config;
-    config.name = name;
-    config.width = 64;
-    config.height = 64;
-    config.format = media::PixelFormat::kH264;
-    media::OpenError error;
-    ASSERT_NE(registry->open(config, /*owner=*/1, error), nullptr);
-  }
-  json whip() {
-    json out;
-    whep->write_stats(out);
-    return out["whip"];
-  }
+  json whip() { return stats()["whip"]; }
   bool whip_reaches(const std::string& state) {
     return pump(&loop, [&] { return whip()["state"] == state; });
   }
