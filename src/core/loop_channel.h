@@ -39,14 +39,8 @@ class LoopChannel {
   int open(uv_loop_t* receiving_loop, ReceiveFn receive, void* context) {
     receive_ = receive;
     context_ = context;
-    async_ = new uv_async_t{};
-    const int rc = uv_async_init(receiving_loop, async_, &LoopChannel::on_async);
-    if (rc != 0) {
-      delete async_;
-      async_ = nullptr;
+    if (const int rc = open_async_handle(receiving_loop, &LoopChannel::on_async, this, async_))
       return rc;
-    }
-    async_->data = this;
     open_.store(true, std::memory_order_release);
     return 0;
   }

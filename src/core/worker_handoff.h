@@ -37,14 +37,7 @@ class WorkerHandoff {
 
   // Starts the worker thread. Control plane.
   int start(uv_loop_t* loop) {
-    async_ = new uv_async_t{};
-    const int rc = uv_async_init(loop, async_, &WorkerHandoff::on_async);
-    if (rc != 0) {
-      delete async_;
-      async_ = nullptr;
-      return rc;
-    }
-    async_->data = this;
+    if (const int rc = open_async_handle(loop, &WorkerHandoff::on_async, this, async_)) return rc;
     async_open_ = true;
     running_.store(true, std::memory_order_relaxed);
     worker_ = std::thread([this] { run(); });

@@ -162,18 +162,28 @@ TEST(CongestionLossEstimator,
   EXPECT_LE(t - carried, 2 * kSecond);
 }
 
+// The relay's estimator: it probes past a policer's ceiling with padding.
+LossEstimatorConfig padding_config(uint64_t start_bps) {
+  LossEstimatorConfig config;
+  config.start_bps = start_bps;
+  config.padding_probes = true;
+  return config;
+}
+
+// Two lossy reports, `step` apart, whose throughputs agree at rates 20 % apart: a policer with
+// a ceiling of 10 Mbit/s. Leaves t at the second.
+void find_a_10_mbit_policer(LossBasedEstimator& estimator, uint64_t& t, uint64_t step) {
+  estimator.on_report(t, q8(0.5), kRtt, 20'000'000);
+  t += step;
+  estimator.on_report(t, q8(1 - 10.0 / 16.0), kRtt, 16'000'000);
+}
+
 TEST(CongestionLossEstimator, LossWellUnderTheCeilingForgetsAPolicer) {
   // A policer loses nothing well under its ceiling: loss there means the ceiling was a chance
   // agreement of random loss, and it is forgotten.
-  LossEstimatorConfig config;
-  config.start_bps = 20'000'000;
-  config.padding_probes = true;
-  LossBasedEstimator estimator(config);
+  LossBasedEstimator estimator(padding_config(20'000'000));
   uint64_t t = 0;
-  // Two lossy reports whose throughputs agree at rates 20 % apart: a ceiling of 10 Mbit/s.
-  estimator.on_report(t, q8(0.5), kRtt, 20'000'000);
-  t += kSecond;
-  estimator.on_report(t, q8(1 - 10.0 / 16.0), kRtt, 16'000'000);
+  find_a_10_mbit_policer(estimator, t, kSecond);
   ASSERT_NE(estimator.ceiling_bps(), 0u);
   t += kSecond;
   estimator.on_report(t, q8(0.05), kRtt, 6'000'000);  // lossy at 0.6 of it
@@ -184,10 +194,7 @@ TEST(CongestionLossEstimator, TheCeilingIsTheEpisodesLowestThroughput) {
   // A cap's onset as measured against a 10 Mbit/s policer with a 32-KB bucket: throughputs of
   // 10.3-11.7 Mbit/s, the higher ones carrying some of the bucket. The pair that agrees is
   // 11.6 and 11.2; the ceiling is the episode's lowest, 10.3.
-  LossEstimatorConfig config;
-  config.start_bps = 30'000'000;
-  config.padding_probes = true;
-  LossBasedEstimator estimator(config);
+  LossBasedEstimator estimator(padding_config(30'000'000));
   uint64_t t = 0;
   const double samples[][2] = {{38.2, 10.3}, {28.5, 11.0}, {17.6, 11.6}, {13.3, 11.2}};
   for (const auto& [sent, through] : samples) {
@@ -203,14 +210,9 @@ TEST(CongestionLossEstimator, TheCeilingIsTheEpisodesLowestThroughput) {
 TEST(CongestionLossEstimator, APolicerIsNotForgottenOnTheLossOfTheRateBeforeADecrease) {
   // The sample after a decrease holds packets sent at the rate before it: its loss, at an
   // average rate well under the ceiling, is not the path's own.
-  LossEstimatorConfig config;
-  config.start_bps = 20'000'000;
-  config.padding_probes = true;
-  LossBasedEstimator estimator(config);
+  LossBasedEstimator estimator(padding_config(20'000'000));
   uint64_t t = 0;
-  estimator.on_report(t, q8(0.5), kRtt, 20'000'000);
-  t += 300 * kMs;
-  estimator.on_report(t, q8(1 - 10.0 / 16.0), kRtt, 16'000'000);  // found: 10 Mbit/s
+  find_a_10_mbit_policer(estimator, t, 300 * kMs);
   ASSERT_NE(estimator.ceiling_bps(), 0u);
   t += 300 * kMs;
   estimator.on_report(t, q8(0.05), kRtt, 7'000'000);  // within a second of the decrease
