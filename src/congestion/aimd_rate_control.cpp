@@ -68,6 +68,22 @@ bool AimdRateControl::may_decrease(uint64_t now_ns, uint64_t incoming_bps) const
   return incoming_bps < estimate_bps_ / 2;
 }
 
+uint64_t AimdRateControl::raise_to(uint64_t bps) {
+  const uint64_t raised = clamp_bounds(double(bps));
+  if (raised <= estimate_bps_) return estimate_bps_;
+  estimate_bps_ = raised;
+  // Past the last congestion point: the path got faster, as when the incoming rate passes it.
+  if (capacity_valid_ && double(raised) > capacity_upper_bound_bps()) capacity_valid_ = false;
+  return estimate_bps_;
+}
+
+uint64_t AimdRateControl::set_to_bottleneck(uint64_t bps, uint64_t bottleneck_bps) {
+  estimate_bps_ = clamp_bounds(double(bps));
+  learn_capacity(bottleneck_bps);
+  state_ = AimdState::kHold;
+  return estimate_bps_;
+}
+
 uint64_t AimdRateControl::update(uint64_t now_ns, BandwidthUsage usage,
                                  std::optional<uint64_t> incoming_bps) {
   switch (usage) {

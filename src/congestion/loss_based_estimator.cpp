@@ -186,11 +186,44 @@ void SendRateController::on_probe_result(uint64_t now_ns, uint64_t probed_bps, b
   recompute();
 }
 
-void SendRateController::on_remb(uint64_t /*now_ns*/, uint64_t bitrate_bps) {
+void SendRateController::on_remb(uint64_t now_ns, uint64_t bitrate_bps) {
   ++counters_.rembs;
+  const uint64_t remb = std::max(bitrate_bps, config_.min_bps);
+  // The receiver saw a queue grow: not the moment to add to it.
+  if (have_remb_ && double(remb) < kRembDecrease * double(remb_bps_)) {
+    delay_probe_not_before_ns_ =
+        std::max(delay_probe_not_before_ns_, now_ns + config_.delay_probe_interval_ns);
+  }
+  if (delay_probe_open_ && now_ns - delay_probe_ns_ < kProbeAnswerNs &&
+      double(remb) >= kProbeRaise * double(remb_at_delay_probe_)) {
+    // The path carried more than the target: probe again soon, from the new target.
+    delay_probe_open_ = false;
+    ++counters_.delay_probes_raised;
+    delay_probe_not_before_ns_ = now_ns + config_.delay_probe_continue_ns;
+    delay_probe_interval_ns_ = config_.delay_probe_interval_ns;
+  }
   have_remb_ = true;
-  remb_bps_ = std::max(bitrate_bps, config_.min_bps);
+  remb_bps_ = remb;
   recompute();
+}
+
+uint64_t SendRateController::delay_probe_bps(uint64_t now_ns) const {
+  if (!config_.delay_probes || !have_remb_ || loss_.ceiling_bps() != 0) return 0;
+  if (now_ns < delay_probe_not_before_ns_) return 0;
+  if (remb_bps_ > loss_.estimate_bps() || target_bps_ >= config_.max_bps) return 0;
+  return std::min(config_.max_bps, uint64_t(config_.delay_probe_factor * double(target_bps_)));
+}
+
+void SendRateController::on_delay_probe_sent(uint64_t now_ns, uint64_t /*bps*/) {
+  ++counters_.delay_probes;
+  delay_probe_open_ = true;
+  delay_probe_ns_ = now_ns;
+  remb_at_delay_probe_ = remb_bps_;
+  // Until its REMB comes back raised, it found a bottleneck: the next one waits longer.
+  if (delay_probe_interval_ns_ == 0) delay_probe_interval_ns_ = config_.delay_probe_interval_ns;
+  delay_probe_not_before_ns_ = now_ns + delay_probe_interval_ns_;
+  delay_probe_interval_ns_ =
+      std::min(2 * delay_probe_interval_ns_, config_.delay_probe_max_interval_ns);
 }
 
 LossUpdate SendRateController::on_receiver_report(uint64_t now_ns, uint8_t fraction_lost_q8,

@@ -122,6 +122,21 @@ struct SendRateConfig {
   uint64_t max_bps = 30'000'000;
   uint64_t start_bps = 8'000'000;
   LossEstimatorConfig loss;  // its min, max and start are taken from the fields above
+  // Probes for a path that got faster while the receiver's delay-based estimate (its REMB) binds
+  // the target: a sender that pads (the relay's) sends delay_probe_factor x the target for a
+  // moment, and the receiver raises its estimate to what arrived (probe_meter.h). AIMD alone
+  // climbs back from a cap by 25 % a second (7 s from 5.4 to 30 Mbit/s).
+  //  - A probe whose REMB came back raised is followed by the next after
+  //    delay_probe_continue_ns, to double again.
+  //  - One that did not found a bottleneck, and cost a moment of queue there: the next waits
+  //    twice as long as the last, from delay_probe_interval_ns up to delay_probe_max_interval_ns
+  //    (which bounds how long a lifted cap goes unnoticed).
+  //  - None within delay_probe_interval_ns of a REMB decrease.
+  bool delay_probes = false;
+  double delay_probe_factor = 2.0;
+  uint64_t delay_probe_interval_ns = 2'000'000'000;
+  uint64_t delay_probe_max_interval_ns = 4'000'000'000;
+  uint64_t delay_probe_continue_ns = 300'000'000;
 };
 
 struct SendRateCounters {
@@ -133,6 +148,8 @@ struct SendRateCounters {
   uint64_t probes_lost = 0;
   uint64_t loss_decreases = 0;
   uint64_t loss_too_soon = 0;
+  uint64_t delay_probes = 0;
+  uint64_t delay_probes_raised = 0;  // the REMB after it came back raised
 };
 
 // The sender's target: min(REMB, loss-based), within [min_bps, max_bps]; start_bps until the
@@ -157,6 +174,12 @@ class SendRateController {
   void on_probe_result(uint64_t now_ns, uint64_t probed_bps, bool carried);
   // A policer's ceiling, once the loss rule has found one (0 while none is known).
   uint64_t ceiling_bps() const { return loss_.ceiling_bps(); }
+  // The rate (target and padding together) a probe for a faster path should send at, when one
+  // is due at now_ns (config delay_probes); else 0. Not while a policer is known (probe_bps() is
+  // its probe), nor while the loss rule binds the target or the target is at its maximum.
+  uint64_t delay_probe_bps(uint64_t now_ns) const;
+  // The sender started such a probe.
+  void on_delay_probe_sent(uint64_t now_ns, uint64_t bps);
   const SendRateCounters& counters() const { return counters_; }
 
  private:
@@ -166,6 +189,16 @@ class SendRateController {
   LossBasedEstimator loss_;
   bool have_remb_ = false;
   uint64_t remb_bps_ = 0;
+  uint64_t delay_probe_not_before_ns_ = 0;
+  // The last probe for a faster path: when, and the REMB then (a REMB kProbeRaise x above it
+  // within kProbeAnswerNs was raised by the probe; AIMD alone climbs less in that time).
+  bool delay_probe_open_ = false;
+  uint64_t delay_probe_ns_ = 0;
+  uint64_t delay_probe_interval_ns_ = 0;  // the wait after the next probe if it is not raised
+  uint64_t remb_at_delay_probe_ = 0;
+  static constexpr double kProbeRaise = 1.3;
+  static constexpr uint64_t kProbeAnswerNs = 1'000'000'000;
+  static constexpr double kRembDecrease = 0.97;  // as the receiver's urgent REMB
   uint64_t target_bps_;
   SendRateCounters counters_;
 };

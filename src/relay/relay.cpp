@@ -237,6 +237,8 @@ void Relay::write_stats(nlohmann::json& out) const {
                    {"probes", v(s.probes)},
                    {"probes_carried", v(s.probes_carried)},
                    {"probe_padding_packets", v(s.probe_padding_packets)},
+                   {"delay_probes", v(s.delay_probes)},
+                   {"delay_probes_raised", v(s.delay_probes_raised)},
                    {"remb_bps", v(s.remb_bps)},
                    {"peer_fraction_lost", v(s.peer_fraction_lost)},
                    {"keyframe_requests_received", v(s.keyframe_requests)}};
@@ -278,6 +280,12 @@ void Relay::write_stats(nlohmann::json& out) const {
           {"given_up_tries", v(s.nack_given_up_tries)}}},
         {"keyframe_requests_sent", v(s.keyframe_requests)},
         {"estimate_bps", v(s.estimate_bps)},
+        {"probes",
+         {{"padding_received", v(s.probe_padding_received)},
+          {"measured", v(s.probes_measured)},
+          {"raised", v(s.probes_raised)},
+          {"last_send_bps", v(s.last_probe_send_bps)},
+          {"last_receive_bps", v(s.last_probe_receive_bps)}}},
         {"jitter_target_us", v(s.jitter_target_us)},
         {"skew_ppm", v(s.skew_ppm_milli) / 1000.0},
         {"source", source}};

@@ -22,6 +22,10 @@ namespace syncd::relay {
 // Payload types (docs/wan.md, "Wire decisions"); audio's is relay_audio.h's.
 inline constexpr uint8_t kMediaPayloadType = 96;
 inline constexpr uint8_t kRtxPayloadType = 97;
+// A probe's padding: RTX copies of recent media packets under their own payload type, so that
+// the receiver knows which packets make up a probe (congestion/probe_meter.h) and does not take
+// them for repairs.
+inline constexpr uint8_t kProbePaddingPayloadType = 98;
 inline constexpr uint8_t kFecPayloadType = 115;
 inline constexpr uint32_t kVideoClockHz = 90'000;
 // The SRTP trailer: a 16-byte GCM tag and the 4-byte MKI (src/secure).

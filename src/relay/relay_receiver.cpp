@@ -104,7 +104,7 @@ void RelayReceiver::on_rtp(std::span<uint8_t> plain, uint64_t epoch_ordinal, uin
   video_.on_arrival(
       now_ns,
       rtp::read_abs_send_time(view, abs_send_time) ? std::optional(abs_send_time) : std::nullopt,
-      uint32_t(plain.size() + kSrtpTrailerBytes));
+      uint32_t(plain.size() + kSrtpTrailerBytes), view.payload_type == kProbePaddingPayloadType);
   count(stats_.packets_received);
   RecoveredPackets& recovered = *recovered_;
   recovered.count = 0;
@@ -130,7 +130,11 @@ void RelayReceiver::on_rtp(std::span<uint8_t> plain, uint64_t epoch_ordinal, uin
       if (!video_.knows_sender()) return;
       fec_decoder_.add_repair(view.payload, now_ns, recovered);
       break;
+    case kProbePaddingPayloadType:
     case kRtxPayloadType: {
+      // A probe's padding was measured above as part of its probe. It copies a recent media
+      // packet, so it repairs that packet when the original was lost (as before it had its own
+      // payload type: under a cap that held, the padding was many of the repairs).
       if (!video_.knows_sender()) return;
       uint8_t original[transport::PacketStore::kPacketBytes];
       size_t original_size = 0;
@@ -145,7 +149,8 @@ void RelayReceiver::on_rtp(std::span<uint8_t> plain, uint64_t epoch_ordinal, uin
         count(stats_.rtp_refused);
         return;
       }
-      count(stats_.rtx_received);
+      count(view.payload_type == kProbePaddingPayloadType ? stats_.probe_padding_received
+                                                          : stats_.rtx_received);
       fec_decoder_.add_source(rv.sequence, restored, now_ns, recovered);
       if (accept_media(rv, restored, true, now_ns)) count(stats_.packets_recovered_rtx);
       break;
@@ -411,6 +416,11 @@ void RelayReceiver::publish(uint64_t) {
   set(stats_.nack_given_up_deadline, nack.given_up_deadline);
   set(stats_.nack_given_up_tries, nack.given_up_tries);
   set(stats_.estimate_bps, video_.estimate_bps());
+  const congestion::DelayEstimatorCounters& estimator = video_.estimator_counters();
+  set(stats_.probes_measured, estimator.probes_measured);
+  set(stats_.probes_raised, estimator.probes_raised);
+  set(stats_.last_probe_send_bps, estimator.last_probe_send_bps);
+  set(stats_.last_probe_receive_bps, estimator.last_probe_receive_bps);
   set(stats_.jitter_target_us, video_.jitter_counters().target_delay_ns / 1000);
   set(stats_.skew_ppm_milli, int64_t(std::llround(video_.skew_ppm() * 1000)));
   RelayAudioStats& a = stats_.audio;

@@ -329,6 +329,7 @@ void RelaySender::on_rtcp(const RelayRtcp& rtcp, uint64_t now_ns) {
   if (rtcp.remb) {
     core::set(stats_.remb_bps, *rtcp.remb);
     rate_.on_remb(now_ns, *rtcp.remb);
+    core::set(stats_.delay_probes_raised, rate_.counters().delay_probes_raised);
   }
   if (rtcp.block) {
     const uint32_t arrival = rtp::ntp_compact(rtp::ntp_from_ns(transport::wall_clock_ntp_ns()));
@@ -360,8 +361,9 @@ void RelaySender::on_rtcp(const RelayRtcp& rtcp, uint64_t now_ns) {
   }
   for (size_t i = 0; i < rtcp.nack_count; ++i) {
     const uint16_t sequence = (*rtcp.nacks)[i];
-    // A media packet sent during a probe was lost: the ceiling still holds.
-    if (probing() && probe_have_first_ && int16_t(uint16_t(sequence - probe_first_sequence_)) >= 0)
+    // A media packet sent during a probe past a ceiling was lost: the ceiling still holds.
+    if (probing() && !probe_for_delay_ && probe_have_first_ &&
+        int16_t(uint16_t(sequence - probe_first_sequence_)) >= 0)
       end_probe(now_ns, false);
     loss_.on_nacked(sequence);
     retransmit(sequence, now_ns);
@@ -425,7 +427,7 @@ void RelaySender::send_second_copies(uint64_t now_ns) {
   }
 }
 
-bool RelaySender::resend(uint16_t sequence, uint64_t now_ns) {
+bool RelaySender::resend(uint16_t sequence, uint64_t now_ns, uint8_t payload_type) {
   rtp::RtpPacketView view;
   if (rtp::parse_rtp(video_.packet(sequence), view) != rtp::RtpParseError::kOk) return false;
   const uint32_t h = store_.take();
@@ -433,8 +435,7 @@ bool RelaySender::resend(uint16_t sequence, uint64_t now_ns) {
     count(stats_.no_packet_buffer);
     return false;
   }
-  const size_t n =
-      rtp::write_rtx(view, {kRtxPayloadType, rtx_ssrc_, rtx_sequence_}, store_.room(h));
+  const size_t n = rtp::write_rtx(view, {payload_type, rtx_ssrc_, rtx_sequence_}, store_.room(h));
   if (n == 0) {
     store_.give_back(h);
     return false;
@@ -635,15 +636,27 @@ void RelaySender::run_probe(uint64_t now_ns) {
   if (!probing()) {
     // Only with a stream being sent: its media packets are what tells.
     if (!path_.connected() || !describing_ || !have_rtt_) return;
-    const uint64_t bps = rate_.probe_bps(now_ns);
+    uint64_t bps = rate_.probe_bps(now_ns);
+    probe_for_delay_ = bps == 0;
+    if (probe_for_delay_) bps = rate_.delay_probe_bps(now_ns);
     if (bps == 0) return;
     probe_bps_ = bps;
     probe_padding_ = true;
     probe_started_ns_ = now_ns;
     probe_start_bytes_ = bytes_out_;
     probe_have_first_ = false;
-    count(stats_.probes);
+    if (probe_for_delay_) {
+      rate_.on_delay_probe_sent(now_ns, bps);
+      core::set(stats_.delay_probes, rate_.counters().delay_probes);
+    } else {
+      count(stats_.probes);
+    }
     apply_pacing();
+    return;
+  }
+  if (probe_for_delay_) {
+    // The receiver measures it and says what came of it in its REMB (SendRateController).
+    if (now_ns - probe_started_ns_ >= kDelayProbeNs) end_delay_probe(now_ns);
     return;
   }
   if (probe_padding_ && now_ns - probe_started_ns_ >= kProbeNs) {
@@ -675,6 +688,14 @@ void RelaySender::end_probe(uint64_t now_ns, bool carried) {
   report_target_rate(now_ns);
 }
 
+void RelaySender::end_delay_probe(uint64_t now_ns) {
+  probe_bps_ = 0;
+  probe_padding_ = false;
+  probe_ended_ns_ = now_ns;
+  probe_last_sequence_ = newest_media_sequence_;
+  apply_pacing();
+}
+
 void RelaySender::top_up_padding(uint64_t now_ns) {
   if (!probe_padding_) return;
   while (pacer_.queued_packets() < kPaddingQueued && queue_padding(now_ns)) {
@@ -685,7 +706,7 @@ bool RelaySender::queue_padding(uint64_t now_ns) {
   const uint16_t sequence = uint16_t(newest_media_sequence_ - padding_next_++ % kPaddingSpan);
   if (!video_.holds(sequence)) return false;
   const size_t bytes = video_.packet(sequence).size();
-  if (!resend(sequence, now_ns)) return false;
+  if (!resend(sequence, now_ns, kProbePaddingPayloadType)) return false;
   padding_bytes_ += bytes;
   count(stats_.probe_padding_packets);
   return true;
@@ -693,7 +714,8 @@ bool RelaySender::queue_padding(uint64_t now_ns) {
 
 uint64_t RelaySender::next_wakeup_ns(uint64_t now_ns, uint64_t next) const {
   next = std::min(next, pacer_.next_event_ns(now_ns));
-  if (probing()) next = std::min(next, probe_started_ns_ + kProbeNs);
+  if (probing())
+    next = std::min(next, probe_started_ns_ + (probe_for_delay_ ? kDelayProbeNs : kProbeNs));
   if (path_.connected()) {
     next = std::min({next, next_report_ns_, video_.tail_probe_due_ns()});
     if (second_copy_count_ > 0) next = std::min(next, second_copies_[second_copy_head_].due_ns);

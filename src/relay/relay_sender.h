@@ -66,7 +66,8 @@ class RelaySender {
   void retransmit(uint16_t sequence, uint64_t now_ns);
   // The second copies of resent packets that are due (repair redundancy).
   void send_second_copies(uint64_t now_ns);
-  bool resend(uint16_t sequence, uint64_t now_ns);  // as RTX; false when it could not queue
+  // As RTX (or as a probe's padding); false when it could not queue.
+  bool resend(uint16_t sequence, uint64_t now_ns, uint8_t payload_type = kRtxPayloadType);
   // Takes `bytes` from the retransmission budget; false when it has not that much.
   bool take_retransmit_budget(size_t bytes, uint64_t now_ns);
   void report_target_rate(uint64_t now_ns);
@@ -85,11 +86,14 @@ class RelaySender {
   // A receiver report's loss, over a long enough span, to the rate controller. Notes when it
   // took the loss for congestion (congestion_since_fec_sample_).
   void congestion_report(const rtp::ReportBlock& block, uint64_t now_ns);
-  // Probing past a policer's ceiling with padding (congestion::LossBasedEstimator::probe_bps):
-  // starts one when due, keeps the pacer fed with padding while it runs, and gives the verdict
-  // once the receiver has had a round trip to NACK what was sent during it.
+  // Probing with padding, past a policer's ceiling (congestion::LossBasedEstimator::probe_bps)
+  // or for a faster path while the receiver's estimate binds (SendRateController::
+  // delay_probe_bps): starts one when due and keeps the pacer fed with padding while it runs.
+  // Past a ceiling it gives the verdict once the receiver has had a round trip to NACK what was
+  // sent during it; for a faster path the receiver measures it, and its REMB says.
   void run_probe(uint64_t now_ns);
   void end_probe(uint64_t now_ns, bool carried);
+  void end_delay_probe(uint64_t now_ns);
   bool probing() const { return probe_bps_ != 0; }
   // Queues one padding packet (an RTX copy of a recent media packet); false when it could not.
   bool queue_padding(uint64_t now_ns);
@@ -136,6 +140,10 @@ class RelaySender {
   // padding's and their loss the probe's own. kProbeNs outlasts the 32-KB bucket of the
   // qualification's policer at a 25 % excess (100 ms) with room for a deeper one.
   static constexpr uint64_t kProbeNs = 400'000'000;
+  // A probe for a faster path is short: at twice the target into a cap that holds, its excess
+  // queues there (18 ms at 16 into 10 Mbit/s), and the receiver's fit needs only ~40 packets.
+  static constexpr uint64_t kDelayProbeNs = 30'000'000;
+  bool probe_for_delay_ = false;  // the probe running is for a faster path, not a ceiling
   static constexpr uint64_t kProbeGraceNs = 50'000'000;
   static constexpr size_t kPaddingQueued = 2;   // packets kept in the pacer while padding
   static constexpr uint16_t kPaddingSpan = 32;  // the newest media packets copied, in turn
@@ -158,6 +166,7 @@ class RelaySender {
   congestion::SendRateController rate_{[] {
     congestion::SendRateConfig c;
     c.loss.padding_probes = true;
+    c.delay_probes = true;
     return c;
   }()};
   // Every packet leaves within two frame intervals (at 60 fps) of its enqueue even when the

@@ -111,7 +111,11 @@ struct RelaySessionStats {
   // the padding packets they sent.
   std::atomic<uint64_t> probes{0};
   std::atomic<uint64_t> probes_carried{0};
-  std::atomic<uint64_t> probe_padding_packets{0};
+  std::atomic<uint64_t> probe_padding_packets{0};  // of both kinds of probe
+  // Probes for a faster path while the receiver's estimate binds the target (twice the target
+  // for a moment), and those whose REMB came back raised.
+  std::atomic<uint64_t> delay_probes{0};
+  std::atomic<uint64_t> delay_probes_raised{0};
   // FEC's loss samples dropped because the rate control took their loss for congestion.
   std::atomic<uint64_t> fec_loss_samples_congested{0};
   std::atomic<uint64_t> remb_bps{0};
@@ -143,6 +147,13 @@ struct RelaySessionStats {
   std::atomic<uint64_t> nack_given_up_deadline{0};
   std::atomic<uint64_t> nack_given_up_tries{0};
   std::atomic<uint64_t> estimate_bps{0};
+  // The sender's probes as measured here (congestion/probe_meter.h): padding packets received,
+  // clusters measured, those that raised the estimate, and the last one's rates.
+  std::atomic<uint64_t> probe_padding_received{0};
+  std::atomic<uint64_t> probes_measured{0};
+  std::atomic<uint64_t> probes_raised{0};
+  std::atomic<uint64_t> last_probe_send_bps{0};
+  std::atomic<uint64_t> last_probe_receive_bps{0};
   std::atomic<uint64_t> jitter_target_us{0};
   std::atomic<int64_t> skew_ppm_milli{0};
   RelayAudioStats audio;

@@ -28,8 +28,8 @@ void ReceiveStream::start_sender(uint32_t ssrc, uint64_t now_ns, jitter::FrameSi
 }
 
 void ReceiveStream::on_arrival(uint64_t now_ns, std::optional<uint32_t> abs_send_time,
-                               uint32_t bytes) {
-  if (abs_send_time) estimator_.on_packet(now_ns, *abs_send_time, bytes);
+                               uint32_t bytes, bool probe_padding) {
+  if (abs_send_time) estimator_.on_packet(now_ns, *abs_send_time, bytes, probe_padding);
 }
 
 bool ReceiveStream::accept(const rtp::RtpPacketView& view, std::span<const uint8_t> packet,

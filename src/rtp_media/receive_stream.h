@@ -48,8 +48,10 @@ class ReceiveStream {
   void start_sender(uint32_t ssrc, uint64_t now_ns, jitter::FrameSink& sink);
 
   // ---- media in ----
-  // A packet's arrival (its whole datagram, `bytes`), for the delay-based estimate.
-  void on_arrival(uint64_t now_ns, std::optional<uint32_t> abs_send_time, uint32_t bytes);
+  // A packet's arrival (its whole datagram, `bytes`), for the delay-based estimate; whether it
+  // is a probe's padding (congestion/probe_meter.h).
+  void on_arrival(uint64_t now_ns, std::optional<uint32_t> abs_send_time, uint32_t bytes,
+                  bool probe_padding = false);
   // A media packet of the sender's, parsed into view: into the store and the jitter buffer.
   // repaired: rebuilt by FEC or resent (not counted in the report's statistics). False when it
   // was not taken (held already, too late, no buffer: `no_buffer` says which).
@@ -81,6 +83,10 @@ class ReceiveStream {
   const jitter::JitterBufferCounters& jitter_counters() const { return jitter_.counters(); }
   const jitter::NackCounters& nack_counters() const { return nack_.counters(); }
   uint64_t estimate_bps() const { return estimator_.estimate_bps(); }
+  // The estimator's figures since the sender's last start (probes measured and raised).
+  const congestion::DelayEstimatorCounters& estimator_counters() const {
+    return estimator_.counters();
+  }
   double skew_ppm() const { return skew_.skew_ppm(); }
 
  private:

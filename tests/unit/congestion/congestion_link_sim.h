@@ -8,7 +8,10 @@
 // (a schedule of steps), then propagation delay plus uniform jitter, in order (a packet never
 // overtakes the one before it, as on one path). Receiver: the DelayBasedEstimator; a REMB when
 // it is due and an RR (fraction lost, RFC 3550 style from sequence numbers) every rr_interval,
-// both reaching the sender after feedback_delay. Deterministic for a seed; reads no clock.
+// both reaching the sender after feedback_delay. With delay_probes, the sender probes as the
+// relay's does: for probe_ns the pacer runs at the controller's probe rate (x 1.05) and is kept
+// fed with padding packets, which the receiver's estimator is told are padding. Deterministic
+// for a seed; reads no clock.
 #pragma once
 
 #include <algorithm>
@@ -63,6 +66,8 @@ struct LinkSimConfig {
   uint64_t abs_send_time_offset_ns = 0;  // where the sender's clock starts (wrap tests)
   AimdConfig aimd;                       // rate bounds are overwritten from the fields above
   PacerConfig pacer;
+  bool delay_probes = false;
+  uint64_t probe_ns = 30 * kMs;
 };
 
 struct Sample {
@@ -89,6 +94,7 @@ struct LinkSimResult {
   uint64_t link_drops_queue = 0;
   uint64_t link_drops_random = 0;
   uint64_t packets_sent = 0;
+  uint64_t padding_packets = 0;
 };
 
 inline uint64_t capacity_at(const LinkSimConfig& config, uint64_t t) {
@@ -114,6 +120,7 @@ inline LinkSimResult run_link_sim(const LinkSimConfig& config) {
   sender_config.min_bps = config.min_bps;
   sender_config.max_bps = config.max_bps;
   sender_config.start_bps = config.start_bps;
+  sender_config.delay_probes = config.delay_probes;
   SendRateController sender(sender_config);
 
   PacerConfig pacer_config = config.pacer;
@@ -125,6 +132,7 @@ inline LinkSimResult run_link_sim(const LinkSimConfig& config) {
     uint64_t send_ns;
     uint32_t size;
     uint64_t seq;
+    bool padding;
   };
   struct Feedback {
     uint64_t at_ns;
@@ -139,7 +147,11 @@ inline LinkSimResult run_link_sim(const LinkSimConfig& config) {
   std::deque<InFlight> in_flight;
   std::deque<Feedback> feedback;
   std::vector<uint32_t> packet_sizes;  // by id (the pacer's handle), the UDP payload size
+  std::vector<bool> packet_padding;    // by id: a probe's padding
   packet_sizes.reserve(1 << 20);
+  bool probing = false;
+  uint64_t probe_bps = 0;
+  uint64_t probe_started_ns = 0;
 
   LinkSimResult result;
   uint64_t next_frame_ns = 0;
@@ -175,6 +187,33 @@ inline LinkSimResult run_link_sim(const LinkSimConfig& config) {
     }
     pacer.set_target_rate(sender.target_bps());
 
+    // A probe: the pacer at its rate, fed with padding.
+    if (config.delay_probes) {
+      if (probing && now - probe_started_ns >= config.probe_ns) {
+        probing = false;
+        pacer.set_pacing(config.pacer.pacing_factor, config.pacer.drain_within_ns);
+      }
+      if (!probing) {
+        if (const uint64_t bps = sender.delay_probe_bps(now)) {
+          probing = true;
+          probe_bps = bps;
+          probe_started_ns = now;
+          sender.on_delay_probe_sent(now, bps);
+          pacer.set_pacing(1.05, config.pacer.drain_within_ns);
+        }
+      }
+      if (probing) {
+        pacer.set_target_rate(probe_bps);
+        while (pacer.queued_packets() < 2) {
+          const uint32_t size = config.max_payload_bytes + config.packet_overhead_bytes;
+          pacer.enqueue(now, packet_sizes.size(), size);
+          packet_sizes.push_back(size);
+          packet_padding.push_back(true);
+          ++result.padding_packets;
+        }
+      }
+    }
+
     // The encoder.
     if (now >= next_frame_ns) {
       next_frame_ns += kSecond / config.fps;
@@ -189,6 +228,7 @@ inline LinkSimResult run_link_sim(const LinkSimConfig& config) {
         const uint32_t size = payload + config.packet_overhead_bytes;
         pacer.enqueue(now, packet_sizes.size(), size);
         packet_sizes.push_back(size);
+        packet_padding.push_back(false);
       }
     }
 
@@ -231,7 +271,8 @@ inline LinkSimResult run_link_sim(const LinkSimConfig& config) {
                            config.jitter_ns;
         arrival = std::max(arrival, last_arrival_ns);  // one path: no overtaking
         last_arrival_ns = arrival;
-        in_flight.push_back(InFlight{arrival, now, batch[i].size_bytes, this_seq});
+        in_flight.push_back(
+            InFlight{arrival, now, batch[i].size_bytes, this_seq, packet_padding[batch[i].id]});
       }
       if (n < std::size(batch)) break;
     }
@@ -240,7 +281,8 @@ inline LinkSimResult run_link_sim(const LinkSimConfig& config) {
     while (!in_flight.empty() && in_flight.front().arrival_ns <= now) {
       const InFlight& p = in_flight.front();
       receiver.on_packet(p.arrival_ns,
-                         abs_send_time_from_ns(p.send_ns + config.abs_send_time_offset_ns), p.size);
+                         abs_send_time_from_ns(p.send_ns + config.abs_send_time_offset_ns), p.size,
+                         p.padding);
       period_bytes_received += p.size;
       ++rr_received;
       if (!received_any || p.seq > highest_seq_received) highest_seq_received = p.seq;
