@@ -77,8 +77,8 @@ uint64_t AimdRateControl::raise_to(uint64_t bps) {
   return estimate_bps_;
 }
 
-uint64_t AimdRateControl::set_to_bottleneck(uint64_t bps, uint64_t bottleneck_bps) {
-  estimate_bps_ = clamp_bounds(double(bps));
+uint64_t AimdRateControl::lower_to_bottleneck(uint64_t bps, uint64_t bottleneck_bps) {
+  estimate_bps_ = std::min(estimate_bps_, clamp_bounds(double(bps)));
   learn_capacity(bottleneck_bps);
   state_ = AimdState::kHold;
   return estimate_bps_;

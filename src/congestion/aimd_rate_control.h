@@ -51,9 +51,9 @@ class AimdRateControl {
   // A probe showed the path carrying bps (delay_based_estimator.h): the estimate goes up to it
   // (never down), and a last congestion point it passes is forgotten. Returns the estimate.
   uint64_t raise_to(uint64_t bps);
-  // A probe found a bottleneck at bottleneck_bps: the estimate is set to bps, up or down, and the
-  // bottleneck's rate is a congestion point. Returns the estimate.
-  uint64_t set_to_bottleneck(uint64_t bps, uint64_t bottleneck_bps);
+  // A probe found a bottleneck at bottleneck_bps: the estimate goes down to bps if above it, and
+  // the bottleneck's rate is a congestion point. Returns the estimate.
+  uint64_t lower_to_bottleneck(uint64_t bps, uint64_t bottleneck_bps);
 
   uint64_t estimate_bps() const { return estimate_bps_; }
   AimdState state() const { return state_; }

@@ -52,7 +52,7 @@ void DelayBasedEstimator::on_probe(const ProbeMeasurement& probe) {
   uint64_t after;
   if (double(probe.receive_bps) < config_.probe_saturated * double(probe.send_bps)) {
     ++counters_.probes_saturated;
-    after = rate_.set_to_bottleneck(uint64_t(config_.probe_use * double(probe.receive_bps)),
+    after = rate_.lower_to_bottleneck(uint64_t(config_.probe_use * double(probe.receive_bps)),
                                     probe.receive_bps);
   } else {
     after = rate_.raise_to(

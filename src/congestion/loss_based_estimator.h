@@ -135,7 +135,7 @@ struct SendRateConfig {
   bool delay_probes = false;
   double delay_probe_factor = 2.0;
   uint64_t delay_probe_interval_ns = 2'000'000'000;
-  uint64_t delay_probe_max_interval_ns = 4'000'000'000;
+  uint64_t delay_probe_max_interval_ns = 3'000'000'000;
   uint64_t delay_probe_continue_ns = 300'000'000;
 };
 

@@ -108,7 +108,7 @@ void RelaySender::send_frame(transport::ToTransport& m, uint64_t now_ns) {
     path_.send_to_main(done);
     return;
   }
-  media_bytes_ += info.bytes;
+  sent_.on_access_unit(info.bytes);
   // FEC redundancy for this frame, from the loss the receiver reports.
   fec_encoder_.set_shape(
       fec::choose_block_shape(loss_.estimate(), uint32_t(packetizer_.packet_count()), kFecPolicy));
@@ -225,7 +225,7 @@ void RelaySender::pace(uint64_t now_ns) {
         if (const size_t sent = path_.send_rtp(send_buffer_, plain.size())) {
           count(stats_.packets_sent);
           video_.count_sent(plain.size());
-          bytes_out_ += sent;
+          sent_.on_sent(sent);
           const bool media = plain.size() > 3 && (plain[1] & 0x7f) == kMediaPayloadType;
           const bool marker = plain.size() > 3 && (plain[1] & 0x80);
           // A frame's last original packet (the marker on the media payload type; RTX has its
@@ -241,11 +241,8 @@ void RelaySender::pace(uint64_t now_ns) {
             const uint16_t sequence = uint16_t(plain[2] << 8 | plain[3]);
             video_.on_media_sent(sequence, marker, now_ns);
             newest_media_sequence_ = sequence;
-            wire_marks_[sequence % kWireMarks] = {now_ns, bytes_out_, sequence, true};
-            if (probe_padding_ && !probe_have_first_) {
-              probe_first_sequence_ = sequence;
-              probe_have_first_ = true;
-            }
+            sent_.on_media_sent(sequence, now_ns);
+            probe_.on_media_sent(sequence);
           }
         }
       }
@@ -362,9 +359,7 @@ void RelaySender::on_rtcp(const RelayRtcp& rtcp, uint64_t now_ns) {
   for (size_t i = 0; i < rtcp.nack_count; ++i) {
     const uint16_t sequence = (*rtcp.nacks)[i];
     // A media packet sent during a probe past a ceiling was lost: the ceiling still holds.
-    if (probing() && !probe_for_delay_ && probe_have_first_ &&
-        int16_t(uint16_t(sequence - probe_first_sequence_)) >= 0)
-      end_probe(now_ns, false);
+    if (probe_.lost(sequence)) end_probe(now_ns, false);
     loss_.on_nacked(sequence);
     retransmit(sequence, now_ns);
   }
@@ -470,41 +465,16 @@ void RelaySender::report_target_rate(uint64_t now_ns) {
 }
 
 void RelaySender::congestion_report(const rtp::ReportBlock& block, uint64_t now_ns) {
-  // The receiver reports early when it sees a loss, so its RRs come a few dozen packets apart
-  // and each one's fraction lost is 0 or a spike: under a policer dropping most of what was
-  // sent, the first RR past the estimator's interval said 0 as often as not, and the rate
-  // climbed 8 % into the cap again (measured: the target 10-27 Mbit/s against 10). So the
-  // fraction comes from the running counts, over at least kCongestionSampleNs and
-  // kCongestionSamplePackets.
-  const uint32_t expected = block.extended_highest_sequence - congestion_base_sequence_;
   // A span with a probe in it is the probe's (run_probe): its rate was padding's, its loss the
   // probe's own. So is one that reaches back to packets sent before the verdict (compared
   // while sequence numbers cannot have wrapped since). The next sample starts here.
-  const bool spans_probe =
-      probing() || congestion_base_ns_ < probe_ended_ns_ ||
-      (probe_ended_ns_ != 0 && now_ns - probe_ended_ns_ < kProbeTailNs &&
-       int16_t(uint16_t(congestion_base_sequence_ - probe_last_sequence_)) < 0);
-  if (!congestion_sampled_ || expected > 0x8000'0000u || spans_probe) {
-    congestion_sampled_ = true;
-    congestion_base_sequence_ = block.extended_highest_sequence;
-    congestion_base_lost_ = block.cumulative_lost;
-    congestion_base_ns_ = now_ns;
-    return;
-  }
-  if (now_ns - congestion_base_ns_ < kCongestionSampleNs || expected < kCongestionSamplePackets)
-    return;
-  const double lost = double(block.cumulative_lost) - congestion_base_lost_;
-  const double fraction = std::clamp(lost / expected, 0.0, 1.0);
-  // What was sent over the span the sample covers, the loss estimate's base: between the wire
-  // times of its first and last packets, or failing that over the last samples of the rate.
-  uint64_t sent = sent_bps_between(uint16_t(congestion_base_sequence_),
-                                   uint16_t(block.extended_highest_sequence));
-  if (sent == 0) {
-    const size_t samples = size_t((now_ns - congestion_base_ns_) / kRateSampleNs);
-    sent = sent_bps(std::clamp<size_t>(samples, 1, kRateSamples - 1));
-  }
-  const congestion::LossUpdate update =
-      rate_.on_receiver_report(now_ns, uint8_t(std::min(255.0, fraction * 256)), rtt_ns_, sent);
+  const std::optional<LossSample> sample = sent_.loss_sample(
+      block.extended_highest_sequence, block.cumulative_lost, now_ns,
+      probe_.holds_loss_of(sent_.loss_span_start_ns(), sent_.loss_span_start_sequence(), now_ns));
+  if (!sample) return;
+  const double fraction = sample->fraction;
+  const congestion::LossUpdate update = rate_.on_receiver_report(
+      now_ns, uint8_t(std::min(255.0, fraction * 256)), rtt_ns_, sample->sent_bps);
   // A decrease is the controller's verdict of congestion; so is lossy feedback it came too soon
   // after one to act on (band loss is held, not "too soon", unless above a policer's ceiling).
   // Whether that loss was the sender's own doing is known only under a policer: a decrease on a
@@ -516,7 +486,7 @@ void RelaySender::congestion_report(const rtp::ReportBlock& block, uint64_t now_
       (update == congestion::LossUpdate::kTooSoon && fraction >= kCongestionLoss);
   if (congested) {
     if (now_ns - last_congestion_ns_ > kCongestionEpisodeNs)
-      congestion_episode_ns_ = congestion_base_ns_;
+      congestion_episode_ns_ = sample->from_ns;
     last_congestion_ns_ = now_ns;
   }
   if (policed && !policer_known_) {
@@ -526,20 +496,9 @@ void RelaySender::congestion_report(const rtp::ReportBlock& block, uint64_t now_
   } else if (policed && congested) {
     congestion_since_fec_sample_ = true;
     // FEC's samples that ended within this span hold some of the same loss.
-    loss_.drop_samples_since(congestion_base_ns_);
+    loss_.drop_samples_since(sample->from_ns);
   }
   policer_known_ = policed;
-  congestion_base_sequence_ = block.extended_highest_sequence;
-  congestion_base_lost_ = block.cumulative_lost;
-  congestion_base_ns_ = now_ns;
-}
-
-void RelaySender::sample_send_rate(uint64_t now_ns) {
-  if (now_ns < next_rate_sample_ns_) return;
-  next_rate_sample_ns_ = now_ns + kRateSampleNs;
-  rate_sample_head_ = (rate_sample_head_ + 1) % kRateSamples;
-  rate_samples_[rate_sample_head_] = {now_ns, bytes_out_, media_bytes_, padding_bytes_};
-  rate_sample_count_ = std::min(rate_sample_count_ + 1, kRateSamples);
 }
 
 uint64_t RelaySender::media_bps(uint64_t target) const {
@@ -548,36 +507,7 @@ uint64_t RelaySender::media_bps(uint64_t target) const {
   // of what is sent, and the measured share took the 720p encoder to under 1 Mbit/s; after a
   // shaper's cap, what arrives above the receiver's estimate is what lets that estimate climb.
   if (rate_.ceiling_bps() == 0) return 0;
-  const size_t samples =
-      std::min(kRateSamples - 1, rate_sample_count_ - std::min<size_t>(rate_sample_count_, 1));
-  if (samples == 0) return 0;
-  const RateSample& now = rate_samples_[rate_sample_head_];
-  const RateSample& then =
-      rate_samples_[(rate_sample_head_ + kRateSamples - samples) % kRateSamples];
-  // Padding is not the encoder's to spend: it goes only while probing.
-  const uint64_t total = (now.bytes - then.bytes) - (now.padding_bytes - then.padding_bytes);
-  if (total < kMinShareBytes) return 0;
-  const double share = std::clamp(double(now.media_bytes - then.media_bytes) / double(total),
-                                  kMinMediaShare, kMaxMediaShare);
-  return uint64_t(double(target) * share);
-}
-
-uint64_t RelaySender::sent_bps(size_t samples) const {
-  samples = std::min(samples, rate_sample_count_ - std::min<size_t>(rate_sample_count_, 1));
-  if (samples == 0) return 0;  // not measured yet: the estimator takes its own estimate
-  const RateSample& now = rate_samples_[rate_sample_head_];
-  const RateSample& then =
-      rate_samples_[(rate_sample_head_ + kRateSamples - samples) % kRateSamples];
-  const uint64_t dt = now.at_ns - then.at_ns;
-  return dt > 0 ? (now.bytes - then.bytes) * 8 * 1'000'000'000ull / dt : 0;
-}
-
-uint64_t RelaySender::sent_bps_between(uint16_t first, uint16_t last) const {
-  const WireMark& a = wire_marks_[first % kWireMarks];
-  const WireMark& b = wire_marks_[last % kWireMarks];
-  if (!a.valid || !b.valid || a.sequence != first || b.sequence != last) return 0;
-  if (b.at_ns < a.at_ns + kMinWireSpanNs || b.bytes < a.bytes) return 0;
-  return (b.bytes - a.bytes) * 8 * 1'000'000'000ull / (b.at_ns - a.at_ns);
+  return uint64_t(double(target) * sent_.media_share());
 }
 
 void RelaySender::on_timer(uint64_t now_ns) {
@@ -603,7 +533,7 @@ void RelaySender::on_timer(uint64_t now_ns) {
   if (connected) send_second_copies(now_ns);
   run_probe(now_ns);
   pace(now_ns);
-  sample_send_rate(now_ns);
+  sent_.sample(now_ns);
   if (connected && now_ns >= next_report_ns_) send_sender_report(now_ns);
   if (goodbye_pending_ && now_ns >= goodbye_not_before_ns_ &&
       pacer_.next_event_ns(now_ns) == congestion::Pacer::kNoEvent) {
@@ -627,25 +557,24 @@ void RelaySender::on_timer(uint64_t now_ns) {
 }
 
 void RelaySender::apply_pacing() {
-  const bool policed = rate_.ceiling_bps() > 0 || probing();
+  const bool policed = rate_.ceiling_bps() > 0 || probe_.running();
   pacer_.set_pacing(policed ? kPolicedPacing : kPacing, policed ? kPolicedDrainNs : kDrainNs);
-  pacer_.set_target_rate(probe_padding_ ? probe_bps_ : rate_.target_bps());
+  pacer_.set_target_rate(probe_.padding() ? probe_.bps() : rate_.target_bps());
 }
 
 void RelaySender::run_probe(uint64_t now_ns) {
-  if (!probing()) {
+  if (!probe_.running()) {
     // Only with a stream being sent: its media packets are what tells.
     if (!path_.connected() || !describing_ || !have_rtt_) return;
+    PaddingProbe::Kind kind = PaddingProbe::Kind::kCeiling;
     uint64_t bps = rate_.probe_bps(now_ns);
-    probe_for_delay_ = bps == 0;
-    if (probe_for_delay_) bps = rate_.delay_probe_bps(now_ns);
+    if (bps == 0) {
+      kind = PaddingProbe::Kind::kFasterPath;
+      bps = rate_.delay_probe_bps(now_ns);
+    }
     if (bps == 0) return;
-    probe_bps_ = bps;
-    probe_padding_ = true;
-    probe_started_ns_ = now_ns;
-    probe_start_bytes_ = bytes_out_;
-    probe_have_first_ = false;
-    if (probe_for_delay_) {
+    probe_.start(kind, bps, now_ns, sent_.bytes());
+    if (kind == PaddingProbe::Kind::kFasterPath) {
       rate_.on_delay_probe_sent(now_ns, bps);
       core::set(stats_.delay_probes, rate_.counters().delay_probes);
     } else {
@@ -654,50 +583,41 @@ void RelaySender::run_probe(uint64_t now_ns) {
     apply_pacing();
     return;
   }
-  if (probe_for_delay_) {
-    // The receiver measures it and says what came of it in its REMB (SendRateController).
-    if (now_ns - probe_started_ns_ >= kDelayProbeNs) end_delay_probe(now_ns);
-    return;
+  switch (probe_.advance(now_ns, sent_.bytes(), rtt_ns_)) {
+    case PaddingProbe::Step::kNone:
+      break;
+    case PaddingProbe::Step::kPaddingDone:
+      apply_pacing();
+      break;
+    case PaddingProbe::Step::kCarried:
+      end_probe(now_ns, true);
+      break;
+    case PaddingProbe::Step::kLost:
+      end_probe(now_ns, false);
+      break;
+    case PaddingProbe::Step::kDone:
+      // The receiver measured it, and its REMB says what came of it (SendRateController).
+      probe_.end(now_ns, newest_media_sequence_);
+      apply_pacing();
+      break;
   }
-  if (probe_padding_ && now_ns - probe_started_ns_ >= kProbeNs) {
-    probe_padding_ = false;  // what was sent has a round trip to be NACKed
-    const double sent_bps =
-        double(bytes_out_ - probe_start_bytes_) * 8e9 / double(now_ns - probe_started_ns_);
-    probe_reached_ = sent_bps >= kProbeReached * double(probe_bps_);
-    apply_pacing();
-  }
-  // It must have sent at the rate it tests, and media with it, to say anything: else not
-  // carried (it is tried again later).
-  if (!probe_padding_ && now_ns - probe_started_ns_ >= kProbeNs + rtt_ns_ + kProbeGraceNs)
-    end_probe(now_ns, probe_have_first_ && probe_reached_);
 }
 
 void RelaySender::end_probe(uint64_t now_ns, bool carried) {
-  rate_.on_probe_result(now_ns, probe_bps_, carried);
+  rate_.on_probe_result(now_ns, probe_.bps(), carried);
   if (!carried) {
     // Its loss was the probe's own, not the path's: not FEC's to learn from.
     congestion_since_fec_sample_ = true;
-    loss_.drop_samples_since(probe_started_ns_);
+    loss_.drop_samples_since(probe_.started_ns());
   }
-  probe_bps_ = 0;
-  probe_padding_ = false;
-  probe_ended_ns_ = now_ns;
-  probe_last_sequence_ = newest_media_sequence_;
+  probe_.end(now_ns, newest_media_sequence_);
   core::set(stats_.probes_carried, rate_.counters().probes_carried);
   apply_pacing();
   report_target_rate(now_ns);
 }
 
-void RelaySender::end_delay_probe(uint64_t now_ns) {
-  probe_bps_ = 0;
-  probe_padding_ = false;
-  probe_ended_ns_ = now_ns;
-  probe_last_sequence_ = newest_media_sequence_;
-  apply_pacing();
-}
-
 void RelaySender::top_up_padding(uint64_t now_ns) {
-  if (!probe_padding_) return;
+  if (!probe_.padding()) return;
   while (pacer_.queued_packets() < kPaddingQueued && queue_padding(now_ns)) {
   }
 }
@@ -707,15 +627,14 @@ bool RelaySender::queue_padding(uint64_t now_ns) {
   if (!video_.holds(sequence)) return false;
   const size_t bytes = video_.packet(sequence).size();
   if (!resend(sequence, now_ns, kProbePaddingPayloadType)) return false;
-  padding_bytes_ += bytes;
+  sent_.on_padding(bytes);
   count(stats_.probe_padding_packets);
   return true;
 }
 
 uint64_t RelaySender::next_wakeup_ns(uint64_t now_ns, uint64_t next) const {
   next = std::min(next, pacer_.next_event_ns(now_ns));
-  if (probing())
-    next = std::min(next, probe_started_ns_ + (probe_for_delay_ ? kDelayProbeNs : kProbeNs));
+  next = std::min(next, probe_.next_wakeup_ns());
   if (path_.connected()) {
     next = std::min({next, next_report_ns_, video_.tail_probe_due_ns()});
     if (second_copy_count_ > 0) next = std::min(next, second_copies_[second_copy_head_].due_ns);

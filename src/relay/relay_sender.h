@@ -17,9 +17,11 @@
 #include "core/content_hash.h"
 #include "fec/encoder.h"
 #include "fec/policy.h"
+#include "relay/padding_probe.h"
 #include "relay/relay_audio.h"
 #include "relay/relay_path.h"
 #include "relay/relay_stats.h"
+#include "relay/sent_record.h"
 #include "rtp/h264_packetizer.h"
 #include "rtp_media/send_stream.h"
 #include "transport/packet_store.h"
@@ -71,14 +73,6 @@ class RelaySender {
   // Takes `bytes` from the retransmission budget; false when it has not that much.
   bool take_retransmit_budget(size_t bytes, uint64_t now_ns);
   void report_target_rate(uint64_t now_ns);
-  // Every kRateSampleNs, the bytes sent so far; what went out over the last `samples` of them,
-  // in bit/s (0 before two samples).
-  void sample_send_rate(uint64_t now_ns);
-  uint64_t sent_bps(size_t samples) const;
-  // What went out, in bit/s, between the wire times of media packets `first` and `last`: the
-  // rate over exactly the packets a receiver report's loss covers. 0 when either is no longer
-  // known or the span is too short to say.
-  uint64_t sent_bps_between(uint16_t first, uint16_t last) const;
   // What the encoder may spend of `target`: the target times the share of what went out over
   // the last second that was access units, not FEC, retransmissions or headers (0 while too
   // little has gone out to say, or while no policer is known).
@@ -86,15 +80,12 @@ class RelaySender {
   // A receiver report's loss, over a long enough span, to the rate controller. Notes when it
   // took the loss for congestion (congestion_since_fec_sample_).
   void congestion_report(const rtp::ReportBlock& block, uint64_t now_ns);
-  // Probing with padding, past a policer's ceiling (congestion::LossBasedEstimator::probe_bps)
-  // or for a faster path while the receiver's estimate binds (SendRateController::
-  // delay_probe_bps): starts one when due and keeps the pacer fed with padding while it runs.
-  // Past a ceiling it gives the verdict once the receiver has had a round trip to NACK what was
-  // sent during it; for a faster path the receiver measures it, and its REMB says.
+  // Probing with padding (padding_probe.h), past a policer's ceiling (congestion::
+  // LossBasedEstimator::probe_bps) or for a faster path while the receiver's estimate binds
+  // (SendRateController::delay_probe_bps): starts one when due, and acts on its steps.
   void run_probe(uint64_t now_ns);
+  // A ceiling probe's verdict.
   void end_probe(uint64_t now_ns, bool carried);
-  void end_delay_probe(uint64_t now_ns);
-  bool probing() const { return probe_bps_ != 0; }
   // Queues one padding packet (an RTX copy of a recent media packet); false when it could not.
   bool queue_padding(uint64_t now_ns);
   // While a probe pads: keeps kPaddingQueued packets in the pacer.
@@ -132,34 +123,11 @@ class RelaySender {
   uint64_t congestion_episode_ns_ = 0;
   uint64_t last_congestion_ns_ = 0;
   bool policer_known_ = false;
-  // A probe past a policer's ceiling: padding (RTX copies of the newest media packets, which
-  // the receiver already has) brings what is sent up to probe_bps_ for kProbeNs. Its media
-  // packets are the test: a NACK for one sent after the probe began (sequence at or after
-  // probe_first_sequence_) ends it at once as lost; none by kProbeNs + RTT + kProbeGraceNs, it
-  // was carried. The congestion samples it spans are not the loss rule's: their rate is
-  // padding's and their loss the probe's own. kProbeNs outlasts the 32-KB bucket of the
-  // qualification's policer at a 25 % excess (100 ms) with room for a deeper one.
-  static constexpr uint64_t kProbeNs = 400'000'000;
-  // A probe for a faster path is short: at twice the target into a cap that holds, its excess
-  // queues there (18 ms at 16 into 10 Mbit/s), and the receiver's fit needs only ~40 packets.
-  static constexpr uint64_t kDelayProbeNs = 30'000'000;
-  bool probe_for_delay_ = false;  // the probe running is for a faster path, not a ceiling
-  static constexpr uint64_t kProbeGraceNs = 50'000'000;
+  PaddingProbe probe_;
+  // Its padding: RTX copies of the newest media packets, which the receiver already has (unless
+  // lost), under their own payload type.
   static constexpr size_t kPaddingQueued = 2;   // packets kept in the pacer while padding
   static constexpr uint16_t kPaddingSpan = 32;  // the newest media packets copied, in turn
-  uint64_t probe_bps_ = 0;                      // 0: no probe
-  bool probe_padding_ = false;                  // padding goes out (the first kProbeNs)
-  uint64_t probe_started_ns_ = 0;
-  uint64_t probe_start_bytes_ = 0;  // bytes_out_ when it began
-  bool probe_reached_ = false;      // it sent at kProbeReached x probe_bps_ or more
-  static constexpr double kProbeReached = 0.9;
-  uint64_t probe_ended_ns_ = 0;  // the last verdict: congestion samples before it are a probe's
-  // The newest media packet sent by the verdict: a sample that reaches back before it holds the
-  // probe's loss (a NACK ends a probe while its last round trip of packets is still out).
-  uint16_t probe_last_sequence_ = 0;
-  static constexpr uint64_t kProbeTailNs = 2'000'000'000;
-  bool probe_have_first_ = false;
-  uint16_t probe_first_sequence_ = 0;
   uint16_t newest_media_sequence_ = 0;
   uint16_t padding_next_ = 0;
   // It probes past a policer's ceiling with padding (run_probe), not with the encoder's rate.
@@ -228,53 +196,16 @@ class RelaySender {
   uint64_t next_target_report_ns_ = 0;
   StreamDescription description_{};
   uint64_t next_report_ns_ = 0;
-  // The send rate as it left (datagram bytes), the loss estimate's "what was sent" (the target
-  // is not it: FEC and retransmissions ride on top of the encoder's share, and the encoder
-  // follows a new target a frame or more late); and the access units' bytes within it, the
-  // encoder's share of the target (media_bps). With a fixed share (0.8) FEC sized for a lossy
-  // path (up to 35 % of the packets) took what was sent 20-50 % over the target, into the cap
-  // the target had found (measured under a 10 Mbit/s policer: 11-17 Mbit/s sent against a
-  // target of 7-11).
-  static constexpr uint64_t kRateSampleNs = 100'000'000;
-  static constexpr size_t kRateSamples = 11;  // a second of them, and the one before
-  struct RateSample {
-    uint64_t at_ns = 0;
-    uint64_t bytes = 0;
-    uint64_t media_bytes = 0;
-    uint64_t padding_bytes = 0;
-  };
-  std::array<RateSample, kRateSamples> rate_samples_{};
-  size_t rate_sample_count_ = 0, rate_sample_head_ = 0;
-  uint64_t bytes_out_ = 0, media_bytes_ = 0, padding_bytes_ = 0, next_rate_sample_ns_ = 0;
-  // The encoder's share stays within these: below, the sender is repairing more than it sends
-  // (the next IDR is the better repair); above, nothing is left for a loss's first repairs.
-  static constexpr double kMinMediaShare = 0.5;
-  static constexpr double kMaxMediaShare = 0.95;
-  static constexpr uint64_t kMinShareBytes = 20'000;  // a second of less says nothing
-  // Each media packet's wire time and the bytes sent up to it, by sequence number
-  // (sent_bps_between). A policer's mark is its throughput, what was sent x (1 - loss); with the
-  // rate taken over the last 100-ms samples up to a report's arrival instead, the rate and the
-  // loss described different packets (shifted by the one-way delay and the report's own wait),
-  // and two throughputs of one policer came out 10-30 % apart.
-  struct WireMark {
-    uint64_t at_ns = 0;
-    uint64_t bytes = 0;  // bytes_out_ once it was sent
-    uint16_t sequence = 0;
-    bool valid = false;
-  };
-  static constexpr size_t kWireMarks = 4096;  // 1.5 s at 30 Mbit/s
-  static constexpr uint64_t kMinWireSpanNs = 100'000'000;
-  std::array<WireMark, kWireMarks> wire_marks_{};
-  // The rate controller's loss sample: from the counts at the last one (congestion_report).
-  static constexpr uint64_t kCongestionSampleNs = 300'000'000;  // the estimator's interval
-  static constexpr uint32_t kCongestionSamplePackets = 50;
+  // What went out (sent_record.h): the loss estimate's "what was sent" (the target is not it:
+  // FEC and retransmissions ride on top of the encoder's share, and the encoder follows a new
+  // target a frame or more late), the access units' share within it (media_bps), and the loss
+  // samples. With a fixed share (0.8) FEC sized for a lossy path (up to 35 % of the packets)
+  // took what was sent 20-50 % over the target, into the cap the target had found (measured
+  // under a 10 Mbit/s policer: 11-17 Mbit/s sent against a target of 7-11).
+  SentRecord sent_;
   // Lossy feedback the controller found too soon to act on is congestion from this loss up (its
   // low_loss: below it, the path carries what is sent).
   static constexpr double kCongestionLoss = 0.02;
-  bool congestion_sampled_ = false;
-  uint32_t congestion_base_sequence_ = 0;
-  int32_t congestion_base_lost_ = 0;
-  uint64_t congestion_base_ns_ = 0;
   // Audio: the encoder side (relay_audio.h), polled on the timer.
   std::unique_ptr<AudioSender> audio_sender_;
   std::unique_ptr<AudioOut> audio_out_;

@@ -9,6 +9,7 @@ add_executable(congestion_tests
   ${SYNC_ROOT}/tests/unit/congestion/congestion_delay_test.cpp
   ${SYNC_ROOT}/tests/unit/congestion/congestion_loss_test.cpp
   ${SYNC_ROOT}/tests/unit/congestion/congestion_pacer_test.cpp
+  ${SYNC_ROOT}/tests/unit/congestion/congestion_probe_test.cpp
   ${SYNC_ROOT}/tests/unit/congestion/congestion_sim_test.cpp
 )
 target_include_directories(congestion_tests PRIVATE ${SYNC_ROOT}/tests/unit/support)

@@ -2,6 +2,7 @@
 add_executable(relay_tests ${SYNC_ROOT}/tests/unit/relay/relay_wire_test.cpp
                            ${SYNC_ROOT}/tests/unit/relay/relay_link_test.cpp
                            ${SYNC_ROOT}/tests/unit/relay/relay_session_test.cpp
+                           ${SYNC_ROOT}/tests/unit/relay/relay_sender_parts_test.cpp
                            ${SYNC_ROOT}/tests/unit/relay/decode_stage_test.cpp)
 # decode_stage_test encodes its input with the video codec and draws it with libyuv
 # (tests/unit/support/video_codec_pictures.h).
