@@ -1,5 +1,6 @@
-// libFuzzer target for the congestion module: the receiver's delay-based estimator, the sender's
-// rate controller and the pacer, driven by operations decoded from the input.
+// libFuzzer target for the congestion module: the receiver's delay-based estimator (with the
+// probes it measures), the sender's rate controller (with the probes it asks for) and the pacer,
+// driven by operations decoded from the input.
 //
 // Input: a sequence of operations, each an opcode byte and its operands (little-endian); time
 // only moves forward, by an amount the input chooses (arrival times may also step back, which the
@@ -59,6 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   SendRateConfig sender_config;
   sender_config.min_bps = kMinBps;
   sender_config.max_bps = kMaxBps;
+  sender_config.delay_probes = true;
   SendRateController sender(sender_config);
   PacerConfig pacer_config;
   pacer_config.capacity_packets = kPacerCapacity;
@@ -74,19 +76,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   for (int ops = 0; !in.empty() && ops < 4096; ++ops) {
     const uint8_t op = static_cast<uint8_t>(in.take(1));
-    switch (op % 7) {
+    const bool padding = (op & 0x40) != 0;  // a probe's
+    switch (op % 8) {
       case 0: {  // a packet with abs-send-time
         now += in.take(2) * 1'000;
         const uint32_t abs = static_cast<uint32_t>(in.take(3));
         const uint32_t bytes = static_cast<uint32_t>(in.take(2)) << (op >> 7);
-        receiver.on_packet(now, abs, bytes);
+        receiver.on_packet(now, abs, bytes, padding);
         break;
       }
       case 1: {  // a packet with a send time in ns, possibly arriving "before" the last
         const int64_t send = static_cast<int64_t>(now) - static_cast<int64_t>(in.take(3) * 100);
         const uint64_t arrival = (op & 0x80) ? now - std::min<uint64_t>(now, in.take(1)) : now;
         const PacketVerdict verdict =
-            receiver.on_packet_send_ns(arrival, send, static_cast<uint32_t>(in.take(2)));
+            receiver.on_packet_send_ns(arrival, send, static_cast<uint32_t>(in.take(2)), padding);
         (void)verdict;
         break;
       }
@@ -143,7 +146,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         receiver.set_rtt(in.take(4) * 1'000);
         break;
       }
+      case 7: {  // the sender's probe for a faster path, when one is due
+        now += in.take(1) * 10'000'000;
+        if (const uint64_t bps = sender.delay_probe_bps(now)) {
+          FUZZ_CHECK(bps > sender.target_bps() && bps <= kMaxBps);
+          sender.on_delay_probe_sent(now, bps);
+          FUZZ_CHECK(sender.delay_probe_bps(now) == 0);
+        }
+        break;
+      }
     }
+    const ProbeMeterCounters& probes = receiver.probe_counters();
+    FUZZ_CHECK(probes.clusters + probes.too_small <= probes.padding_packets);
+    FUZZ_CHECK(receiver.counters().probes_measured == probes.clusters);
     FUZZ_CHECK(receiver.estimate_bps() >= kMinBps && receiver.estimate_bps() <= kMaxBps);
     FUZZ_CHECK(sender.target_bps() >= kMinBps && sender.target_bps() <= kMaxBps);
     FUZZ_CHECK(sender.loss_based_bps() >= kMinBps && sender.loss_based_bps() <= kMaxBps);

@@ -208,9 +208,8 @@ void SendRateController::on_remb(uint64_t now_ns, uint64_t bitrate_bps) {
 }
 
 uint64_t SendRateController::delay_probe_bps(uint64_t now_ns) const {
-  if (!config_.delay_probes || !have_remb_ || loss_.ceiling_bps() != 0) return 0;
+  if (!config_.delay_probes || !delay_bound() || loss_.ceiling_bps() != 0) return 0;
   if (now_ns < delay_probe_not_before_ns_) return 0;
-  if (remb_bps_ > loss_.estimate_bps() || target_bps_ >= config_.max_bps) return 0;
   return std::min(config_.max_bps, uint64_t(config_.delay_probe_factor * double(target_bps_)));
 }
 

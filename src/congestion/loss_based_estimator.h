@@ -180,6 +180,12 @@ class SendRateController {
   uint64_t delay_probe_bps(uint64_t now_ns) const;
   // The sender started such a probe.
   void on_delay_probe_sent(uint64_t now_ns, uint64_t bps);
+  // The receiver's REMB sets the target, under the maximum: the path has a bottleneck that
+  // queues (a shaper, a busy link), and what is sent (FEC and repairs on top of the media) must
+  // fit the REMB, which measures all of it.
+  bool delay_bound() const {
+    return have_remb_ && remb_bps_ <= loss_.estimate_bps() && target_bps_ < config_.max_bps;
+  }
   const SendRateCounters& counters() const { return counters_; }
 
  private:

@@ -21,6 +21,7 @@
 #include "relay/relay_audio.h"
 #include "relay/relay_path.h"
 #include "relay/relay_stats.h"
+#include "relay/repair_budget.h"
 #include "relay/sent_record.h"
 #include "rtp/h264_packetizer.h"
 #include "rtp_media/send_stream.h"
@@ -70,12 +71,10 @@ class RelaySender {
   void send_second_copies(uint64_t now_ns);
   // As RTX (or as a probe's padding); false when it could not queue.
   bool resend(uint16_t sequence, uint64_t now_ns, uint8_t payload_type = kRtxPayloadType);
-  // Takes `bytes` from the retransmission budget; false when it has not that much.
-  bool take_retransmit_budget(size_t bytes, uint64_t now_ns);
   void report_target_rate(uint64_t now_ns);
   // What the encoder may spend of `target`: the target times the share of what went out over
   // the last second that was access units, not FEC, retransmissions or headers (0 while too
-  // little has gone out to say, or while no policer is known).
+  // little has gone out to say, or while neither a policer's ceiling nor the REMB binds it).
   uint64_t media_bps(uint64_t target) const;
   // A receiver report's loss, over a long enough span, to the rate controller. Notes when it
   // took the loss for congestion (congestion_since_fec_sample_).
@@ -169,24 +168,7 @@ class RelaySender {
     c.burst_ns = kLossyBurstNs;  // until the receiver's reports say the path is clean
     return c;
   }()};
-  // A second copy of a retransmission goes only under 10 % loss: more is congestion (a cap, a
-  // policer), where a second copy only adds to what the path cannot carry.
-  static constexpr double kRedundantRepairMaxLoss = 0.10;
-  // Retransmissions get at most this share of the target rate (a token bucket of 100 ms of it):
-  // when a cap starts dropping most of what is sent, every packet is NACKed, and resending them
-  // all (the pacer drains its queue within 33 ms whatever the target) multiplied what was sent
-  // into a path that was already full (measured: 160 Mbit/s out for a second into a 10 Mbit/s
-  // policer). A NACK past the budget is not served (counted); FEC and the next IDR repair.
-  static constexpr double kRetransmitShare = 0.25;
-  double retransmit_tokens_ = 0;  // bytes
-  uint64_t retransmit_refill_ns_ = 0;
-  struct SecondCopy {
-    uint16_t sequence;
-    uint64_t due_ns;
-  };
-  static constexpr size_t kSecondCopies = 256;
-  std::array<SecondCopy, kSecondCopies> second_copies_{};
-  size_t second_copy_head_ = 0, second_copy_count_ = 0;
+  RepairBudget repairs_;  // the retransmissions' budget and second copies (repair_budget.h)
   bool describing_ = false;
   bool goodbye_pending_ = false;        // the stream closed: BYE once the pacer is empty
   uint64_t goodbye_not_before_ns_ = 0;  // and not before this (kGoodbyeGraceNs after the close)

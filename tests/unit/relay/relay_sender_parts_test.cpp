@@ -1,9 +1,12 @@
-// The relay sender's pure parts: what it sent (SentRecord) and its probes (PaddingProbe).
+// The relay sender's pure parts: what it sent (SentRecord), its probes (PaddingProbe) and its
+// repairs' budget (RepairBudget).
 #include <gtest/gtest.h>
 
 #include <cstdint>
 
 #include "relay/padding_probe.h"
+#include "relay/relay_path.h"
+#include "relay/repair_budget.h"
 #include "relay/sent_record.h"
 
 namespace syncd::relay {
@@ -113,6 +116,42 @@ TEST(RelayPaddingProbe, AFasterPathsProbeIsShortAndHoldsTheLossOfItsSpan) {
   EXPECT_TRUE(p.holds_loss_of(2 * kSecond, 105, 2 * kSecond));
   EXPECT_FALSE(p.holds_loss_of(2 * kSecond, 115, 2 * kSecond));
   EXPECT_FALSE(p.holds_loss_of(4 * kSecond, 105, 4 * kSecond));  // long after: not compared
+}
+
+// --- RepairBudget ---
+
+TEST(RelayRepairBudget, RetransmissionsGetAQuarterOfTheTarget) {
+  RepairBudget b;
+  // 10 Mbit/s: 2.5 Mbit/s for repairs, a bucket of 100 ms of it (31,250 bytes), full at first.
+  int taken = 0;
+  while (b.take(1250, 10'000'000, kSecond)) ++taken;
+  EXPECT_EQ(taken, 25);
+  // 10 ms later, 3,125 bytes more: two packets.
+  EXPECT_TRUE(b.take(1250, 10'000'000, kSecond + 10 * kMs));
+  EXPECT_TRUE(b.take(1250, 10'000'000, kSecond + 10 * kMs));
+  EXPECT_FALSE(b.take(1250, 10'000'000, kSecond + 10 * kMs));
+  // It never holds more than 100 ms of it.
+  taken = 0;
+  while (b.take(1250, 10'000'000, 10 * kSecond)) ++taken;
+  EXPECT_EQ(taken, 25);
+}
+
+TEST(RelayRepairBudget, SecondCopiesOnlyOnALossyPathAndInOrder) {
+  RepairBudget b;
+  EXPECT_EQ(b.next_second_copy_ns(), UINT64_MAX);
+  EXPECT_FALSE(b.schedule_second_copy(1, 0.01, kSecond));  // a clean path
+  EXPECT_FALSE(b.schedule_second_copy(1, 0.20, kSecond));  // congestion
+  EXPECT_TRUE(b.schedule_second_copy(1, 0.05, kSecond));
+  EXPECT_TRUE(b.schedule_second_copy(2, 0.05, kSecond + kMs));
+  EXPECT_EQ(b.next_second_copy_ns(), kSecond + kSecondCopyDelayNs);
+  EXPECT_FALSE(b.take_due_second_copy(kSecond + kSecondCopyDelayNs - 1).has_value());
+  EXPECT_EQ(b.take_due_second_copy(kSecond + kSecondCopyDelayNs + kMs), std::optional<uint16_t>(1));
+  EXPECT_EQ(b.take_due_second_copy(kSecond + kSecondCopyDelayNs + kMs), std::optional<uint16_t>(2));
+  EXPECT_FALSE(b.take_due_second_copy(10 * kSecond).has_value());
+  // The queue holds 256; more are not queued.
+  int queued = 0;
+  for (int i = 0; i < 300; ++i) queued += b.schedule_second_copy(uint16_t(i), 0.05, kSecond);
+  EXPECT_EQ(queued, 256);
 }
 
 }  // namespace
