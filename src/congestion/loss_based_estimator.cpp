@@ -200,7 +200,6 @@ void SendRateController::on_remb(uint64_t now_ns, uint64_t bitrate_bps) {
     delay_probe_open_ = false;
     ++counters_.delay_probes_raised;
     delay_probe_not_before_ns_ = now_ns + config_.delay_probe_continue_ns;
-    delay_probe_interval_ns_ = config_.delay_probe_interval_ns;
   }
   have_remb_ = true;
   remb_bps_ = remb;
@@ -218,11 +217,7 @@ void SendRateController::on_delay_probe_sent(uint64_t now_ns, uint64_t /*bps*/) 
   delay_probe_open_ = true;
   delay_probe_ns_ = now_ns;
   remb_at_delay_probe_ = remb_bps_;
-  // Until its REMB comes back raised, it found a bottleneck: the next one waits longer.
-  if (delay_probe_interval_ns_ == 0) delay_probe_interval_ns_ = config_.delay_probe_interval_ns;
-  delay_probe_not_before_ns_ = now_ns + delay_probe_interval_ns_;
-  delay_probe_interval_ns_ =
-      std::min(2 * delay_probe_interval_ns_, config_.delay_probe_max_interval_ns);
+  delay_probe_not_before_ns_ = now_ns + config_.delay_probe_interval_ns;
 }
 
 LossUpdate SendRateController::on_receiver_report(uint64_t now_ns, uint8_t fraction_lost_q8,

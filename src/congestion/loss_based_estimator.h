@@ -126,16 +126,16 @@ struct SendRateConfig {
   // the target: a sender that pads (the relay's) sends delay_probe_factor x the target for a
   // moment, and the receiver raises its estimate to what arrived (probe_meter.h). AIMD alone
   // climbs back from a cap by 25 % a second (7 s from 5.4 to 30 Mbit/s).
+  //  - Due delay_probe_interval_ns after the last probe, which bounds how long a lifted cap goes
+  //    unseen. A probe that finds the cap still there costs a moment of queue at it (twice the
+  //    target for 30 ms: 11 ms at 6.5 into 10 Mbit/s). Waiting up to 4 s after such a probe
+  //    left the target at 8.8 Mbit/s for 4 s after the cap's end (full rate at 4.5 s).
   //  - A probe whose REMB came back raised is followed by the next after
   //    delay_probe_continue_ns, to double again.
-  //  - One that did not found a bottleneck, and cost a moment of queue there: the next waits
-  //    twice as long as the last, from delay_probe_interval_ns up to delay_probe_max_interval_ns
-  //    (which bounds how long a lifted cap goes unnoticed).
   //  - None within delay_probe_interval_ns of a REMB decrease.
   bool delay_probes = false;
   double delay_probe_factor = 2.0;
   uint64_t delay_probe_interval_ns = 2'000'000'000;
-  uint64_t delay_probe_max_interval_ns = 3'000'000'000;
   uint64_t delay_probe_continue_ns = 300'000'000;
 };
 
@@ -200,7 +200,6 @@ class SendRateController {
   // within kProbeAnswerNs was raised by the probe; AIMD alone climbs less in that time).
   bool delay_probe_open_ = false;
   uint64_t delay_probe_ns_ = 0;
-  uint64_t delay_probe_interval_ns_ = 0;  // the wait after the next probe if it is not raised
   uint64_t remb_at_delay_probe_ = 0;
   static constexpr double kProbeRaise = 1.3;
   static constexpr uint64_t kProbeAnswerNs = 1'000'000'000;
