@@ -19,11 +19,11 @@ LossBasedEstimator::LossBasedEstimator(LossEstimatorConfig config) : config_(con
 }
 
 LossUpdate LossBasedEstimator::on_report(uint64_t now_ns, uint8_t fraction_lost_q8, uint64_t rtt_ns,
-                                         uint64_t sending_bps) {
+                                         uint64_t sending_bps, bool queue_seen) {
   const double loss = fraction_lost_q8 / 256.0;
   {
     const bool known = policer_;
-    note_throughput(now_ns, loss, sending_bps);
+    note_throughput(now_ns, loss, sending_bps, queue_seen);
     // Found now: what the path carried before it is where a lifted cap lets the rate go back.
     if (policer_ && !known) before_policer_bps_ = episode_start_bps_;
   }
@@ -109,7 +109,8 @@ void LossBasedEstimator::on_probe_result(uint64_t now_ns, uint64_t probed_bps, b
   last_change_ns_ = now_ns;
 }
 
-void LossBasedEstimator::note_throughput(uint64_t now_ns, double loss, uint64_t sending_bps) {
+void LossBasedEstimator::note_throughput(uint64_t now_ns, double loss, uint64_t sending_bps,
+                                         bool queue_seen) {
   if (sending_bps == 0) return;
   // A policer passes the same rate whatever is sent above it: two lossy reports in a row at
   // rates apart by more than twice the tolerance whose throughputs, R x (1 - p), agree within
@@ -144,7 +145,7 @@ void LossBasedEstimator::note_throughput(uint64_t now_ns, double loss, uint64_t 
   lowest_through_ = same_episode ? std::min(lowest_through_, through) : through;
   last_lossy_ns_ = now_ns;
   const double tolerance = config_.policer_tolerance;
-  if (!policer_ && last_through_ > 0) {
+  if (!policer_ && last_through_ > 0 && !queue_seen) {
     const double rates = static_cast<double>(sending_bps) / static_cast<double>(last_sending_);
     const double throughs = through / last_through_;
     if (std::abs(rates - 1) > 2 * tolerance && std::abs(throughs - 1) <= tolerance) {
@@ -193,6 +194,8 @@ void SendRateController::on_remb(uint64_t now_ns, uint64_t bitrate_bps) {
   if (have_remb_ && double(remb) < kRembDecrease * double(remb_bps_)) {
     delay_probe_not_before_ns_ =
         std::max(delay_probe_not_before_ns_, now_ns + config_.delay_probe_interval_ns);
+    remb_decreased_ = true;
+    last_remb_decrease_ns_ = now_ns;
   }
   if (delay_probe_open_ && now_ns - delay_probe_ns_ < kProbeAnswerNs &&
       double(remb) >= kProbeRaise * double(remb_at_delay_probe_)) {
@@ -223,8 +226,9 @@ void SendRateController::on_delay_probe_sent(uint64_t now_ns, uint64_t /*bps*/) 
 LossUpdate SendRateController::on_receiver_report(uint64_t now_ns, uint8_t fraction_lost_q8,
                                                   uint64_t rtt_ns, uint64_t sent_bps) {
   ++counters_.reports;
-  const LossUpdate update =
-      loss_.on_report(now_ns, fraction_lost_q8, rtt_ns, sent_bps ? sent_bps : target_bps_);
+  const bool queue_seen = remb_decreased_ && now_ns - last_remb_decrease_ns_ < kQueueEvidenceNs;
+  const LossUpdate update = loss_.on_report(now_ns, fraction_lost_q8, rtt_ns,
+                                            sent_bps ? sent_bps : target_bps_, queue_seen);
   switch (update) {
     case LossUpdate::kIncreased:
       ++counters_.loss_increases;

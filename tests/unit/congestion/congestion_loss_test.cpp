@@ -178,6 +178,30 @@ void find_a_10_mbit_policer(LossBasedEstimator& estimator, uint64_t& t, uint64_t
   estimator.on_report(t, q8(1 - 10.0 / 16.0), kRtt, 16'000'000);
 }
 
+TEST(CongestionLossEstimator, LossThatCameWithAQueueIsNoPolicer) {
+  // The same two reports, each after the receiver's REMB fell: a shaper's queue overflowing.
+  LossBasedEstimator estimator(padding_config(20'000'000));
+  estimator.on_report(0, q8(0.5), kRtt, 20'000'000, true);
+  estimator.on_report(kSecond, q8(1 - 10.0 / 16.0), kRtt, 16'000'000, true);
+  EXPECT_EQ(estimator.ceiling_bps(), 0u);
+  // Through the controller: a REMB decrease within 2 s of the loss.
+  SendRateConfig config;
+  config.start_bps = 30'000'000;
+  config.loss.padding_probes = true;
+  SendRateController shaped(config);
+  shaped.on_remb(0, 30'000'000);
+  shaped.on_remb(kSecond, 12'000'000);
+  shaped.on_receiver_report(kSecond + 100 * kMs, q8(0.5), kRtt, 20'000'000);
+  shaped.on_receiver_report(kSecond + 500 * kMs, q8(1 - 10.0 / 16.0), kRtt, 16'000'000);
+  EXPECT_EQ(shaped.ceiling_bps(), 0u);
+  // With the REMB steady, as under a policer, the same loss finds one.
+  SendRateController policed(config);
+  policed.on_remb(0, 30'000'000);
+  policed.on_receiver_report(kSecond + 100 * kMs, q8(0.5), kRtt, 20'000'000);
+  policed.on_receiver_report(kSecond + 500 * kMs, q8(1 - 10.0 / 16.0), kRtt, 16'000'000);
+  EXPECT_NE(policed.ceiling_bps(), 0u);
+}
+
 TEST(CongestionLossEstimator, LossWellUnderTheCeilingForgetsAPolicer) {
   // A policer loses nothing well under its ceiling: loss there means the ceiling was a chance
   // agreement of random loss, and it is forgotten.
