@@ -70,6 +70,8 @@ bool AimdRateControl::may_decrease(uint64_t now_ns, uint64_t incoming_bps) const
 
 uint64_t AimdRateControl::raise_to(uint64_t bps) {
   const uint64_t raised = clamp_bounds(double(bps));
+  // The path carried more than a bottleneck found before: it has gone.
+  if (ceiling_bps_ != 0 && raised > ceiling_bps_) ceiling_bps_ = 0;
   if (raised <= estimate_bps_) return estimate_bps_;
   estimate_bps_ = raised;
   // Past the last congestion point: the path got faster, as when the incoming rate passes it.
@@ -78,7 +80,8 @@ uint64_t AimdRateControl::raise_to(uint64_t bps) {
 }
 
 uint64_t AimdRateControl::lower_to_bottleneck(uint64_t bps, uint64_t bottleneck_bps) {
-  estimate_bps_ = std::min(estimate_bps_, clamp_bounds(double(bps)));
+  ceiling_bps_ = clamp_bounds(double(bps));
+  estimate_bps_ = std::min(estimate_bps_, ceiling_bps_);
   learn_capacity(bottleneck_bps);
   state_ = AimdState::kHold;
   return estimate_bps_;
@@ -126,8 +129,10 @@ uint64_t AimdRateControl::update(uint64_t now_ns, BandwidthUsage usage,
         next *= std::pow(config_.increase_per_second, elapsed_s);
         next += 1000 * elapsed_s;  // at least 1 kbit/s per second, even from a tiny estimate
       }
-      // Not above what the sender can be shown to use; but an increase never lowers A.
-      const double limit = kIncomingHeadroom * static_cast<double>(incoming) + kIncomingHeadroomBps;
+      // Not above what the sender can be shown to use, nor past a bottleneck a probe found; but
+      // an increase never lowers A.
+      double limit = kIncomingHeadroom * static_cast<double>(incoming) + kIncomingHeadroomBps;
+      if (ceiling_bps_ != 0) limit = std::min(limit, static_cast<double>(ceiling_bps_));
       if (next > limit) next = std::max(limit, static_cast<double>(estimate_bps_));
       estimate_bps_ = clamp_bounds(next);
       break;

@@ -52,7 +52,13 @@ struct DelayEstimatorConfig {
   // The share of a probe's measured rate the estimate may go up to: the fit's error under jitter
   // is a few per cent, and a probe measured at a cap must not put the estimate over it.
   double probe_use = 0.9;
-  double probe_saturated = 0.9;
+  // Below this share of the send rate a probe's arrival rate is a bottleneck's. Not nearer 1:
+  // arrival times are read when the receiving thread takes each datagram, and a few ms of that
+  // thread's delay stretch a 30-ms cluster (measured: a probe the path carried, taken at 0.9
+  // for a bottleneck, held the target under a lifted cap for 2 s). What the estimate goes to is
+  // the lower of the two rates, so a bottleneck taken for a carried probe cannot lift it past
+  // the bottleneck.
+  double probe_saturated = 0.8;
 };
 
 // Why a packet was refused (it then changes nothing but the counters).

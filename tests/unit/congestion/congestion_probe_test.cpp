@@ -181,6 +181,16 @@ TEST(CongestionDelayEstimator, ASaturatedProbeBringsTheEstimateDownToTheBottlene
   EXPECT_EQ(e.counters().probes_saturated, 1u);
   EXPECT_NEAR(double(e.estimate_bps()), 9e6, 0.2e6);
   EXPECT_NEAR(double(e.rate_control().capacity_estimate_bps()), 10e6, 0.2e6);
+  // And no increase passes it: 3 s more of media at 8 Mbit/s with no delay growth, which AIMD
+  // alone would take past 10 Mbit/s.
+  EXPECT_NEAR(double(e.rate_control().ceiling_bps()), 9e6, 0.2e6);
+  t = feed_media(e, t + 140 * kMs, 3 * kSecond, 8'000'000);
+  EXPECT_LE(e.estimate_bps(), e.rate_control().ceiling_bps());
+  // Until a probe is carried past it.
+  t = feed_probe(e, t, 20'000'000, 20'000'000, 60);
+  feed_media(e, t + 40 * kMs, 100 * kMs, 8'000'000);
+  EXPECT_EQ(e.rate_control().ceiling_bps(), 0u);
+  EXPECT_NEAR(double(e.estimate_bps()), 18e6, 0.5e6);
 
   // Under the bottleneck already: a probe stopped by it does not raise the estimate (the
   // sender's FEC and repairs ride on top of its target).
