@@ -193,7 +193,7 @@ void SendRateController::on_remb(uint64_t now_ns, uint64_t bitrate_bps) {
   // The receiver saw a queue grow: not the moment to add to it.
   if (have_remb_ && double(remb) < kRembDecrease * double(remb_bps_)) {
     delay_probe_not_before_ns_ =
-        std::max(delay_probe_not_before_ns_, now_ns + config_.delay_probe_interval_ns);
+        std::max(delay_probe_not_before_ns_, now_ns + config_.delay_probe_after_decrease_ns);
     remb_decreased_ = true;
     last_remb_decrease_ns_ = now_ns;
   }

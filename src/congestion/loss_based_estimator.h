@@ -134,10 +134,14 @@ struct SendRateConfig {
   //    left the target at 8.8 Mbit/s for 4 s after the cap's end (full rate at 4.5 s).
   //  - A probe whose REMB came back raised is followed by the next after
   //    delay_probe_continue_ns, to double again.
-  //  - None within delay_probe_interval_ns of a REMB decrease.
+  //  - None within delay_probe_after_decrease_ns of a REMB decrease, while the queue that set it
+  //    off drains. Not longer: the first probe after a cap's onset finds the cap's rate, which
+  //    then bounds AIMD (AimdRateControl::lower_to_bottleneck); 2 s after it, AIMD had climbed
+  //    over the cap meanwhile (4 % of the samples, two runs of five).
   bool delay_probes = false;
   double delay_probe_factor = 2.0;
   uint64_t delay_probe_interval_ns = 2'000'000'000;
+  uint64_t delay_probe_after_decrease_ns = 500'000'000;
   uint64_t delay_probe_continue_ns = 300'000'000;
 };
 

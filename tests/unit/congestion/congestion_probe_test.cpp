@@ -258,12 +258,12 @@ TEST(CongestionSendRate, ProbesForAFasterPathWhileTheRembBinds) {
   c.on_delay_probe_sent(7 * kSecond, 18'000'000);
   EXPECT_EQ(c.delay_probe_bps(8999 * kMs), 0u);
   EXPECT_EQ(c.delay_probe_bps(9 * kSecond), 18'000'000u);
-  // At the maximum, none; nor within 2 s of a REMB decrease.
+  // At the maximum, none; nor within 0.5 s of a REMB decrease.
   c.on_remb(10 * kSecond, 30'000'000);
   EXPECT_EQ(c.delay_probe_bps(20 * kSecond), 0u);
   c.on_remb(20 * kSecond, 12'000'000);
-  EXPECT_EQ(c.delay_probe_bps(21 * kSecond), 0u);
-  EXPECT_EQ(c.delay_probe_bps(22 * kSecond), 24'000'000u);
+  EXPECT_EQ(c.delay_probe_bps(20 * kSecond + 499 * kMs), 0u);
+  EXPECT_EQ(c.delay_probe_bps(20 * kSecond + 500 * kMs), 24'000'000u);
 }
 
 TEST(CongestionSendRate, NoDelayProbeWhileTheLossRuleBinds) {
