@@ -192,17 +192,14 @@ void SendRateController::on_remb(uint64_t now_ns, uint64_t bitrate_bps) {
   const uint64_t remb = std::max(bitrate_bps, config_.min_bps);
   // The receiver saw a queue grow: not the moment to add to it.
   if (have_remb_ && double(remb) < kRembDecrease * double(remb_bps_)) {
-    delay_probe_not_before_ns_ =
-        std::max(delay_probe_not_before_ns_, now_ns + config_.delay_probe_after_decrease_ns);
+    delay_probe_hold_until_ns_ = now_ns + config_.delay_probe_after_decrease_ns;
     remb_decreased_ = true;
     last_remb_decrease_ns_ = now_ns;
   }
   if (delay_probe_open_ && now_ns - delay_probe_ns_ < kProbeAnswerNs &&
       double(remb) >= kProbeRaise * double(remb_at_delay_probe_)) {
-    // The path carried more than the target: probe again soon, from the new target.
     delay_probe_open_ = false;
     ++counters_.delay_probes_raised;
-    delay_probe_not_before_ns_ = now_ns + config_.delay_probe_continue_ns;
   }
   have_remb_ = true;
   remb_bps_ = remb;
@@ -211,16 +208,20 @@ void SendRateController::on_remb(uint64_t now_ns, uint64_t bitrate_bps) {
 
 uint64_t SendRateController::delay_probe_bps(uint64_t now_ns) const {
   if (!config_.delay_probes || !delay_bound() || loss_.ceiling_bps() != 0) return 0;
-  if (now_ns < delay_probe_not_before_ns_) return 0;
+  if (now_ns < delay_probe_hold_until_ns_) return 0;
+  const bool due = !delay_probed_ || now_ns - delay_probe_ns_ >= config_.delay_probe_interval_ns ||
+                   (now_ns - delay_probe_ns_ >= config_.delay_probe_continue_ns &&
+                    double(remb_bps_) >= config_.delay_probe_climb * double(remb_at_delay_probe_));
+  if (!due) return 0;
   return std::min(config_.max_bps, uint64_t(config_.delay_probe_factor * double(target_bps_)));
 }
 
 void SendRateController::on_delay_probe_sent(uint64_t now_ns, uint64_t /*bps*/) {
   ++counters_.delay_probes;
+  delay_probed_ = true;
   delay_probe_open_ = true;
   delay_probe_ns_ = now_ns;
   remb_at_delay_probe_ = remb_bps_;
-  delay_probe_not_before_ns_ = now_ns + config_.delay_probe_interval_ns;
 }
 
 LossUpdate SendRateController::on_receiver_report(uint64_t now_ns, uint8_t fraction_lost_q8,

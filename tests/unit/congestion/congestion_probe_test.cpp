@@ -249,15 +249,22 @@ TEST(CongestionSendRate, ProbesForAFasterPathWhileTheRembBinds) {
   EXPECT_EQ(c.delay_probe_bps(4999 * kMs), 0u);
   EXPECT_EQ(c.delay_probe_bps(5 * kSecond), 10'000'000u);
   c.on_delay_probe_sent(6 * kSecond, 10'000'000);
-  // Raised by the receiver's measurement: the next after 300 ms, from the new target, and the
-  // wait after an unraised one is 2 s again.
+  // Raised by the receiver's measurement: the next 300 ms after it, from the new target, and
+  // the wait after an unraised one is 2 s again.
   c.on_remb(6 * kSecond + 100 * kMs, 9'000'000);
   EXPECT_EQ(c.counters().delay_probes_raised, 1u);
-  EXPECT_EQ(c.delay_probe_bps(6 * kSecond + 399 * kMs), 0u);
-  EXPECT_EQ(c.delay_probe_bps(6 * kSecond + 400 * kMs), 18'000'000u);
+  EXPECT_EQ(c.delay_probe_bps(6 * kSecond + 299 * kMs), 0u);
+  EXPECT_EQ(c.delay_probe_bps(6 * kSecond + 300 * kMs), 18'000'000u);
   c.on_delay_probe_sent(7 * kSecond, 18'000'000);
   EXPECT_EQ(c.delay_probe_bps(8999 * kMs), 0u);
   EXPECT_EQ(c.delay_probe_bps(9 * kSecond), 18'000'000u);
+  // AIMD climbing 15 % past the REMB at the last probe: the next 300 ms after that probe.
+  c.on_remb(7 * kSecond + 200 * kMs, 10'000'000);
+  EXPECT_EQ(c.delay_probe_bps(7 * kSecond + 250 * kMs), 0u);
+  EXPECT_EQ(c.counters().delay_probes_raised, 1u);  // not by as much as a probe raises it
+  c.on_remb(7 * kSecond + 250 * kMs, 10'400'000);
+  EXPECT_EQ(c.delay_probe_bps(7 * kSecond + 299 * kMs), 0u);
+  EXPECT_EQ(c.delay_probe_bps(7 * kSecond + 300 * kMs), 20'800'000u);
   // At the maximum, none; nor within 0.5 s of a REMB decrease.
   c.on_remb(10 * kSecond, 30'000'000);
   EXPECT_EQ(c.delay_probe_bps(20 * kSecond), 0u);
