@@ -150,7 +150,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         now += in.take(1) * 10'000'000;
         if (const uint64_t bps = sender.delay_probe_bps(now)) {
           FUZZ_CHECK(bps > sender.target_bps() && bps <= kMaxBps);
-          sender.on_delay_probe_sent(now, bps);
+          sender.on_delay_probe_sent(now);
           FUZZ_CHECK(sender.delay_probe_bps(now) == 0);
         }
         break;

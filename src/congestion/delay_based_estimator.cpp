@@ -53,7 +53,7 @@ void DelayBasedEstimator::on_probe(const ProbeMeasurement& probe) {
   if (double(probe.receive_bps) < config_.probe_saturated * double(probe.send_bps)) {
     ++counters_.probes_saturated;
     after = rate_.lower_to_bottleneck(uint64_t(config_.probe_use * double(probe.receive_bps)),
-                                    probe.receive_bps);
+                                      probe.receive_bps);
   } else {
     after = rate_.raise_to(
         uint64_t(config_.probe_use * double(std::min(probe.send_bps, probe.receive_bps))));

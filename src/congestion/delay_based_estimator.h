@@ -54,10 +54,10 @@ struct DelayEstimatorConfig {
   double probe_use = 0.9;
   // Below this share of the send rate a probe's arrival rate is a bottleneck's. Not nearer 1:
   // arrival times are read when the receiving thread takes each datagram, and a few ms of that
-  // thread's delay stretch a 30-ms cluster (measured: a probe the path carried, taken at 0.9
-  // for a bottleneck, held the target under a lifted cap for 2 s). What the estimate goes to is
-  // the lower of the two rates, so a bottleneck taken for a carried probe cannot lift it past
-  // the bottleneck.
+  // thread's delay stretch a 30-ms cluster (seen: at 0.9, a probe 1.5 s after a cap's end was
+  // taken for a bottleneck, and the target stayed under the lifted cap 2 s longer). What the
+  // estimate goes to is the lower of the two rates, so a bottleneck taken for a carried probe
+  // cannot lift it past the bottleneck.
   double probe_saturated = 0.8;
 };
 

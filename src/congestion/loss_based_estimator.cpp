@@ -216,7 +216,7 @@ uint64_t SendRateController::delay_probe_bps(uint64_t now_ns) const {
   return std::min(config_.max_bps, uint64_t(config_.delay_probe_factor * double(target_bps_)));
 }
 
-void SendRateController::on_delay_probe_sent(uint64_t now_ns, uint64_t /*bps*/) {
+void SendRateController::on_delay_probe_sent(uint64_t now_ns) {
   ++counters_.delay_probes;
   delay_probed_ = true;
   delay_probe_open_ = true;

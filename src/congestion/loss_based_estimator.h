@@ -188,7 +188,7 @@ class SendRateController {
   // its probe), nor while the loss rule binds the target or the target is at its maximum.
   uint64_t delay_probe_bps(uint64_t now_ns) const;
   // The sender started such a probe.
-  void on_delay_probe_sent(uint64_t now_ns, uint64_t bps);
+  void on_delay_probe_sent(uint64_t now_ns);
   // The receiver's REMB sets the target, under the maximum: the path has a bottleneck that
   // queues (a shaper, a busy link), and what is sent (FEC and repairs on top of the media) must
   // fit the REMB, which measures all of it.

@@ -9,9 +9,10 @@
 //
 // Each rate is the slope of the cluster's cumulative bytes against time, fitted by least squares
 // over every packet, for the send times (abs-send-time) and the arrival times alike. Taken from
-// the first and last packets alone, the arrival rate of a 50-ms cluster moved by +/- 20 % under
-// +/- 5 ms of jitter, enough to take a 10 Mbit/s cap for 12; the fit over ~60 packets moves by
-// a few per cent. The sums are kept as they come: no allocation, O(1) a packet.
+// the first and last packets alone, the arrival rate of a 60-ms spread could be 17 % off under
+// +/- 5 ms of jitter, enough to take a 10 Mbit/s cap for 12; the fit over ~60 packets stays
+// within 5.2 % (congestion_probe_test, 20 seeds). The sums are kept as they come: no
+// allocation, O(1) a packet.
 //
 // A cluster ends at the first packet sent more than cluster_gap_ns after its last padding
 // packet, which is also when it is measured; one with too few padding packets or too short a

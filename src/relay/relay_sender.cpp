@@ -558,7 +558,7 @@ void RelaySender::run_probe(uint64_t now_ns) {
     if (bps == 0) return;
     probe_.start(kind, bps, now_ns, sent_.bytes());
     if (kind == PaddingProbe::Kind::kFasterPath) {
-      rate_.on_delay_probe_sent(now_ns, bps);
+      rate_.on_delay_probe_sent(now_ns);
       core::set(stats_.delay_probes, rate_.counters().delay_probes);
     } else {
       count(stats_.probes);

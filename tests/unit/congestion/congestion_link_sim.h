@@ -198,7 +198,7 @@ inline LinkSimResult run_link_sim(const LinkSimConfig& config) {
           probing = true;
           probe_bps = bps;
           probe_started_ns = now;
-          sender.on_delay_probe_sent(now, bps);
+          sender.on_delay_probe_sent(now);
           pacer.set_pacing(1.05, config.pacer.drain_within_ns);
         }
       }

@@ -240,22 +240,22 @@ TEST(CongestionSendRate, ProbesForAFasterPathWhileTheRembBinds) {
   EXPECT_EQ(c.delay_probe_bps(kSecond), 0u);  // no REMB yet
   c.on_remb(kSecond, 5'000'000);
   EXPECT_EQ(c.delay_probe_bps(kSecond), 10'000'000u);  // twice the target
-  c.on_delay_probe_sent(kSecond, 10'000'000);
+  c.on_delay_probe_sent(kSecond);
   EXPECT_EQ(c.counters().delay_probes, 1u);
   // Not raised: the next waits 2 s, each time.
   EXPECT_EQ(c.delay_probe_bps(kSecond + 1999 * kMs), 0u);
   EXPECT_EQ(c.delay_probe_bps(3 * kSecond), 10'000'000u);
-  c.on_delay_probe_sent(3 * kSecond, 10'000'000);
+  c.on_delay_probe_sent(3 * kSecond);
   EXPECT_EQ(c.delay_probe_bps(4999 * kMs), 0u);
   EXPECT_EQ(c.delay_probe_bps(5 * kSecond), 10'000'000u);
-  c.on_delay_probe_sent(6 * kSecond, 10'000'000);
+  c.on_delay_probe_sent(6 * kSecond);
   // Raised by the receiver's measurement: the next 300 ms after it, from the new target, and
   // the wait after an unraised one is 2 s again.
   c.on_remb(6 * kSecond + 100 * kMs, 9'000'000);
   EXPECT_EQ(c.counters().delay_probes_raised, 1u);
   EXPECT_EQ(c.delay_probe_bps(6 * kSecond + 299 * kMs), 0u);
   EXPECT_EQ(c.delay_probe_bps(6 * kSecond + 300 * kMs), 18'000'000u);
-  c.on_delay_probe_sent(7 * kSecond, 18'000'000);
+  c.on_delay_probe_sent(7 * kSecond);
   EXPECT_EQ(c.delay_probe_bps(8999 * kMs), 0u);
   EXPECT_EQ(c.delay_probe_bps(9 * kSecond), 18'000'000u);
   // AIMD climbing 15 % past the REMB at the last probe: the next 300 ms after that probe.
