@@ -45,7 +45,6 @@ PacketVerdict DelayBasedEstimator::on_packet_send_ns(uint64_t arrival_ns, int64_
 }
 
 void DelayBasedEstimator::on_probe(const ProbeMeasurement& probe) {
-  ++counters_.probes_measured;
   counters_.last_probe_send_bps = probe.send_bps;
   counters_.last_probe_receive_bps = probe.receive_bps;
   const uint64_t before = rate_.estimate_bps();

@@ -82,8 +82,7 @@ struct DelayEstimatorCounters {
   uint64_t underuse_signals = 0;
   uint64_t decreases = 0;
   uint64_t rembs = 0;
-  uint64_t rembs_immediate = 0;  // sent at once on a decrease or a probe's rise
-  uint64_t probes_measured = 0;
+  uint64_t rembs_immediate = 0;   // sent at once on a decrease or a probe's rise
   uint64_t probes_raised = 0;     // the estimate went up
   uint64_t probes_saturated = 0;  // a bottleneck spread it out (the estimate is kept under it)
   uint64_t last_probe_send_bps = 0;

@@ -417,7 +417,7 @@ void RelayReceiver::publish(uint64_t) {
   set(stats_.nack_given_up_tries, nack.given_up_tries);
   set(stats_.estimate_bps, video_.estimate_bps());
   const congestion::DelayEstimatorCounters& estimator = video_.estimator_counters();
-  set(stats_.probes_measured, estimator.probes_measured);
+  set(stats_.probes_measured, video_.estimator_probe_counters().clusters);
   set(stats_.probes_raised, estimator.probes_raised);
   set(stats_.last_probe_send_bps, estimator.last_probe_send_bps);
   set(stats_.last_probe_receive_bps, estimator.last_probe_receive_bps);

@@ -87,6 +87,9 @@ class ReceiveStream {
   const congestion::DelayEstimatorCounters& estimator_counters() const {
     return estimator_.counters();
   }
+  const congestion::ProbeMeterCounters& estimator_probe_counters() const {
+    return estimator_.probe_counters();
+  }
   double skew_ppm() const { return skew_.skew_ppm(); }
 
  private:

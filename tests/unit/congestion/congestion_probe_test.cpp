@@ -160,9 +160,9 @@ TEST(CongestionDelayEstimator, ACarriedProbeRaisesTheEstimateAndSaysSoAtOnce) {
   const uint64_t before = e.estimate_bps();
   ASSERT_LT(before, 8'000'000u);
   t = feed_probe(e, t, 16'000'000, 16'000'000, 50);
-  EXPECT_EQ(e.counters().probes_measured, 0u);  // not until a packet past the gap
+  EXPECT_EQ(e.probe_counters().clusters, 0u);  // not until a packet past the gap
   t = feed_media(e, t + 40 * kMs, 100 * kMs, 5'000'000);
-  EXPECT_EQ(e.counters().probes_measured, 1u);
+  EXPECT_EQ(e.probe_counters().clusters, 1u);
   EXPECT_EQ(e.counters().probes_raised, 1u);
   EXPECT_EQ(e.counters().probes_saturated, 0u);
   EXPECT_NEAR(double(e.estimate_bps()), 0.9 * 16e6, 0.3e6);
@@ -216,7 +216,7 @@ TEST(CongestionDelayEstimator, AProbesOwnQueueIsNoDecrease) {
   // 60 ms at twice a 10 Mbit/s bottleneck: its queue grows by 30 ms, which alone is an overuse.
   t = feed_probe(e, t, 20'000'000, 10'000'000, 120);
   feed_media(e, t + 40 * kMs, 500 * kMs, 8'000'000);
-  EXPECT_EQ(e.counters().probes_measured, 1u);
+  EXPECT_EQ(e.probe_counters().clusters, 1u);
   EXPECT_EQ(e.counters().decreases, decreases);
 }
 
